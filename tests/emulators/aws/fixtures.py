@@ -1,0 +1,1 @@
+"""pytest fixtures for the aws emulator (filled in by its owner)."""

@@ -1,0 +1,1 @@
+"""pytest fixtures for the azure emulator (filled in by its owner)."""

@@ -1,0 +1,1 @@
+"""pytest fixtures for the gcp emulator (filled in by its owner)."""

@@ -1,0 +1,1 @@
+"""pytest fixtures for the kube emulator (filled in by its owner)."""

@@ -1,0 +1,1 @@
+"""pytest fixtures for the prometheus emulator (filled in by its owner)."""
