@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 from uuid import UUID
 
@@ -40,6 +40,7 @@ METRIC_HELP: dict[str, str] = {
 }
 METRICS: tuple[str, ...] = (GPU_UTIL, GR_ENGINE_ACTIVE, FB_USED, FB_FREE)
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEFAULT_STEP = timedelta(seconds=30)
 DEFAULT_WINDOW = timedelta(hours=6)
 
@@ -212,10 +213,16 @@ def _label_text(labels: dict[str, str]) -> str:
     return ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
 
 
+def epoch_millis(at: datetime) -> int:
+    """Milliseconds since the epoch, floored, in exact integer arithmetic (Prometheus keeps milliseconds)."""
+    return (at - _EPOCH) // timedelta(milliseconds=1)
+
+
 def _timestamp(at: datetime) -> str:
-    # OpenMetrics timestamps are seconds; Prometheus keeps milliseconds, so render exactly that precision.
-    millis = round(at.timestamp() * 1000)
-    return f"{millis // 1000}.{millis % 1000:03d}"
+    # OpenMetrics timestamps are float seconds and Prometheus' parser truncates `ts * 1000`: "X.805" can land
+    # on X.804 after float rounding. Writing the middle of the millisecond ("X.8055") always truncates to 805.
+    millis = epoch_millis(at)
+    return f"{millis // 1000}.{millis % 1000:03d}5"
 
 
 def _format_value(value: float | int) -> str:

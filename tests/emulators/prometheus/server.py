@@ -27,7 +27,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -114,8 +114,8 @@ class PrometheusServer:
         """``/api/v1/query_range``; returns ``data.result`` (a matrix)."""
         params = {
             "query": promql,
-            "start": f"{start.timestamp():.3f}",
-            "end": f"{end.timestamp():.3f}",
+            "start": rfc3339_millis(start),
+            "end": rfc3339_millis(end),
             "step": f"{step.total_seconds():g}s",
         }
         return _get_result(f"{self.url}/api/v1/query_range", params)
@@ -273,7 +273,13 @@ def _wait_for_data(url: str, now: datetime, timeout_s: float) -> None:
 
 def query(url: str, promql: str, at: datetime) -> list[dict[str, Any]]:
     """An instant query over plain HTTP; returns ``data.result``."""
-    return _get_result(f"{url}/api/v1/query", {"query": promql, "time": f"{at.timestamp():.3f}"})
+    return _get_result(f"{url}/api/v1/query", {"query": promql, "time": rfc3339_millis(at)})
+
+
+def rfc3339_millis(at: datetime) -> str:
+    """A query time Prometheus parses exactly: float seconds would go through a lossy float parse, RFC 3339
+    does not; floored to the millisecond like the generated sample timestamps."""
+    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _get_result(url: str, params: dict[str, str]) -> list[dict[str, Any]]:
