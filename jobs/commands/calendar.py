@@ -1,0 +1,44 @@
+"""``gpu-jobs calendar``: the desired state of every node group, why, the next changes, and a week grid."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from jobs import calendar_output
+from jobs.core.calendar import build_calendar, compare
+from jobs.outcome import Outcome
+from jobs.policy_file import load_policy
+from jobs.settings import DEFAULT_POLICY, env, parse_at
+
+_RENDER = {"text": calendar_output.to_text, "json": calendar_output.to_json, "markdown": calendar_output.to_markdown}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
+    parser.add_argument("--at", default=env("AT"), help="ISO 8601 instant (default: now) [GPU_JOBS_AT]")
+    parser.add_argument("--days", type=int, default=7, help="days to draw and list changes for (default 7)")
+    parser.add_argument("--output", choices=sorted(_RENDER), default="text")
+    parser.add_argument(
+        "--compare", metavar="OTHER_POLICY", help="the policy before the change: show up-hours before/after"
+    )
+
+
+def run(args: argparse.Namespace, log: Any) -> Outcome:
+    policy = load_policy(args.policy)
+    tz = ZoneInfo(policy.defaults.timezone)
+    at = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC).astimezone(tz)
+    calendar = build_calendar(policy, at, max(1, args.days))
+    comparisons = compare(load_policy(args.compare), policy, at) if args.compare else None
+    print(_RENDER[args.output](calendar, comparisons), end="")
+    for group in calendar.groups:
+        log.info(
+            "calendar.group",
+            node_group=group.group.name,
+            state=group.state,
+            reason=group.reason,
+            next_change=group.next_change.isoformat() if group.next_change else None,
+        )
+    return Outcome(planned=len(calendar.groups))

@@ -1,0 +1,130 @@
+"""What the schedule means for people: the state now, the next changes, a week grid, hours and GPU-hours.
+
+Pure: everything is derived from the policy and an instant. The CLI renders these values as text, JSON or
+markdown (for a pull-request comment).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from jobs.core.policy import NodeGroup, Policy
+from jobs.core.schedule import GroupSchedule, State
+
+WEEK = timedelta(days=7)
+HOURS_PER_WEEK = 168.0
+SLOTS_PER_DAY = 48  # half hours
+UP, DOWN = "█", "·"
+
+
+@dataclass(frozen=True)
+class Change:
+    at: datetime
+    state: State
+    reason: str
+
+
+@dataclass(frozen=True)
+class GroupCalendar:
+    group: NodeGroup
+    timezone: str
+    state: State
+    reason: str
+    next_change: datetime | None
+    changes: tuple[Change, ...]
+    up_hours_per_week: float
+    grid: tuple[tuple[date, str, str | None], ...]  # (local day, 48 cells, holiday name)
+
+    @property
+    def gpu_hours_avoided_per_week(self) -> float | None:
+        """GPU-hours a week not paid for, against the same group always on at its working size."""
+        if self.group.gpus_per_node is None or self.group.up is None:
+            return None
+        return (HOURS_PER_WEEK - self.up_hours_per_week) * self.group.up.desired * self.group.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Calendar:
+    at: datetime
+    days: int
+    groups: tuple[GroupCalendar, ...]
+
+
+def locator_text(group: NodeGroup) -> str:
+    loc = group.locator
+    return "/".join(str(v) for v in loc.model_dump(exclude_none=True).values())
+
+
+def build_calendar(policy: Policy, at: datetime, days: int = 7) -> Calendar:
+    if at.tzinfo is None:
+        raise ValueError("at must be timezone-aware")
+    return Calendar(at, days, tuple(_group_calendar(policy, g, at, days) for g in policy.node_groups))
+
+
+def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -> GroupCalendar:
+    schedule = GroupSchedule(policy, group)
+    tz = schedule.tz
+    desired = schedule.desired(at)
+    segments = schedule.segments(at, at + timedelta(days=days))
+    changes = tuple(
+        Change(s.start.astimezone(tz), s.state, s.reason)
+        for prev, s in itertools.pairwise(segments)
+        if s.state != prev.state
+    )
+    first_day = at.astimezone(tz).date()
+    grid_start = datetime.combine(first_day, time(0), tzinfo=tz).astimezone(UTC)
+    grid_segments = schedule.segments(grid_start, grid_start + timedelta(days=days + 1))
+    rows = []
+    for offset in range(days):
+        day = first_day + timedelta(days=offset)
+        cells = "".join(
+            UP if _state_at(grid_segments, _slot(day, slot, tz)) == "up" else DOWN for slot in range(SLOTS_PER_DAY)
+        )
+        rows.append((day, cells, schedule.holidays.name(day)))
+    return GroupCalendar(
+        group=group,
+        timezone=str(tz),
+        state=desired.state,
+        reason=desired.reason,
+        next_change=desired.next_change,
+        changes=changes,
+        up_hours_per_week=round(schedule.up_hours(at, at + WEEK), 2),
+        grid=tuple(rows),
+    )
+
+
+def _slot(day: date, slot: int, tz: Any) -> datetime:
+    return datetime.combine(day, time(slot // 2, 30 * (slot % 2)), tzinfo=tz).astimezone(UTC)
+
+
+def _state_at(segments: Any, at: datetime) -> State:
+    for segment in segments:
+        if segment.start <= at < segment.end:
+            state: State = segment.state
+            return state
+    return "down"
+
+
+def up_hours_by_group(policy: Policy, at: datetime) -> dict[str, float]:
+    return {g.name: round(GroupSchedule(policy, g).up_hours(at, at + WEEK), 2) for g in policy.node_groups}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    name: str
+    before: float | None  # None: the group is new
+    after: float | None  # None: the group was removed
+
+    @property
+    def delta(self) -> float:
+        return (self.after or 0.0) - (self.before or 0.0)
+
+
+def compare(before: Policy, after: Policy, at: datetime) -> tuple[Comparison, ...]:
+    """Up-hours per week per node group before and after a change: what a pull request does."""
+    old, new = up_hours_by_group(before, at), up_hours_by_group(after, at)
+    names = list(new) + [n for n in old if n not in new]
+    return tuple(Comparison(n, old.get(n), new.get(n)) for n in names)

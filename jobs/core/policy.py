@@ -1,0 +1,325 @@
+"""The typed policy model: what people write in ``gitops/policy.yaml``.
+
+Field names are a contract (other tools read the same file), so the Python names are snake_case with camelCase
+aliases that match the YAML. Unknown keys are rejected everywhere. Validators raise ``ValueError`` with a message
+that reads well after ``FILE:LINE: PATH:``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from datetime import date, datetime, timedelta
+from functools import cached_property
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from jobs.core.timespec import parse_clock, parse_days, parse_duration
+
+API_VERSION = "gpu-jobs/v1"
+KIND = "GpuPolicy"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        # The cached_property helpers below are derived, not fields.
+        ignored_types=(cached_property,),
+    )
+
+
+def _check_timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f'"{value}" is not a known IANA timezone (e.g. Europe/Berlin)') from None
+    return value
+
+
+def _check_days(value: str) -> str:
+    parse_days(value)
+    return value
+
+
+def _check_clock(value: str) -> str:
+    parse_clock(value)
+    return value
+
+
+def _check_duration(value: str) -> str:
+    parse_duration(value)
+    return value
+
+
+def _check_cron(value: str) -> str:
+    if len(value.split()) != 5 or not croniter.is_valid(value):
+        raise ValueError(f'"{value}" is not a 5-field cron expression (e.g. "0 22 * * 1-5")')
+    return value
+
+
+def _check_aware(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("needs a UTC offset, e.g. 2026-12-02T23:00:00+01:00")
+    return value
+
+
+Timezone = Annotated[str, AfterValidator(_check_timezone)]
+
+
+def _check_name(value: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(f'"{value}" is not a valid name (lowercase letters, digits and "-", at most 63)')
+    return value
+
+
+# Patterns appear in the JSON Schema for editors; validation itself goes through the checks above so that the
+# messages name the problem instead of quoting a regular expression.
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+DaySet = Annotated[
+    str,
+    AfterValidator(_check_days),
+    WithJsonSchema({"type": "string", "examples": ["Mon-Fri", "Sat,Sun", "daily"]}),
+]
+Clock = Annotated[str, AfterValidator(_check_clock), WithJsonSchema({"type": "string", "pattern": r"^\d{2}:\d{2}$"})]
+Duration = Annotated[
+    str,
+    AfterValidator(_check_duration),
+    WithJsonSchema({"type": "string", "pattern": r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$", "examples": ["15m", "8h"]}),
+]
+Cron = Annotated[str, AfterValidator(_check_cron), WithJsonSchema({"type": "string", "examples": ["0 22 * * 1-5"]})]
+AwareDatetime = Annotated[
+    datetime,
+    AfterValidator(_check_aware),
+    PlainSerializer(lambda v: v.isoformat(), return_type=str),
+]
+Name = Annotated[str, AfterValidator(_check_name), WithJsonSchema({"type": "string", "pattern": _NAME.pattern})]
+
+
+def _holiday_subdivisions(country: str) -> tuple[str, ...] | None:
+    """A country's subdivision codes, or None when the holidays package does not know the country.
+
+    Reads the class attribute of the one country module instead of building the registry of every country
+    (``holidays.list_supported_countries()``), which would cost ``validate`` a third of a second.
+    """
+    from holidays.registry import COUNTRIES  # noqa: PLC0415 - only when a policy names a country
+
+    for module, (class_name, *codes) in COUNTRIES.items():
+        if country in codes:
+            cls = getattr(importlib.import_module(f"holidays.countries.{module}"), class_name)
+            return tuple(cls.subdivisions) + tuple(getattr(cls, "subdivisions_aliases", {}))
+    return None
+
+
+class Holidays(Model):
+    """Public holidays (``holidays`` package) plus explicit dates; windows that start on them are off."""
+
+    country: str | None = Field(default=None, description="ISO 3166-1 alpha-2 code, e.g. DE")
+    subdivision: str | None = Field(default=None, description="e.g. BE for Berlin")
+    dates: tuple[date, ...] = ()
+
+    @model_validator(mode="after")
+    def _known_country(self) -> Holidays:
+        if self.subdivision and not self.country:
+            raise ValueError("subdivision needs a country")
+        if self.country:
+            subdivisions = _holiday_subdivisions(self.country)
+            if subdivisions is None:
+                raise ValueError(f'country "{self.country}" is not known to the holidays package')
+            if self.subdivision and self.subdivision not in subdivisions:
+                raise ValueError(f'"{self.subdivision}" is not a subdivision of {self.country}')
+        return self
+
+
+class WorkingHours(Model):
+    """A window: ``days`` + ``start`` + ``end`` local to the group, or ``cron`` + ``duration``."""
+
+    days: DaySet | None = None
+    start: Clock | None = None
+    end: Clock | None = None
+    cron: Cron | None = None
+    duration: Duration | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> WorkingHours:
+        clock_form = (self.days, self.start, self.end)
+        cron_form = (self.cron, self.duration)
+        if any(v is not None for v in clock_form) and any(v is not None for v in cron_form):
+            raise ValueError("use either days/start/end or cron/duration, not both")
+        if all(v is None for v in clock_form + cron_form):
+            raise ValueError("a window needs days/start/end or cron/duration")
+        if any(v is not None for v in clock_form) and any(v is None for v in clock_form):
+            raise ValueError("days, start and end go together")
+        if any(v is not None for v in cron_form) and any(v is None for v in cron_form):
+            raise ValueError("cron and duration go together")
+        if self.start is not None and self.start == self.end:
+            raise ValueError(f"start and end are both {self.start}: the window is empty")
+        return self
+
+    @field_validator("start")
+    @classmethod
+    def _start_not_24(cls, value: str | None) -> str | None:
+        if value is not None and parse_clock(value) is None:
+            raise ValueError('"24:00" can only end a window')
+        return value
+
+    def describe(self) -> str:
+        if self.cron is not None:
+            return f"cron {self.cron!r} for {self.duration}"
+        return f"{self.days} {self.start}-{self.end}"
+
+
+class WorkingSize(Model):
+    """The size a group has while up. Without it, the job restores what the group had before shutdown."""
+
+    min: int = Field(ge=0)
+    desired: int = Field(ge=0)
+    max: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WorkingSize:
+        if not self.min <= self.desired <= self.max:
+            raise ValueError(f"needs min <= desired <= max, got {self.min} <= {self.desired} <= {self.max}")
+        return self
+
+
+class AwsLocator(Model):
+    """An EKS managed node group (``cluster`` + ``nodegroup``) or a plain ASG (``autoScalingGroup``)."""
+
+    region: str
+    cluster: str | None = None
+    nodegroup: str | None = None
+    auto_scaling_group: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> AwsLocator:
+        eks = self.cluster is not None or self.nodegroup is not None
+        if eks and self.auto_scaling_group is not None:
+            raise ValueError("give cluster+nodegroup (EKS) or autoScalingGroup (plain ASG), not both")
+        if eks and (self.cluster is None or self.nodegroup is None):
+            raise ValueError("an EKS node group needs both cluster and nodegroup")
+        if not eks and self.auto_scaling_group is None:
+            raise ValueError("needs cluster+nodegroup (EKS) or autoScalingGroup (plain ASG)")
+        return self
+
+
+class GcpLocator(Model):
+    project: str
+    location: str
+    cluster: str
+    node_pool: str
+
+
+class AzureLocator(Model):
+    subscription: str
+    resource_group: str
+    cluster: str
+    agent_pool: str
+
+
+class Schedule(Model):
+    """The schedule fields a node group may override from ``defaults``."""
+
+    timezone: Timezone | None = None
+    holidays: Holidays | None = None
+    working_hours: tuple[WorkingHours, ...] | None = None
+    warm_up: Duration | None = None
+
+
+class Defaults(Schedule):
+    timezone: Timezone = "UTC"
+
+
+class NodeGroup(Schedule):
+    name: Name = Field(description="unique id used everywhere else (overrides, logs, records)")
+    cloud: Literal["aws", "gcp", "azure"]
+    aws: AwsLocator | None = None
+    gcp: GcpLocator | None = None
+    azure: AzureLocator | None = None
+    always_on: bool = False
+    gpus_per_node: int | None = Field(default=None, ge=1, description="for GPU-hour estimates")
+    up: WorkingSize | None = None
+
+    @model_validator(mode="after")
+    def _locator_matches_cloud(self) -> NodeGroup:
+        given = [c for c in ("aws", "gcp", "azure") if getattr(self, c) is not None]
+        if given != [self.cloud]:
+            raise ValueError(f"cloud {self.cloud} needs exactly one locator `{self.cloud}:` (found: {given or 'none'})")
+        return self
+
+    @property
+    def locator(self) -> AwsLocator | GcpLocator | AzureLocator:
+        found = self.aws or self.gcp or self.azure
+        assert found is not None  # guaranteed by _locator_matches_cloud
+        return found
+
+
+class Override(Model):
+    """A temporary state for one node group; it expires by itself at ``until``."""
+
+    node_group: str
+    state: Literal["up", "down"]
+    until: AwareDatetime
+    reason: str = Field(min_length=1)
+
+
+class Policy(Model):
+    api_version: Literal["gpu-jobs/v1"]
+    kind: Literal["GpuPolicy"]
+    defaults: Defaults = Defaults()
+    node_groups: tuple[NodeGroup, ...] = ()
+    overrides: tuple[Override, ...] = ()
+
+    def group(self, name: str) -> NodeGroup:
+        for group in self.node_groups:
+            if group.name == name:
+                return group
+        raise KeyError(name)
+
+
+def cross_reference_problems(policy: Policy) -> list[tuple[tuple[str | int, ...], str]]:
+    """Rules that span entries (unique names, overrides that name a group), as (path, message) pairs."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    seen: dict[str, int] = {}
+    for i, group in enumerate(policy.node_groups):
+        if group.name in seen:
+            problems.append(
+                (("nodeGroups", i, "name"), f'"{group.name}" is already used by nodeGroups[{seen[group.name]}]')
+            )
+        seen.setdefault(group.name, i)
+    locators: dict[Any, int] = {}
+    for i, group in enumerate(policy.node_groups):
+        key = group.locator
+        if key in locators:
+            problems.append(((("nodeGroups", i, group.cloud)), f"same node group as nodeGroups[{locators[key]}]"))
+        locators.setdefault(key, i)
+    for i, override in enumerate(policy.overrides):
+        if override.node_group not in seen:
+            problems.append((("overrides", i, "nodeGroup"), f'unknown node group "{override.node_group}"'))
+    return problems
+
+
+def effective_schedule(
+    policy: Policy, group: NodeGroup
+) -> tuple[ZoneInfo, Holidays | None, tuple[WorkingHours, ...], timedelta]:
+    """A group's own schedule fields, each falling back to ``defaults``."""
+    tz = ZoneInfo(group.timezone or policy.defaults.timezone)
+    holidays = group.holidays if group.holidays is not None else policy.defaults.holidays
+    windows = group.working_hours if group.working_hours is not None else (policy.defaults.working_hours or ())
+    warm = group.warm_up or policy.defaults.warm_up
+    return tz, holidays, windows, parse_duration(warm) if warm else timedelta(0)

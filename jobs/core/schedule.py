@@ -1,0 +1,204 @@
+"""The schedule engine: a pure function of the policy and an instant.
+
+Every window becomes concrete intervals ``[start, end)`` in UTC. Windows are anchored on the local day they
+start (an overnight window belongs to the day it starts on, and a holiday cancels the windows that start on
+it). Clock windows use wall-clock times in the group's timezone, so they stay at 08:00 across DST; cron windows
+last ``duration`` of real time. All arithmetic is done in UTC: Python compares datetimes that share a tzinfo
+by wall time, which is wrong across a DST fold.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from functools import cached_property
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from jobs.core.policy import Holidays, NodeGroup, Override, Policy, WorkingHours, effective_schedule
+from jobs.core.timespec import parse_clock, parse_days, parse_duration
+
+State = Literal["up", "down"]
+#: How far ahead ``next_change`` looks; a group with no change in this horizon reports ``None``.
+HORIZON = timedelta(days=35)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One concrete occurrence of a window. ``warm_start`` is ``start`` minus the group's warm-up."""
+
+    start: datetime
+    end: datetime
+    warm_start: datetime
+    window: WorkingHours
+    day: date
+    holiday: str | None
+
+    def covers(self, at: datetime) -> bool:
+        return self.warm_start <= at < self.end
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of time ``[start, end)`` over which a group's desired state and reason do not change."""
+
+    start: datetime
+    end: datetime
+    state: State
+    reason: str
+
+
+@dataclass(frozen=True)
+class Desired:
+    state: State
+    reason: str
+    next_change: datetime | None
+
+
+class HolidayCalendar:
+    """Public holidays of a country/subdivision plus explicit dates, looked up per year on demand."""
+
+    def __init__(self, spec: Holidays | None) -> None:
+        self._spec = spec
+        self._explicit = set(spec.dates) if spec else set()
+        self._years: dict[int, dict[date, str]] = {}
+
+    def name(self, day: date) -> str | None:
+        if day in self._explicit:
+            return f"holiday {day.isoformat()}"
+        if self._spec is None or self._spec.country is None:
+            return None
+        if day.year not in self._years:
+            import holidays as holidays_lib  # noqa: PLC0415 - loading country data is slow; only when needed
+
+            table = holidays_lib.country_holidays(self._spec.country, subdiv=self._spec.subdivision, years=day.year)
+            self._years[day.year] = dict(table.items())
+        found = self._years[day.year].get(day)
+        return f"public holiday ({found})" if found else None
+
+
+def _local(day: date, clock: time, tz: ZoneInfo) -> datetime:
+    # fold=0: an ambiguous wall time is its first occurrence; a nonexistent one (spring gap) maps forward.
+    return datetime.combine(day, clock, tzinfo=tz).astimezone(UTC)
+
+
+class GroupSchedule:
+    """A node group's schedule compiled once, queried at any instant."""
+
+    def __init__(self, policy: Policy, group: NodeGroup) -> None:
+        self.group = group
+        self.tz, holidays, self.windows, self.warm_up = effective_schedule(policy, group)
+        self.holidays = HolidayCalendar(holidays)
+        self.overrides: tuple[Override, ...] = tuple(o for o in policy.overrides if o.node_group == group.name)
+
+    @cached_property
+    def _lookback(self) -> timedelta:
+        longest = max(
+            (parse_duration(w.duration) for w in self.windows if w.duration is not None), default=timedelta(days=1)
+        )
+        return max(longest, timedelta(days=1)) + self.warm_up + timedelta(days=1)
+
+    def intervals(self, start: datetime, end: datetime) -> list[Interval]:
+        """Every window occurrence that can cover an instant in ``[start, end)``, holidays included (flagged)."""
+        first = (start - self._lookback).astimezone(self.tz).date()
+        last = (end + self.warm_up).astimezone(self.tz).date()
+        found: list[Interval] = []
+        for window in self.windows:
+            for s, e, day in self._occurrences(window, first, last):
+                if e > start - self.warm_up and s - self.warm_up < end:
+                    found.append(Interval(s, e, s - self.warm_up, window, day, self.holidays.name(day)))
+        return sorted(found, key=lambda i: (i.warm_start, i.end))
+
+    def _occurrences(self, window: WorkingHours, first: date, last: date) -> Iterator[tuple[datetime, datetime, date]]:
+        if window.cron is not None and window.duration is not None:
+            length = parse_duration(window.duration)
+            # Iterate on naive local wall time, as a cron daemon does, then place each time in the timezone.
+            it = croniter(window.cron, datetime.combine(first, time(0)) - timedelta(minutes=1))
+            while (naive := it.get_next(datetime)).date() <= last:
+                begin = _local(naive.date(), naive.time(), self.tz)
+                yield begin, begin + length, naive.date()
+            return
+        assert window.days is not None
+        assert window.start is not None
+        assert window.end is not None
+        days, start_clock, end_clock = parse_days(window.days), parse_clock(window.start), parse_clock(window.end)
+        assert start_clock is not None
+        day = first
+        while day <= last:
+            if day.weekday() in days:
+                begin = _local(day, start_clock, self.tz)
+                if end_clock is None:
+                    finish = _local(day + timedelta(days=1), time(0), self.tz)
+                elif end_clock > start_clock:
+                    finish = _local(day, end_clock, self.tz)
+                else:  # overnight: ends on the next day, belongs to this one
+                    finish = _local(day + timedelta(days=1), end_clock, self.tz)
+                yield begin, finish, day
+            day += timedelta(days=1)
+
+    def _state(self, at: datetime, intervals: Iterable[Interval]) -> tuple[State, str]:
+        active = [o for o in self.overrides if at < o.until]
+        if active:
+            # The last active override listed wins: later lines are the newer edits.
+            override = active[-1]
+            return override.state, f"override until {override.until.isoformat()}: {override.reason}"
+        if self.group.always_on:
+            return "up", "alwaysOn"
+        covering = [i for i in intervals if i.covers(at)]
+        working = [i for i in covering if i.holiday is None]
+        inside = [i for i in working if i.start <= at]
+        if inside:
+            return "up", f"inside working hours ({inside[0].window.describe()})"
+        if working:
+            opens = working[0].start.astimezone(self.tz).strftime("%a %H:%M")
+            return "up", f"warming up for {working[0].window.describe()} opening {opens}"
+        if covering:
+            return "down", f"{covering[0].holiday}: no working hours"
+        return "down", "outside working hours"
+
+    def segments(self, start: datetime, end: datetime) -> list[Segment]:
+        """The desired state over ``[start, end)`` as consecutive segments (adjacent equal ones merged)."""
+        start, end = start.astimezone(UTC), end.astimezone(UTC)
+        intervals = self.intervals(start, end)
+        cuts = {start, end}
+        for i in intervals:
+            cuts.update((i.warm_start, i.start, i.end))
+        cuts.update(o.until.astimezone(UTC) for o in self.overrides)
+        points = sorted(c for c in cuts if start <= c <= end)
+        out: list[Segment] = []
+        for a, b in itertools.pairwise(points):
+            state, reason = self._state(a, intervals)
+            if out and out[-1].state == state and out[-1].reason == reason:
+                out[-1] = Segment(out[-1].start, b, state, reason)
+            else:
+                out.append(Segment(a, b, state, reason))
+        return out
+
+    def desired(self, at: datetime, horizon: timedelta = HORIZON) -> Desired:
+        segments = self.segments(at, at + horizon)
+        state, reason = segments[0].state, segments[0].reason
+        change = next((s.start for s in segments[1:] if s.state != state), None)
+        return Desired(state, reason, change.astimezone(self.tz) if change else None)
+
+    def up_hours(self, start: datetime, end: datetime, *, with_overrides: bool = False) -> float:
+        """Hours the group is desired up in ``[start, end)``; overrides left out unless asked (they are temporary)."""
+        schedule = self if with_overrides else self._without_overrides()
+        seconds = sum((s.end - s.start).total_seconds() for s in schedule.segments(start, end) if s.state == "up")
+        return seconds / 3600
+
+    def _without_overrides(self) -> GroupSchedule:
+        clone = object.__new__(GroupSchedule)
+        clone.__dict__.update(self.__dict__)
+        clone.overrides = ()
+        return clone
+
+
+def desired_state(policy: Policy, group: NodeGroup, at: datetime) -> Desired:
+    """The state a node group should be in at ``at`` (timezone-aware), why, and when that next changes."""
+    if at.tzinfo is None:
+        raise ValueError("at must be timezone-aware")
+    return GroupSchedule(policy, group).desired(at)

@@ -1,0 +1,31 @@
+"""structlog set-up: JSON lines for machines (CronJob logs), readable console output on a terminal."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+
+
+def configure(level: str = "info", *, json_lines: bool | None = None) -> None:
+    if json_lines is None:
+        json_lines = not sys.stderr.isatty()
+    renderer: Any = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(**context: Any) -> Any:
+    return structlog.get_logger(**context)

@@ -1,0 +1,22 @@
+"""How a command ends: its counts for the ``run.summary`` event and an honest exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    ITEM_FAILED = 1  # some item failed; the others were still processed
+    BAD_CONFIG = 2  # bad policy or configuration: nothing was changed
+    REFUSED = 3  # a safety guard refused the plan: nothing was changed
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: ExitCode = ExitCode.OK
+    planned: int = 0
+    applied: int = 0
+    failed: int = 0
+    skipped: int = 0

@@ -1,0 +1,157 @@
+"""The ``gpu-jobs`` command line as a person and a CronJob use it: exit codes, output forms, env settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.cli import main
+
+EXAMPLE = "gitops/policy.yaml"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobs", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+        timeout=60,
+    )
+
+
+def test_validate_good_policy_exits_0_and_logs_a_summary() -> None:
+    done = run_cli("validate", EXAMPLE)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stderr.splitlines()]
+    summary = events[-1]
+    assert summary["event"] == "run.summary"
+    assert {k: summary[k] for k in ("job", "dry_run", "failed")} == {"job": "validate", "dry_run": False, "failed": 0}
+    assert {"planned", "applied", "skipped", "duration_s"} <= summary.keys()
+
+
+def test_validate_bad_policy_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("apiVersion: gpu-jobs/v1\nkind: GpuPolicy\ndefaults:\n  timezone: Nowhere/City\n  warmUp: x\n")
+    done = run_cli("validate", str(bad))
+    assert done.returncode == 2
+    assert done.stdout.splitlines() == [
+        f'{bad}:4: defaults.timezone: "Nowhere/City" is not a known IANA timezone (e.g. Europe/Berlin)',
+        f'{bad}:5: defaults.warmUp: "x" is not a duration (use e.g. 15m, 8h, 1h30m, 2d)',
+    ]
+
+
+def test_validate_directory_means_every_yaml_in_it(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(Path(EXAMPLE).read_text())
+    (tmp_path / "b.yaml").write_text("apiVersion: gpu-jobs/v1\nkind: Nope\n")
+    (tmp_path / "notes.txt").write_text("not a policy")
+    done = run_cli("validate", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stdout.splitlines() == [f"{tmp_path}/b.yaml:2: kind: \"Nope\": Input should be 'GpuPolicy'"]
+
+
+def test_policy_path_from_environment(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.yaml"
+    done = run_cli("validate", env={"GPU_JOBS_POLICY": str(missing)})
+    assert done.returncode == 2
+    assert str(missing) in done.stdout
+
+
+def test_calendar_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["calendar", "--policy", EXAMPLE, "--at", "2026-12-01T07:29:00+01:00", "--output", "json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["at"] == "2026-12-01T07:29:00+01:00"
+    groups = {g["name"]: g for g in doc["nodeGroups"]}
+    # research-h100 follows the defaults (Mon-Fri 08:00-20:00 Berlin) with a 30 minute warm-up.
+    assert {k: groups["research-h100"][k] for k in ("state", "reason", "nextChange")} == {
+        "state": "down",
+        "reason": "outside working hours",
+        "nextChange": "2026-12-01T07:30:00+01:00",
+    }
+    # training-a100 is held up by the override until Wednesday 23:00.
+    assert groups["training-a100"]["state"] == "up"
+    assert groups["training-a100"]["nextChange"] == "2026-12-02T23:00:00+01:00"
+    assert groups["inference-l4"]["nextChange"] is None
+
+
+def test_calendar_text_draws_a_week_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calendar", "--policy", EXAMPLE, "--at", "2026-12-01T12:00:00+01:00", "--days", "2"]) == 0
+    out = capsys.readouterr().out
+    # notebooks-t4: Mon-Fri 07:30-19:30 London + 15 min warm-up: up cells from 07:30 (slot 15) to 19:30 (slot 39)
+    block = out.split("notebooks-t4")[1]
+    tuesday = next(line for line in block.splitlines() if line.strip().startswith("Tue 01 Dec"))
+    cells = tuesday.split()[-1]
+    assert cells == "·" * 15 + "█" * 24 + "·" * 9
+
+
+def test_calendar_markdown_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = tmp_path / "before.yaml"
+    before.write_text(Path(EXAMPLE).read_text().replace('start: "07:30", end: "19:30"', 'start: "07:30", end: "17:30"'))
+    assert (
+        main(
+            [
+                "calendar",
+                "--policy",
+                EXAMPLE,
+                "--compare",
+                str(before),
+                "--at",
+                "2026-12-01T12:00:00+01:00",
+                "--output",
+                "markdown",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "| node group | before h/week | after h/week | change |" in out
+    # Two more hours on five weekdays: +10 h a week.
+    assert "| `notebooks-t4` | 51.25 | 61.25 | +10 |" in out
+
+
+def test_calendar_naive_at_uses_policy_timezone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calendar", "--policy", EXAMPLE, "--at", "2026-12-01T07:29:00", "--output", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["at"] == "2026-12-01T07:29:00+01:00"
+
+
+def test_calendar_bad_at_exits_2() -> None:
+    done = run_cli("calendar", "--policy", EXAMPLE, "--at", "tomorrow-ish")
+    assert done.returncode == 2
+    assert "is not an ISO 8601 date-time" in done.stderr
+
+
+FORBIDDEN = ("boto3", "botocore", "kubernetes", "google.cloud", "google.api_core", "azure")
+
+
+@pytest.mark.parametrize("argv", [["validate", EXAMPLE], ["calendar", "--policy", EXAMPLE, "--output", "json"]])
+def test_validate_and_calendar_import_no_cloud_sdk_and_no_kubernetes_client(argv: list[str]) -> None:
+    probe = (
+        "import sys, contextlib, io\n"
+        "from jobs.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    code = main({argv!r})\n"
+        f"print(code, sorted(m for m in sys.modules if m.startswith({FORBIDDEN!r})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip() == "0 []"
+
+
+def test_schema_file_is_current() -> None:
+    from jobs.commands.schema import render
+
+    assert Path("gitops/policy.schema.json").read_text() == render(), "regenerate: make schema"
+
+
+def test_example_policy_conforms_to_the_published_schema() -> None:
+    import jsonschema
+    import yaml
+
+    schema = json.loads(Path("gitops/policy.schema.json").read_text())
+    jsonschema.validate(yaml.safe_load(Path(EXAMPLE).read_text()), schema)
