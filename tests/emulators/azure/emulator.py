@@ -1,0 +1,262 @@
+"""The Azure emulator: one WSGI app on 127.0.0.1 speaking ARM REST for AKS, Microsoft.Quota and Compute VMs.
+
+Every request is logged under an operation name (``agentPools.createOrUpdate``, ``quota.get``,
+``virtualMachines.listAll``, ``containerService.operationStatus``...), may be delayed (``latency_s``) or
+failed (``faults``), then must carry ``Authorization: Bearer <anything>`` (401 ``AuthenticationFailed``
+otherwise, as ARM) and an ``api-version`` query parameter (400 ``MissingApiVersionParameter``; any value is
+accepted, so every SDK version works).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+from tests.emulators.azure.aks import AksService, ClusterState
+from tests.emulators.azure.aks_rules import AgentPoolState, Mode
+from tests.emulators.azure.arm import (
+    ArmError,
+    AsyncOperation,
+    AsyncOperations,
+    OperationStatus,
+    RequestContext,
+    Route,
+    error_response,
+    fault_error,
+)
+from tests.emulators.azure.compute import ComputeService, VmState
+from tests.emulators.azure.quota import QuotaEntry, QuotaRequest, QuotaRequestState, QuotaService
+from tests.emulators.base import Emulator, RunningServer, start
+
+#: The variable the product reads to point its Azure SDK clients at a non-Azure endpoint (see :mod:`sdk`).
+ENDPOINT_ENV = "GPU_JOBS_AZURE_ENDPOINT"
+
+
+class AzureEmulator(Emulator):
+    """State, seeding API and WSGI app. Serve it with :func:`start_azure_emulator` (or the ``azure`` fixture)."""
+
+    def __init__(
+        self,
+        *,
+        operation_polls: int | None = 1,
+        quota_request_polls: int | None = 1,
+        retry_after_s: float = 0.01,
+        page_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        #: Status polls that answer InProgress before an AKS / VM operation succeeds. ``None`` holds every
+        #: operation until :meth:`finish_operations`.
+        self.operation_polls = operation_polls
+        #: Delay announced by retry-after headers on LRO and 429 responses (see ``arm.retry_after_headers``).
+        self.retry_after_s = retry_after_s
+        #: Items per page of list responses (``nextLink`` paging); ``None`` = one page.
+        self.page_size = page_size
+        self.operations = AsyncOperations()
+        self.url = ""
+        self._lock = threading.RLock()
+        self.aks = AksService(self, self._lock)
+        self.quotas = QuotaService(self, self._lock)
+        self.quotas.request_polls = quota_request_polls
+        self.compute = ComputeService(self, self._lock)
+        self._routes = [
+            (re.compile(route.pattern + "$", re.IGNORECASE), route)
+            for route in (*self.aks.routes(), *self.quotas.routes(), *self.compute.routes())
+        ]
+        self._server: RunningServer | None = None
+
+    # -- configuration ------------------------------------------------------------------------------------------
+
+    @property
+    def quota_request_polls(self) -> int | None:
+        """Status reads answering InProgress before a quota request is approved; ``None`` = until resolved."""
+        return self.quotas.request_polls
+
+    @quota_request_polls.setter
+    def quota_request_polls(self, value: int | None) -> None:
+        self.quotas.request_polls = value
+
+    # -- seeding ------------------------------------------------------------------------------------------------
+
+    def add_cluster(
+        self,
+        subscription: str,
+        resource_group: str,
+        name: str,
+        location: str = "westeurope",
+        tags: Mapping[str, str] | None = None,
+    ) -> ClusterState:
+        return self.aks.add_cluster(subscription, resource_group, name, location, dict(tags or {}))
+
+    def add_agent_pool(
+        self,
+        subscription: str,
+        resource_group: str,
+        cluster: str,
+        name: str,
+        vm_size: str,
+        count: int,
+        mode: Mode = "User",
+        autoscaling: tuple[int, int] | None = None,
+        spot: bool = False,
+        node_labels: Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+        *,
+        stopped: bool = False,
+        location: str = "westeurope",
+    ) -> AgentPoolState:
+        """Seed a pool (its cluster is created on first use). The AKS rules apply: a bad seed raises ArmError."""
+        pool = AgentPoolState(
+            subscription=subscription,
+            resource_group=resource_group,
+            cluster=cluster,
+            name=name,
+            vm_size=vm_size,
+            count=count,
+            mode=mode,
+            enable_auto_scaling=autoscaling is not None,
+            min_count=autoscaling[0] if autoscaling else None,
+            max_count=autoscaling[1] if autoscaling else None,
+            power_state="Stopped" if stopped else "Running",
+            scale_set_priority="Spot" if spot else "Regular",
+            node_labels=dict(node_labels or {}),
+            tags=dict(tags or {}),
+        )
+        return self.aks.add_pool(pool, location)
+
+    def add_vm(
+        self,
+        subscription: str,
+        resource_group: str,
+        name: str,
+        vm_size: str,
+        location: str = "westeurope",
+        tags: Mapping[str, str] | None = None,
+        *,
+        spot: bool = False,
+        deallocated: bool = False,
+    ) -> VmState:
+        vm = VmState(
+            subscription,
+            resource_group,
+            name,
+            vm_size,
+            location,
+            dict(tags or {}),
+            power_state="deallocated" if deallocated else "running",
+            spot=spot,
+        )
+        return self.compute.add_vm(vm)
+
+    def set_quota(self, subscription: str, location: str, family: str, limit: int, usage: int = 0) -> QuotaEntry:
+        """Seed (or overwrite) a VM family's vCPU limit and usage at ``Microsoft.Compute/locations/{location}``."""
+        return self.quotas.set_quota(subscription, location, family, limit, usage)
+
+    # -- inspection and test hooks ------------------------------------------------------------------------------
+
+    def agent_pool(self, subscription: str, resource_group: str, cluster: str, name: str) -> AgentPoolState:
+        """The pool as AKS stores it right now (frozen snapshot)."""
+        return self.aks.pool(subscription, resource_group, cluster, name)
+
+    def vm(self, subscription: str, resource_group: str, name: str) -> VmState | None:
+        return self.compute.vm(subscription, resource_group, name)
+
+    def quota(self, subscription: str, location: str, family: str) -> QuotaEntry:
+        return self.quotas.quota(subscription, location, family)
+
+    def quota_requests(self) -> list[QuotaRequest]:
+        with self._lock:
+            return list(self.quotas.requests.values())
+
+    def resolve_quota_request(self, request_id: str, state: QuotaRequestState) -> None:
+        """Approve (``Succeeded``) or deny (``Failed``/``Invalid``) a quota request, as support would."""
+        self.quotas.resolve(request_id, state)
+
+    def running_operations(self) -> list[AsyncOperation]:
+        with self._lock:
+            return self.operations.running()
+
+    def finish_operations(self, status: OperationStatus = "Succeeded") -> int:
+        """Complete every running AKS/VM operation now (e.g. those held by ``operation_polls=None``)."""
+        with self._lock:
+            held = [op for op in self.operations.running() if op.kind != "quota.createOrUpdate"]
+            for operation in held:
+                operation.finish(status)
+            return len(held)
+
+    # -- serving ------------------------------------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        """Environment for a product subprocess: its Azure clients go to this emulator."""
+        return {ENDPOINT_ENV: self.url}
+
+    def clients(self, subscription: str, **client_kwargs: Any) -> Any:
+        """The three real SDK clients against this emulator (see :class:`tests.emulators.azure.sdk.AzureClients`)."""
+        from tests.emulators.azure.sdk import AzureClients
+
+        return AzureClients.connect(self.url, subscription, **client_kwargs)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
+        response = self._dispatch(request)
+        return response(environ, start_response)
+
+    def _dispatch(self, request: Request) -> Response:
+        route, groups = self._match(request.method, request.path)
+        operation = route.operation if route else f"unknown:{request.method} {request.path}"
+        fault = self.begin(request.method, request.path, operation, request.query_string.decode(), request.get_data())
+        try:
+            if fault is not None:
+                raise fault_error(fault, operation, self.retry_after_s)
+            _check_auth(request)
+            if not request.args.get("api-version"):
+                raise ArmError(
+                    400,
+                    "MissingApiVersionParameter",
+                    "The api-version query parameter (?api-version=) is required for all requests.",
+                )
+            if route is None:
+                raise ArmError(
+                    404,
+                    "InvalidResourceType",
+                    f"The emulator has no route for {request.method} {request.path} (not an emulated ARM API).",
+                )
+            return route.handler(RequestContext(request, request.host_url.rstrip("/")), groups)
+        except ArmError as error:
+            return error_response(error)
+
+    def _match(self, method: str, path: str) -> tuple[Route | None, dict[str, str]]:
+        for pattern, route in self._routes:
+            if route.method == method and (match := pattern.match(path)):
+                return route, match.groupdict()
+        return None, {}
+
+
+def _check_auth(request: Request) -> None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ArmError(
+            401,
+            "AuthenticationFailed",
+            "Authentication failed. The 'Authorization' header is missing or not a Bearer token.",
+        )
+
+
+def start_azure_emulator(port: int = 0, *, retry_after_s: float = 1.0, **config: Any) -> AzureEmulator:
+    """Serve a fresh emulator on 127.0.0.1 (for the demo sandbox); ``.stop()`` it when done.
+
+    Defaults to ARM's own ``Retry-After: 1`` (whole seconds); the test fixture uses 10 ms instead.
+    """
+    emulator = AzureEmulator(retry_after_s=retry_after_s, **config)
+    emulator._server = start(emulator, port)
+    emulator.url = emulator._server.url
+    return emulator
