@@ -1,0 +1,347 @@
+"""Compute Engine v1 over REST: instances (aggregated list, get, stop, delete, setLabels), zonal operations,
+and the instance group managers behind GKE node pools.
+
+Provider rules enforced here:
+- setLabels needs the instance's current ``labelFingerprint``; a stale or missing one is 412 conditionNotMet.
+  Label keys and values follow GCE's syntax (lowercase, <= 63 chars, at most 64 labels).
+- stop / delete / setLabels return a zonal Operation (PENDING -> RUNNING -> DONE over ``operation_polls``
+  GETs, or at once via ``wait``); the instance is STOPPING meanwhile and TERMINATED / gone / relabelled at DONE.
+- Errors use Compute's shape: {"error": {"code", "message", "errors": [{"reason", "message", "domain"}]}}.
+- The aggregated list keys scopes ``zones/<zone>``; a zone that has no instances left carries a
+  NO_RESULTS_ON_PAGE warning instead of ``instances``, as on the real API. ``filter`` is not emulated (400).
+- An instance group manager of a GKE node pool reports the pool's live per-zone size as ``targetSize``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from google.cloud import compute_v1
+
+from tests.emulators.base import FaultKind
+from tests.emulators.gcp.gke import COMPUTE, Gke
+from tests.emulators.gcp.ops import StagedOperation
+from tests.emulators.gcp.wire import (
+    SEG,
+    ApiError,
+    Call,
+    ComputeError,
+    Reply,
+    Route,
+    compute_fault,
+    operation_id,
+    page,
+    proto_reply,
+    rfc3339_now,
+    route,
+)
+
+#: The fingerprint GCE gives a resource without labels.
+EMPTY_LABELS_FINGERPRINT = "42WmSpB8rSM="
+MAX_LABELS = 64
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+_ZONE = f"/compute/v1/projects/(?P<project>{SEG})/zones/(?P<zone>{SEG})"
+_INSTANCE = f"{_ZONE}/instances/(?P<instance>{SEG})"
+
+
+def label_fingerprint(labels: dict[str, str]) -> str:
+    if not labels:
+        return EMPTY_LABELS_FINGERPRINT
+    digest = hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).digest()
+    return base64.b64encode(digest[:8]).decode()
+
+
+@dataclass
+class Instance:
+    project: str
+    zone: str
+    name: str
+    machine_type: str
+    accelerators: list[tuple[str, int]]
+    labels: dict[str, str]
+    status: str
+    spot: bool = False
+    id: int = field(default_factory=lambda: secrets.randbits(62))
+    created: str = field(default_factory=rfc3339_now)
+
+    @property
+    def link(self) -> str:
+        return f"{COMPUTE}/projects/{self.project}/zones/{self.zone}/instances/{self.name}"
+
+    def to_proto(self) -> compute_v1.Instance:
+        zone_url = f"{COMPUTE}/projects/{self.project}/zones/{self.zone}"
+        return compute_v1.Instance(
+            kind="compute#instance",
+            id=self.id,
+            name=self.name,
+            zone=zone_url,
+            machine_type=f"{zone_url}/machineTypes/{self.machine_type}",
+            status=self.status,
+            labels=self.labels,
+            label_fingerprint=label_fingerprint(self.labels),
+            guest_accelerators=[
+                compute_v1.AcceleratorConfig(
+                    accelerator_type=f"{zone_url}/acceleratorTypes/{kind}", accelerator_count=count
+                )
+                for kind, count in self.accelerators
+            ],
+            scheduling=compute_v1.Scheduling(
+                provisioning_model="SPOT" if self.spot else "STANDARD",
+                # GPU instances cannot live-migrate.
+                on_host_maintenance="TERMINATE" if self.accelerators else "MIGRATE",
+            ),
+            creation_timestamp=self.created,
+            self_link=self.link,
+        )
+
+
+@dataclass
+class ComputeOperation:
+    project: str
+    zone: str
+    op_type: str
+    target: Instance
+    staged: StagedOperation
+    id: int = field(default_factory=lambda: secrets.randbits(62))
+    inserted: str = field(default_factory=rfc3339_now)
+
+    def to_proto(self) -> compute_v1.Operation:
+        zone_url = f"{COMPUTE}/projects/{self.project}/zones/{self.zone}"
+        done = self.staged.done
+        return compute_v1.Operation(
+            kind="compute#operation",
+            id=self.id,
+            name=self.staged.name,
+            zone=zone_url,
+            operation_type=self.op_type,
+            target_link=self.target.link,
+            target_id=self.target.id,
+            status=compute_v1.Operation.Status.__members__[self.staged.status],
+            user="gpu-jobs@example.iam.gserviceaccount.com",
+            progress=100 if done else 0,
+            insert_time=self.inserted,
+            start_time=self.staged.started_at,
+            end_time=self.staged.ended_at or None,
+            self_link=f"{zone_url}/operations/{self.staged.name}",
+        )
+
+
+class Compute:
+    """State and REST handlers of the Compute part (reads GKE pools for their instance group managers)."""
+
+    def __init__(self, lock: threading.RLock, operation_polls: Callable[[], int], gke: Gke) -> None:
+        self._lock = lock
+        self._polls = operation_polls
+        self._gke = gke
+        self.instances: dict[tuple[str, str, str], Instance] = {}
+        self.operations: dict[tuple[str, str, str], ComputeOperation] = {}
+        self._zones_seen: set[tuple[str, str]] = set()
+
+    def routes(self) -> list[Route]:
+        return [
+            route(
+                "GET",
+                f"/compute/v1/projects/(?P<project>{SEG})/aggregated/instances",
+                "instances.aggregatedList",
+                self._aggregated,
+            ),
+            route("GET", f"{_ZONE}/instances", "instances.list", self._list),
+            route("GET", _INSTANCE, "instances.get", self._get),
+            route("POST", f"{_INSTANCE}/stop", "instances.stop", self._stop),
+            route("DELETE", _INSTANCE, "instances.delete", self._delete),
+            route("POST", f"{_INSTANCE}/setLabels", "instances.setLabels", self._set_labels),
+            route("GET", f"{_ZONE}/operations/(?P<op>{SEG})", "zoneOperations.get", self._get_op),
+            route("POST", f"{_ZONE}/operations/(?P<op>{SEG})/wait", "zoneOperations.wait", self._wait_op),
+            route("GET", f"{_ZONE}/instanceGroupManagers/(?P<igm>{SEG})", "instanceGroupManagers.get", self._get_igm),
+        ]
+
+    def fault(self, kind: FaultKind, operation: str, match: re.Match[str]) -> ApiError:
+        return compute_fault(kind, match.group(0).removeprefix("/compute/v1/"))
+
+    # ----- seeding -----
+
+    def add_instance(self, instance: Instance) -> None:
+        with self._lock:
+            self.instances[(instance.project, instance.zone, instance.name)] = instance
+            self._zones_seen.add((instance.project, instance.zone))
+
+    def finish_all(self) -> None:
+        with self._lock:
+            for op in self.operations.values():
+                op.staged.finish()
+
+    # ----- helpers -----
+
+    def _instance(self, m: re.Match[str]) -> Instance:
+        found = self.instances.get((m["project"], m["zone"], m["instance"]))
+        if found is None:
+            raise ComputeError(
+                404,
+                "notFound",
+                f"The resource 'projects/{m['project']}/zones/{m['zone']}/instances/{m['instance']}' was not found",
+            )
+        return found
+
+    def _start(self, instance: Instance, op_type: str, apply: Callable[[], None]) -> ComputeOperation:
+        staged = StagedOperation(operation_id(), self._polls(), apply)
+        op = ComputeOperation(instance.project, instance.zone, op_type, instance, staged)
+        self.operations[(instance.project, instance.zone, staged.name)] = op
+        return op
+
+    def _op(self, m: re.Match[str]) -> ComputeOperation:
+        op = self.operations.get((m["project"], m["zone"], m["op"]))
+        if op is None:
+            raise ComputeError(
+                404,
+                "notFound",
+                f"The resource 'projects/{m['project']}/zones/{m['zone']}/operations/{m['op']}' was not found",
+            )
+        return op
+
+    # ----- handlers -----
+
+    def _aggregated(self, call: Call, m: re.Match[str]) -> Reply:
+        if call.arg("filter"):
+            raise ComputeError(400, "invalid", "The GCP emulator does not implement Compute list filters.")
+        project = m["project"]
+        with self._lock:
+            found = sorted(
+                (i for (p, _, _), i in self.instances.items() if p == project), key=lambda i: (i.zone, i.name)
+            )
+            chunk, token = page(found, call, compute=True)
+            items: dict[str, compute_v1.InstancesScopedList] = {}
+            for instance in chunk:
+                scoped = items.setdefault(f"zones/{instance.zone}", compute_v1.InstancesScopedList())
+                scoped.instances.append(instance.to_proto())
+            for p, zone in sorted(self._zones_seen):
+                scope = f"zones/{zone}"
+                if p == project and scope not in items and not any(i.zone == zone for i in found):
+                    items[scope] = compute_v1.InstancesScopedList(
+                        warning=compute_v1.Warning(
+                            code="NO_RESULTS_ON_PAGE",
+                            message=f"There are no results for scope '{scope}' on this page.",
+                            data=[compute_v1.Data(key="scope", value=scope)],
+                        )
+                    )
+        listing = compute_v1.InstanceAggregatedList(
+            kind="compute#instanceAggregatedList",
+            id=f"projects/{project}/aggregated/instances",
+            items=items,
+            next_page_token=token or None,
+            self_link=f"{COMPUTE}/projects/{project}/aggregated/instances",
+        )
+        return proto_reply(listing, call)
+
+    def _list(self, call: Call, m: re.Match[str]) -> Reply:
+        with self._lock:
+            found = sorted(
+                (i for (p, z, _), i in self.instances.items() if (p, z) == (m["project"], m["zone"])),
+                key=lambda i: i.name,
+            )
+            chunk, token = page(found, call, compute=True)
+            listing = compute_v1.InstanceList(
+                kind="compute#instanceList",
+                id=f"projects/{m['project']}/zones/{m['zone']}/instances",
+                items=[i.to_proto() for i in chunk],
+                next_page_token=token or None,
+            )
+        return proto_reply(listing, call)
+
+    def _get(self, call: Call, m: re.Match[str]) -> Reply:
+        with self._lock:
+            return proto_reply(self._instance(m).to_proto(), call)
+
+    def _stop(self, call: Call, m: re.Match[str]) -> Reply:
+        with self._lock:
+            instance = self._instance(m)
+
+            def apply() -> None:
+                instance.status = "TERMINATED"
+
+            op = self._start(instance, "stop", apply)
+            if not op.staged.done and instance.status != "TERMINATED":
+                instance.status = "STOPPING"
+            return proto_reply(op.to_proto(), call)
+
+    def _delete(self, call: Call, m: re.Match[str]) -> Reply:
+        with self._lock:
+            instance = self._instance(m)
+            key = (instance.project, instance.zone, instance.name)
+
+            def apply() -> None:
+                self.instances.pop(key, None)
+
+            op = self._start(instance, "delete", apply)
+            if not op.staged.done and instance.status == "RUNNING":
+                instance.status = "STOPPING"
+            return proto_reply(op.to_proto(), call)
+
+    def _set_labels(self, call: Call, m: re.Match[str]) -> Reply:
+        request = call.parse(compute_v1.InstancesSetLabelsRequest, compute=True)
+        labels = dict(request.labels)
+        _check_labels(labels)
+        with self._lock:
+            instance = self._instance(m)
+            if request.label_fingerprint != label_fingerprint(instance.labels):
+                message = "Labels fingerprint either invalid or resource labels have changed"
+                raise ComputeError(412, "conditionNotMet", message)
+
+            def apply() -> None:
+                instance.labels = labels
+
+            return proto_reply(self._start(instance, "setLabels", apply).to_proto(), call)
+
+    def _get_op(self, call: Call, m: re.Match[str]) -> Reply:
+        with self._lock:
+            op = self._op(m)
+            op.staged.poll()
+            return proto_reply(op.to_proto(), call)
+
+    def _wait_op(self, call: Call, m: re.Match[str]) -> Reply:
+        # The real `wait` blocks until DONE (or about two minutes); emulated operations finish on demand.
+        with self._lock:
+            op = self._op(m)
+            op.staged.finish()
+            return proto_reply(op.to_proto(), call)
+
+    def _get_igm(self, call: Call, m: re.Match[str]) -> Reply:
+        with self._lock:
+            pool = self._gke.find_pool_by_igm(m["project"], m["zone"], m["igm"])
+            if pool is None:
+                raise ComputeError(
+                    404,
+                    "notFound",
+                    f"The resource 'projects/{m['project']}/zones/{m['zone']}/instanceGroupManagers/{m['igm']}' "
+                    "was not found",
+                )
+            zone_url = f"{COMPUTE}/projects/{m['project']}/zones/{m['zone']}"
+            stable = self._gke.pool_is_stable(pool)
+            igm = compute_v1.InstanceGroupManager(
+                kind="compute#instanceGroupManager",
+                name=m["igm"],
+                zone=zone_url,
+                base_instance_name=m["igm"].removesuffix("-grp"),
+                instance_group=f"{zone_url}/instanceGroups/{m['igm']}",
+                instance_template=f"{COMPUTE}/projects/{m['project']}/global/instanceTemplates/{m['igm']}",
+                target_size=pool.size,
+                status=compute_v1.InstanceGroupManagerStatus(is_stable=stable),
+                self_link=f"{zone_url}/instanceGroupManagers/{m['igm']}",
+            )
+            return proto_reply(igm, call)
+
+
+def _check_labels(labels: dict[str, str]) -> None:
+    if len(labels) > MAX_LABELS:
+        raise ComputeError(400, "invalid", f"Invalid value for field 'labels': at most {MAX_LABELS} labels.")
+    for key, value in labels.items():
+        if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+            raise ComputeError(400, "invalid", f"Invalid value for field 'labels': '{key}={value}'.")

@@ -1,0 +1,225 @@
+"""One HTTP server for GKE, Cloud Quotas and Compute, routed by path like the real hosts would be.
+
+Point the real SDKs at it with one base URL (also exported as ``GPU_JOBS_GCP_ENDPOINT``)::
+
+    opts = {"api_endpoint": gcp.url}            # "http://127.0.0.1:PORT": the REST transports keep the scheme
+    container_v1.ClusterManagerClient(transport="rest", credentials=AnonymousCredentials(), client_options=opts)
+    cloudquotas_v1.CloudQuotasClient(transport="rest", credentials=AnonymousCredentials(), client_options=opts)
+    compute_v1.InstancesClient(transport="rest", credentials=AnonymousCredentials(), client_options=opts)
+    compute_v1.ZoneOperationsClient(transport="rest", credentials=AnonymousCredentials(), client_options=opts)
+
+Compute caveat: the ExtendedOperation returned by ``InstancesClient.stop/delete/set_labels`` polls through a
+ZoneOperationsClient the SDK builds *without* the client options (compute_v1 ``transports/base.py``,
+``_zone_operations_client``), i.e. against compute.googleapis.com. Use the ``*_unary`` methods and poll with
+your own ``ZoneOperationsClient`` (``get`` or ``wait``) built with the same options.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+from tests.emulators.base import Emulator, FaultKind, RunningServer, start
+from tests.emulators.gcp.compute import Compute, Instance
+from tests.emulators.gcp.gke import Autoscaling, Gke, Pool
+from tests.emulators.gcp.quotas import COMPUTE_SERVICE, Quotas
+from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route
+
+ENV_VAR = "GPU_JOBS_GCP_ENDPOINT"
+DEFAULT_OPERATION_POLLS = 2
+
+_FaultRenderer = Callable[[FaultKind, str, re.Match[str]], ApiError]
+
+
+class GcpEmulator(Emulator):
+    """State of all three services, the WSGI app serving them, and the seeding API the tests use."""
+
+    def __init__(self, operation_polls: int = DEFAULT_OPERATION_POLLS) -> None:
+        super().__init__()
+        #: GETs of an operation until it is DONE (0: writes answer DONE at once). Read at each write.
+        self.operation_polls = operation_polls
+        self.url = ""
+        self._server: RunningServer | None = None
+        lock = threading.RLock()
+        self.gke = Gke(lock, lambda: self.operation_polls)
+        self.quotas = Quotas(lock)
+        self.compute = Compute(lock, lambda: self.operation_polls, self.gke)
+        self._routes: list[tuple[Route, _FaultRenderer]] = [
+            (r, service.fault) for service in (self.gke, self.quotas, self.compute) for r in service.routes()
+        ]
+
+    # ----- wiring -----
+
+    def env(self) -> dict[str, str]:
+        """Environment for a subprocess running product code against this emulator."""
+        return {ENV_VAR: self.url}
+
+    def client_options(self) -> dict[str, str]:
+        return {"api_endpoint": self.url}
+
+    def stop(self) -> None:
+        """Stop the server started by :func:`start_gcp` (fixtures manage theirs)."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    # ----- seeding and inspection -----
+
+    def add_node_pool(
+        self,
+        project: str,
+        location: str,
+        cluster: str,
+        name: str,
+        *,
+        zones: Iterable[str],
+        per_zone_count: int,
+        machine_type: str = "g2-standard-8",
+        accelerator_type: str = "nvidia-l4",
+        accelerator_count: int = 1,
+        autoscaling: tuple[int, int] | None = None,
+        labels: Mapping[str, str] | None = None,
+        spot: bool = False,
+    ) -> Pool:
+        """A node pool (and its cluster, created on first use) running ``per_zone_count`` nodes per zone."""
+        scaling = None
+        if autoscaling is not None:
+            scaling = Autoscaling(
+                min_node_count=autoscaling[0],
+                max_node_count=autoscaling[1],
+                location_policy="ANY" if spot else "BALANCED",
+            )
+        pool = Pool(
+            project=project,
+            location=location,
+            cluster=cluster,
+            name=name,
+            zones=tuple(zones),
+            size=per_zone_count,
+            initial_node_count=per_zone_count,
+            machine_type=machine_type,
+            accelerator_type=accelerator_type,
+            accelerator_count=accelerator_count,
+            labels=dict(labels or {}),
+            spot=spot,
+            autoscaling=scaling,
+        )
+        self.gke.add_pool(pool)
+        return pool
+
+    def node_pool(self, project: str, location: str, cluster: str, name: str) -> Pool:
+        """The live record of a pool (``.size`` per zone, ``.autoscaling``); read it, do not edit it."""
+        pool = self.gke.find_pool(project, location, cluster, name)
+        if pool is None:
+            raise KeyError(f"no node pool {project}/{location}/{cluster}/{name}")
+        return pool
+
+    def node_pool_size(self, project: str, location: str, cluster: str, name: str) -> int:
+        """The current per-zone size: what the real API shows only as the instance groups' targetSize."""
+        return self.node_pool(project, location, cluster, name).size
+
+    def add_instance(
+        self,
+        project: str,
+        zone: str,
+        name: str,
+        *,
+        machine_type: str = "g2-standard-8",
+        accelerators: Iterable[tuple[str, int]] = (("nvidia-l4", 1),),
+        labels: Mapping[str, str] | None = None,
+        status: str = "RUNNING",
+        spot: bool = False,
+    ) -> Instance:
+        instance = Instance(project, zone, name, machine_type, list(accelerators), dict(labels or {}), status, spot)
+        self.compute.add_instance(instance)
+        return instance
+
+    def instance(self, project: str, zone: str, name: str) -> Instance | None:
+        return self.compute.instances.get((project, zone, name))
+
+    def set_quota(
+        self,
+        project: str,
+        quota_id: str,
+        region: str | None,
+        value: int,
+        *,
+        dimensions: Mapping[str, str] | None = None,
+        service: str = COMPUTE_SERVICE,
+    ) -> None:
+        """Set a QuotaInfo limit. ``region=None`` for global quotas such as ``GPUS-ALL-REGIONS-per-project``."""
+        self.quotas.set_quota(project, quota_id, _dims(region, dimensions), value, service)
+
+    def quota_value(
+        self,
+        project: str,
+        quota_id: str,
+        region: str | None,
+        *,
+        dimensions: Mapping[str, str] | None = None,
+        service: str = COMPUTE_SERVICE,
+    ) -> int:
+        return self.quotas.quota_value(project, quota_id, _dims(region, dimensions), service)
+
+    def grant(self, preference_name: str, value: int | None = None) -> None:
+        """Approve a pending preference (fully, or partially with ``value``); raises the QuotaInfo limit."""
+        self.quotas.grant(preference_name, value)
+
+    def deny(self, preference_name: str) -> None:
+        self.quotas.deny(preference_name)
+
+    def finish_operations(self) -> None:
+        """Bring every pending GKE and Compute operation to DONE, applying its change."""
+        self.gke.finish_all()
+        self.compute.finish_all()
+
+    # ----- WSGI -----
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
+        call = Call.make(request.method, request.path, environ.get("QUERY_STRING", ""), request.get_data())
+        return self._answer(call)(environ, start_response)
+
+    def _answer(self, call: Call) -> Response:
+        for candidate, render_fault in self._routes:
+            match = candidate.pattern.match(call.path)
+            if match is None or candidate.method != call.method:
+                continue
+            fault = self.begin(call.method, call.path, candidate.operation, _raw_query(call), call.body)
+            try:
+                if fault is not None:
+                    raise render_fault(fault, candidate.operation, match)
+                reply = candidate.handler(call, match)
+            except ApiError as error:
+                return _json(error.status_code, error.body())
+            return _json(reply.status, reply.body)
+        self.begin(call.method, call.path, "unrouted", _raw_query(call), call.body)
+        unrouted = GoogleError(404, "NOT_FOUND", f"The GCP emulator has no route for {call.method} {call.path}.")
+        return _json(404, unrouted.body())
+
+
+def _dims(region: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    dims = {"region": region} if region else {}
+    dims.update(extra or {})
+    return dims
+
+
+def _raw_query(call: Call) -> str:
+    return "&".join(f"{key}={value}" for key, values in call.query.items() for value in values)
+
+
+def _json(status: int, body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body), status=status, content_type="application/json; charset=UTF-8")
+
+
+def start_gcp(port: int = 0, operation_polls: int = DEFAULT_OPERATION_POLLS) -> GcpEmulator:
+    """Serve a fresh emulator on 127.0.0.1 (for the demo sandbox); call ``.stop()`` when done."""
+    emulator = GcpEmulator(operation_polls)
+    emulator._server = start(emulator, port)
+    emulator.url = emulator._server.url
+    return emulator
