@@ -18,9 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hours", type=float, default=6.0, help="length of the generated window")
     args = parser.parse_args(argv)
     try:
-        server = start_prometheus(
-            REPRESENTATIVE_WORKLOADS, datetime.now(UTC), window=timedelta(hours=args.hours)
-        )
+        server = start_prometheus(REPRESENTATIVE_WORKLOADS, datetime.now(UTC), window=timedelta(hours=args.hours))
     except PrometheusNotInstalledError as error:
         print(error, file=sys.stderr)
         return 2

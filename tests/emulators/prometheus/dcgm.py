@@ -164,9 +164,7 @@ class Sample:
         }[metric]
 
 
-def sample_times(
-    now: datetime, window: timedelta = DEFAULT_WINDOW, step: timedelta = DEFAULT_STEP
-) -> list[datetime]:
+def sample_times(now: datetime, window: timedelta = DEFAULT_WINDOW, step: timedelta = DEFAULT_STEP) -> list[datetime]:
     """Scrape instants in ``(now - window, now]``, oldest first, the last one exactly at ``now``."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")

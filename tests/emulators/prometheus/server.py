@@ -197,9 +197,7 @@ def _run_promtool(promtool: str, source: Path, data: Path) -> None:
         check=False,
     )
     if result.returncode != 0:
-        raise PrometheusStartError(
-            f"promtool backfill failed ({result.returncode}):\n{result.stderr}{result.stdout}"
-        )
+        raise PrometheusStartError(f"promtool backfill failed ({result.returncode}):\n{result.stderr}{result.stdout}")
 
 
 def _launch(
@@ -266,9 +264,7 @@ def _wait_for_data(url: str, now: datetime, timeout_s: float) -> None:
         if query(url, 'count({__name__=~"DCGM_.+"})', now):
             return
         time.sleep(0.02)
-    raise PrometheusStartError(
-        f"prometheus at {url} is ready but returns no DCGM series at {now.isoformat()}"
-    )
+    raise PrometheusStartError(f"prometheus at {url} is ready but returns no DCGM series at {now.isoformat()}")
 
 
 def query(url: str, promql: str, at: datetime) -> list[dict[str, Any]]:
@@ -288,9 +284,7 @@ def _get_result(url: str, params: dict[str, str]) -> list[dict[str, Any]]:
         with urllib.request.urlopen(request, timeout=10) as response:
             body = json.load(response)
     except urllib.error.HTTPError as error:
-        raise PrometheusQueryError(
-            f"{request}: HTTP {error.code}: {error.read().decode(errors='replace')}"
-        ) from error
+        raise PrometheusQueryError(f"{request}: HTTP {error.code}: {error.read().decode(errors='replace')}") from error
     if body.get("status") != "success":
         raise PrometheusQueryError(f"{request}: {body}")
     result: list[dict[str, Any]] = body["data"]["result"]

@@ -28,9 +28,7 @@ from tests.emulators.prometheus.server import PrometheusNotInstalledError, find_
 NOW = datetime(2026, 3, 2, 9, 15, 30, 250000, tzinfo=UTC)
 BUSY = Workload("train-0", "ml", "trainer", 0, "node-a")
 IDLE = Workload("nb-0", "ds", "notebook", 1, "node-a", profile="idle")
-MIG = Workload(
-    "mig-0", "ml", "server", 0, "node-b", mig_profile="1g.10gb", mig_instance_id=7, memory_total_mib=9728
-)
+MIG = Workload("mig-0", "ml", "server", 0, "node-b", mig_profile="1g.10gb", mig_instance_id=7, memory_total_mib=9728)
 NO_PROF = Workload("render-0", "gfx", "renderer", 2, "node-a", prof_metrics=False)
 EXPORTED = Workload("batch-0", "inf", "server", 3, "node-a", exported_labels=True)
 SERIES_LINE = re.compile(r"^(?P<metric>\w+)\{(?P<labels>[^}]*)\} (?P<value>\S+) (?P<ts>\d+\.\d+)$")
@@ -87,9 +85,7 @@ def test_busy_is_70_to_95_percent_and_idle_is_0_to_3_but_rarely_exactly_0() -> N
 
 
 def test_idle_after_busy_switches_at_idle_for_before_now() -> None:
-    workload = Workload(
-        "ft-0", "ml", "trainer", 0, "node-c", profile="idle_after_busy", idle_for=timedelta(hours=2)
-    )
+    workload = Workload("ft-0", "ml", "trainer", 0, "node-c", profile="idle_after_busy", idle_for=timedelta(hours=2))
 
     rows = samples(workload, NOW)
     before = [s.gpu_util_pct for s in rows if s.at <= NOW - timedelta(hours=2)]
@@ -113,9 +109,7 @@ def test_idle_pods_still_hold_memory() -> None:
 
 
 def test_mig_slices_have_only_prof_utilisation_and_carry_the_gpu_instance() -> None:
-    metrics = {
-        m["metric"]: m["labels"] for m in series_lines(openmetrics([MIG], NOW, window=timedelta(minutes=1)))
-    }
+    metrics = {m["metric"]: m["labels"] for m in series_lines(openmetrics([MIG], NOW, window=timedelta(minutes=1)))}
 
     assert set(metrics) == {GR_ENGINE_ACTIVE, FB_USED, FB_FREE}
     assert 'GPU_I_PROFILE="1g.10gb"' in metrics[FB_USED]
