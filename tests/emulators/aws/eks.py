@@ -1,0 +1,438 @@
+"""EKS managed node groups as the real service behaves, on top of moto's EKS backend.
+
+moto stores clusters and node groups and renders them; it applies ``UpdateNodegroupConfig`` at once, without
+validating the scaling config, never reports ``UPDATING``, has no ``DescribeUpdate``, cannot tag node groups, and
+backs a node group with no Auto Scaling group. This module adds exactly that:
+
+- scaling-config rules (maxSize >= 1, minSize >= 0, desiredSize >= 0, min <= desired <= max), else
+  ``InvalidParameterException`` (400);
+- asynchronous updates: an ``update`` object (``InProgress``) the client polls with ``DescribeUpdate``; the node
+  group reports ``UPDATING`` for :class:`UpdateTiming` polls/seconds, then ``ACTIVE`` with the new config; a second
+  update meanwhile is ``ResourceInUseException`` (409);
+- a real moto Auto Scaling group per node group (``eks-<nodegroup>-<uuid>``) carrying the Cluster Autoscaler
+  discovery tags, whose min/max/desired follow the node group when an update completes, and whose desired
+  capacity (which the Cluster Autoscaler changes) shows up as the node group's ``desiredSize``, as on EKS;
+- ``TagResource``/``UntagResource``/``ListTagsForResource`` on node group ARNs.
+
+Everything else (clusters, ``DescribeNodegroup`` rendering, ``ListNodegroups``...) is moto's.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from moto.eks.models import CLUSTER_NOT_FOUND_MSG, NODEGROUP_NOT_FOUND_MSG, Nodegroup
+
+from tests.emulators.aws import moto_state
+from tests.emulators.aws.wire import AwsCall, Reply, error_reply, json_reply
+
+Passthrough = Callable[[], Reply]
+Handler = Callable[[AwsCall, Passthrough], Reply]
+
+CA_ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
+CA_CLUSTER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
+NODE_ROLE_ARN = f"arn:aws:iam::{moto_state.ACCOUNT_ID}:role/eks-node-role"
+CLUSTER_ROLE_ARN = f"arn:aws:iam::{moto_state.ACCOUNT_ID}:role/eks-cluster-role"
+NOT_ACTIVE_MSG = "Nodegroup cannot be updated as it is currently not in Active State"
+
+
+@dataclass(frozen=True)
+class UpdateTiming:
+    """How long a node group stays ``UPDATING``: ``polls`` describes of it (DescribeNodegroup/DescribeUpdate)
+    answer ``UPDATING``/``InProgress`` and the next one sees it done, or ``seconds`` pass, whichever is first.
+    ``None`` disables that criterion."""
+
+    polls: int | None = 2
+    seconds: float | None = None
+
+
+@dataclass
+class NodegroupUpdate:
+    id: str
+    region: str
+    cluster: str
+    nodegroup: str
+    token: str
+    request: dict[str, Any]
+    params: list[dict[str, str]]
+    created_at: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.monotonic)
+    status: str = "InProgress"
+    polls: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "status": self.status,
+            "type": "ConfigUpdate",
+            "params": self.params,
+            "createdAt": self.created_at,
+            "errors": [],
+        }
+
+
+def scaling_error(scaling: dict[str, int]) -> str | None:
+    """The message EKS answers an invalid scaling config with, or None if it is valid."""
+    low, want, high = scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]
+    if high < 1:
+        return f"Maximum capacity {high} can't be less than 1"
+    if low < 0:
+        return f"Minimum capacity {low} can't be less than 0"
+    if want < 0:
+        return f"Desired capacity {want} can't be less than 0"
+    if low > want:
+        return f"Minimum capacity {low} can't be greater than desired size {want}"
+    if want > high:
+        return f"Desired capacity {want} can't be greater than max size {high}"
+    return None
+
+
+def _update_params(request: dict[str, Any]) -> list[dict[str, str]]:
+    """The ``update.params`` EKS reports for an UpdateNodegroupConfig request (values are strings)."""
+    params: list[dict[str, str]] = []
+    scaling = request.get("scalingConfig") or {}
+    for key, kind in (("minSize", "MinSize"), ("maxSize", "MaxSize"), ("desiredSize", "DesiredSize")):
+        if key in scaling:
+            params.append({"type": kind, "value": str(scaling[key])})
+    labels = request.get("labels") or {}
+    taints = request.get("taints") or {}
+    for source, key, kind in (
+        (labels, "addOrUpdateLabels", "LabelsToAdd"),
+        (labels, "removeLabels", "LabelsToRemove"),
+        (taints, "addOrUpdateTaints", "TaintsToAdd"),
+        (taints, "removeTaints", "TaintsToRemove"),
+    ):
+        if source.get(key):
+            params.append({"type": kind, "value": json.dumps(source[key])})
+    update_config = request.get("updateConfig") or {}
+    for key, kind in (("maxUnavailable", "MaxUnavailable"), ("maxUnavailablePercentage", "MaxUnavailablePercentage")):
+        if key in update_config:
+            params.append({"type": kind, "value": str(update_config[key])})
+    return params
+
+
+class EksExtension:
+    """What moto's EKS lacks; thread-safe (the server is threaded)."""
+
+    def __init__(self, timing: UpdateTiming | None = None) -> None:
+        self.timing = timing or UpdateTiming()
+        self._lock = threading.RLock()
+        self._updates: dict[str, NodegroupUpdate] = {}
+        self._open: dict[tuple[str, str, str], str] = {}  # (region, cluster, nodegroup) -> open update id
+
+    def reset(self) -> None:
+        with self._lock:
+            self._updates.clear()
+            self._open.clear()
+            self.timing = UpdateTiming()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "CreateNodegroup": self._create_nodegroup,
+            "DescribeNodegroup": self._describe_nodegroup,
+            "UpdateNodegroupConfig": self._update_nodegroup_config,
+            "DescribeUpdate": self._describe_update,
+            "ListUpdates": self._list_updates,
+            "TagResource": self._tag_resource,
+            "UntagResource": self._untag_resource,
+            "ListTagsForResource": self._list_tags,
+        }
+
+    # --- seeding ---------------------------------------------------------------------------------------------
+
+    def add_nodegroup(
+        self,
+        region: str,
+        cluster: str,
+        nodegroup: str,
+        *,
+        min_size: int,
+        desired_size: int,
+        max_size: int,
+        instance_types: list[str],
+        capacity_type: str,
+        labels: dict[str, str],
+        tags: dict[str, str],
+    ) -> Nodegroup:
+        scaling = {"minSize": min_size, "desiredSize": desired_size, "maxSize": max_size}
+        problem = scaling_error(scaling)
+        if problem:
+            raise ValueError(f"EKS would refuse this node group: {problem}")
+        backend = moto_state.eks(region)
+        subnets = [s.id for s in moto_state.ec2(region).describe_subnets()][:2]
+        if cluster not in backend.clusters:
+            backend.create_cluster(name=cluster, role_arn=CLUSTER_ROLE_ARN, resources_vpc_config={"subnetIds": subnets})
+        group: Nodegroup = backend.create_nodegroup(
+            cluster_name=cluster,
+            node_role=NODE_ROLE_ARN,
+            nodegroup_name=nodegroup,
+            subnets=subnets,
+            scaling_config=scaling,
+            instance_types=list(instance_types),
+            capacity_type=capacity_type,
+            labels=dict(labels),
+            tags=dict(tags),
+        )
+        self._attach_asg(region, group)
+        return group
+
+    def settle(self) -> None:
+        """Complete every update in progress now (a test hook)."""
+        with self._lock:
+            for update_id in list(self._open.values()):
+                self._complete(self._updates[update_id])
+
+    def _attach_asg(self, region: str, group: Nodegroup) -> None:
+        """Back a node group with a real moto ASG, named and tagged as EKS does."""
+        group.scaling_config = dict(group.scaling_config)  # moto shares one default dict between node groups
+        name = f"eks-{group.nodegroup_name}-{group.uuid}"
+        ec2 = moto_state.ec2(region)
+        image_id = moto_state.IMAGE_ID
+        template = ec2.create_launch_template(
+            name=f"eks-{group.uuid}",
+            description=f"EKS managed node group {group.nodegroup_name}",
+            template_data={"ImageId": image_id, "InstanceType": group.instance_types[0]},
+            tag_spec={},
+        )
+        template_spec = {"LaunchTemplateId": template.id, "Version": "1"}
+        mixed: dict[str, Any] | None = None
+        if len(group.instance_types) > 1:
+            # Several instance types: EKS uses a MixedInstancesPolicy with one override per type.
+            mixed = {
+                "LaunchTemplate": {
+                    "LaunchTemplateSpecification": template_spec,
+                    "Overrides": [{"InstanceType": t} for t in group.instance_types],
+                }
+            }
+        owner_tags = {
+            "eks:cluster-name": group.cluster_name,
+            "eks:nodegroup-name": group.nodegroup_name,
+            f"kubernetes.io/cluster/{group.cluster_name}": "owned",
+            CA_ENABLED_TAG: "true",
+            f"{CA_CLUSTER_TAG_PREFIX}{group.cluster_name}": "owned",
+        }
+        scaling = group.scaling_config
+        moto_state.autoscaling(region).create_auto_scaling_group(
+            name=name,
+            availability_zones=[f"{region}a", f"{region}b"],
+            desired_capacity=scaling["desiredSize"],
+            max_size=scaling["maxSize"],
+            min_size=scaling["minSize"],
+            launch_config_name=None,
+            launch_template=None if mixed else template_spec,
+            mixed_instances_policy=mixed,
+            vpc_zone_identifier=None,
+            default_cooldown=None,
+            health_check_period=None,
+            health_check_type="EC2",
+            load_balancers=[],
+            target_group_arns=[],
+            placement_group=None,
+            termination_policies=[],
+            tags=[
+                {
+                    "ResourceId": name,
+                    "ResourceType": "auto-scaling-group",
+                    "Key": key,
+                    "Value": value,
+                    "PropagateAtLaunch": True,
+                }
+                for key, value in owner_tags.items()
+            ],
+        )
+        group.resources = {**group.resources, "autoScalingGroups": [{"name": name}]}
+
+    # --- state machine ---------------------------------------------------------------------------------------
+
+    def _advance(self, region: str, cluster: str, name: str, *, poll: bool) -> None:
+        """Move an update along on a poll (or when its time is up); reflect the ASG's desired when ACTIVE."""
+        with self._lock:
+            update_id = self._open.get((region, cluster, name))
+            if update_id:
+                update = self._updates[update_id]
+                if poll:
+                    update.polls += 1
+                timing = self.timing
+                done_by_polls = timing.polls is not None and update.polls > timing.polls
+                done_by_time = timing.seconds is not None and time.monotonic() - update.started >= timing.seconds
+                if done_by_polls or done_by_time:
+                    self._complete(update)
+                return
+            group = moto_state.find_nodegroup(region, cluster, name)
+            asg_name = _asg_name(group) if group else None
+            asg = moto_state.find_asg(region, asg_name) if asg_name else None
+            if group is not None and asg is not None and group.status == "ACTIVE":
+                # EKS reports the ASG's current desired capacity, e.g. after the Cluster Autoscaler changed it.
+                group.scaling_config["desiredSize"] = asg.desired_capacity or 0
+
+    def _complete(self, update: NodegroupUpdate) -> None:
+        group = moto_state.find_nodegroup(update.region, update.cluster, update.nodegroup)
+        self._open.pop((update.region, update.cluster, update.nodegroup), None)
+        update.status = "Successful"
+        if group is None:  # deleted meanwhile
+            return
+        request = update.request
+        moto_state.eks(update.region).update_nodegroup_config(
+            cluster_name=update.cluster,
+            nodegroup_name=update.nodegroup,
+            labels=request.get("labels"),
+            taints=request.get("taints"),
+            scaling_config=request.get("scalingConfig"),
+            update_config=request.get("updateConfig"),
+            node_repair_config=request.get("nodeRepairConfig"),
+        )
+        group.status = "ACTIVE"
+        asg_name = _asg_name(group)
+        asg = moto_state.find_asg(update.region, asg_name) if asg_name else None
+        if asg is not None:
+            scaling = group.scaling_config
+            asg.min_size = scaling["minSize"]
+            asg.max_size = scaling["maxSize"]
+            asg.set_desired_capacity(scaling["desiredSize"])
+
+    # --- handlers --------------------------------------------------------------------------------------------
+
+    def _lookup(self, call: AwsCall) -> tuple[Nodegroup | None, Reply | None]:
+        cluster = call.path_params.get("name", "")
+        name = call.path_params.get("nodegroupName") or _first(call, "nodegroupName")
+        if moto_state.find_cluster(call.region, cluster) is None:
+            message = CLUSTER_NOT_FOUND_MSG.format(clusterName=cluster)
+            return None, error_reply(call, 404, "ResourceNotFoundException", message, clusterName=cluster)
+        group = moto_state.find_nodegroup(call.region, cluster, name)
+        if group is None:
+            message = NODEGROUP_NOT_FOUND_MSG.format(nodegroupName=name)
+            return None, error_reply(
+                call, 404, "ResourceNotFoundException", message, clusterName=cluster, nodegroupName=name
+            )
+        return group, None
+
+    def _create_nodegroup(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        reply = passthrough()
+        if reply.status == 200:
+            group = moto_state.find_nodegroup(
+                call.region, call.path_params["name"], call.json_body().get("nodegroupName", "")
+            )
+            if group is not None:
+                self._attach_asg(call.region, group)
+        return reply
+
+    def _describe_nodegroup(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        self._advance(call.region, call.path_params["name"], call.path_params["nodegroupName"], poll=True)
+        return passthrough()
+
+    def _update_nodegroup_config(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        group, failure = self._lookup(call)
+        if failure or group is None:
+            return failure or passthrough()
+        cluster, name = group.cluster_name, group.nodegroup_name
+        request = call.json_body()
+        token = request.get("clientRequestToken") or ""
+        with self._lock:
+            self._advance(call.region, cluster, name, poll=False)
+            for previous in self._updates.values():
+                if token and previous.token == token and (previous.cluster, previous.nodegroup) == (cluster, name):
+                    return json_reply({"update": previous.to_json()}, call.protocol)  # idempotent retry
+            if (call.region, cluster, name) in self._open or group.status != "ACTIVE":
+                return error_reply(
+                    call, 409, "ResourceInUseException", NOT_ACTIVE_MSG, clusterName=cluster, nodegroupName=name
+                )
+            requested = request.get("scalingConfig") or {}
+            merged = {**group.scaling_config, **requested}
+            problem = scaling_error(merged) if requested else None
+            params = _update_params(request)
+            if problem or not params:
+                return error_reply(
+                    call,
+                    400,
+                    "InvalidParameterException",
+                    problem or "No changes needed",
+                    clusterName=cluster,
+                    nodegroupName=name,
+                )
+            update = NodegroupUpdate(str(uuid.uuid4()), call.region, cluster, name, token, request, params)
+            self._updates[update.id] = update
+            self._open[(call.region, cluster, name)] = update.id
+            group.status = "UPDATING"
+            group.modified_at = datetime.now(UTC)
+            return json_reply({"update": update.to_json()}, call.protocol)
+
+    def _describe_update(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        update_id = call.path_params.get("updateId", "")
+        with self._lock:
+            update = self._updates.get(update_id)
+            nodegroup = _first(call, "nodegroupName")
+            if (
+                update is None
+                or update.region != call.region
+                or update.cluster != call.path_params.get("name")
+                or update.nodegroup != nodegroup
+            ):
+                return error_reply(call, 404, "ResourceNotFoundException", f"No update found for ID: {update_id}")
+            self._advance(update.region, update.cluster, update.nodegroup, poll=True)
+            return json_reply({"update": update.to_json()}, call.protocol)
+
+    def _list_updates(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        cluster, nodegroup = call.path_params.get("name", ""), _first(call, "nodegroupName")
+        with self._lock:
+            ids = [
+                u.id
+                for u in self._updates.values()
+                if (u.region, u.cluster, u.nodegroup) == (call.region, cluster, nodegroup)
+            ]
+        return json_reply({"updateIds": ids}, call.protocol)
+
+    def _nodegroup_by_arn(self, call: AwsCall) -> tuple[Nodegroup | None, bool]:
+        """(node group, is a node group ARN) for a /tags/{resourceArn} call."""
+        arn = call.path_params.get("resourceArn", "")
+        if ":nodegroup/" not in arn:
+            return None, False
+        for cluster in moto_state.eks(call.region).clusters.values():
+            for group in cluster.nodegroups.values():
+                if group.arn == arn:
+                    return group, True
+        return None, True
+
+    def _tag_call(self, call: AwsCall, passthrough: Passthrough, apply: Callable[[Nodegroup], Reply]) -> Reply:
+        group, is_nodegroup = self._nodegroup_by_arn(call)
+        if not is_nodegroup:
+            return passthrough()  # cluster ARNs: moto's own tagging
+        if group is None:
+            return error_reply(call, 404, "NotFoundException", "Resource was not found")
+        with self._lock:
+            return apply(group)
+
+    def _tag_resource(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        def apply(group: Nodegroup) -> Reply:
+            group.tags.update(call.json_body().get("tags") or {})
+            return json_reply({}, call.protocol)
+
+        return self._tag_call(call, passthrough, apply)
+
+    def _untag_resource(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        def apply(group: Nodegroup) -> Reply:
+            for key in call.query_params().get("tagKeys", []):
+                group.tags.pop(key, None)
+            return json_reply({}, call.protocol)
+
+        return self._tag_call(call, passthrough, apply)
+
+    def _list_tags(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        return self._tag_call(call, passthrough, lambda group: json_reply({"tags": group.tags}, call.protocol))
+
+
+def _asg_name(group: Nodegroup) -> str | None:
+    resources: dict[str, Any] = group.resources
+    groups = resources.get("autoScalingGroups") or []
+    return str(groups[0]["name"]) if groups else None
+
+
+def _first(call: AwsCall, key: str) -> str:
+    values = call.query_params().get(key) or [""]
+    return values[0]

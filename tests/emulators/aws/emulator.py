@@ -1,0 +1,301 @@
+"""The AWS emulator: moto's server app behind a middleware that logs, injects faults and adds what moto lacks.
+
+One WSGI app on 127.0.0.1 answers every service (EKS, Auto Scaling, EC2, Service Quotas, and whatever else moto
+knows) at a single URL, as ``AWS_ENDPOINT_URL`` expects. Per request the middleware:
+
+1. identifies service, region and operation (:mod:`tests.emulators.aws.wire`);
+2. records it through :meth:`Emulator.begin` (request log, latency, armed fault) and notes the IAM action;
+3. renders an armed fault the way that service does on the wire;
+4. hands the request to an extension handler (:mod:`.eks`, :mod:`.autoscaling`, :mod:`.service_quotas`) when
+   there is one, else to moto unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from moto.ec2.models.instance_types import INSTANCE_TYPES
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+from tests.emulators.aws import autoscaling, moto_state
+from tests.emulators.aws.eks import EksExtension, Handler, UpdateTiming
+from tests.emulators.aws.service_quotas import QuotaRequest, ServiceQuotasFake
+from tests.emulators.aws.wire import Reply, fault_reply, identify
+from tests.emulators.base import Emulator, FaultKind, RunningServer, start
+
+DEFAULT_REGION = "us-east-1"
+DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+StartResponse = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class SeededNodegroup:
+    arn: str
+    asg_name: str
+
+
+class AwsEmulator(Emulator):
+    """Serve with :func:`start_aws` (or the ``aws`` pytest fixture); seed with the ``add_*``/``set_*`` methods."""
+
+    def __init__(self, region: str = DEFAULT_REGION) -> None:
+        super().__init__()
+        self.region = region
+        self.url = ""
+        self.eks = EksExtension()
+        self.quotas = ServiceQuotasFake()
+        self._server: RunningServer | None = None
+        self._moto: Callable[[dict[str, Any], StartResponse], Iterable[bytes]] = DomainDispatcherApplication(
+            create_backend_app
+        )
+        self._actions: set[str] = set()
+        self._actions_lock = threading.Lock()
+        self._handlers: dict[tuple[str, str], Handler] = {
+            **{("eks", op): handler for op, handler in self.eks.handlers().items()},
+            **{("autoscaling", op): handler for op, handler in autoscaling.HANDLERS.items()},
+            **{("servicequotas", op): handler for op, handler in self.quotas.handlers().items()},
+        }
+
+    # --- WSGI ------------------------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        call = identify(environ, body)
+        operation = call.operation or f"{call.method} {call.path}"
+        if call.operation and call.service:
+            with self._actions_lock:
+                self._actions.add(call.iam_action)
+        fault = self.begin(call.method, call.path, operation, call.query, body)
+        if fault:
+            reply = fault_reply(call, fault)
+        else:
+            handler = self._handlers.get((call.service, call.operation))
+            passthrough = functools.partial(self._to_moto, environ, body)  # only some handlers call moto
+            reply = handler(call, passthrough) if handler else passthrough()
+        start_response(f"{reply.status} {_reason(reply.status)}", reply.headers)
+        return [reply.body]
+
+    def _to_moto(self, environ: dict[str, Any], body: bytes) -> Reply:
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+            captured["status"], captured["headers"] = status, headers
+            return lambda _chunk: None
+
+        environ = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
+        chunks = self._moto(environ, capture)
+        try:
+            data = b"".join(chunks)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close:
+                close()
+        headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
+        return Reply(int(captured["status"].split(" ", 1)[0]), headers, data)
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    def serve(self, port: int = 0) -> AwsEmulator:
+        self._server = start(self, port)
+        self.url = self._server.url
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.stop()
+            self._server = None
+
+    def reset(self) -> None:
+        """Forget all state, log, faults and latency: every test starts from an empty AWS account."""
+        moto_state.reset_all()
+        self.eks.reset()
+        self.quotas.reset()
+        self.log.clear()
+        self.faults.clear()
+        self.latency_s = 0.0
+        self.timeout_hold_s = type(self).timeout_hold_s
+        with self._actions_lock:
+            self._actions.clear()
+
+    def warm_up(self) -> None:
+        """Serve one request per service once: moto builds its per-service apps lazily (~2 s for EC2), and the
+        first test should not pay for that. Leaves the emulator reset."""
+        self.client("ec2").describe_instances()
+        self.client("autoscaling").describe_auto_scaling_groups()
+        self.client("eks").list_clusters()
+        self.client("service-quotas").list_service_quotas(ServiceCode="ec2")
+        self.reset()
+
+    # --- what tests and subprocesses need --------------------------------------------------------------------
+
+    def iam_actions(self) -> set[str]:
+        """IAM actions (``eks:UpdateNodegroupConfig``...) called since the last reset; log.clear() keeps them."""
+        with self._actions_lock:
+            return set(self._actions)
+
+    def env(self, region: str | None = None) -> dict[str, str]:
+        """Environment for a separate process whose boto3 should talk to this emulator."""
+        return {
+            "AWS_ENDPOINT_URL": self.url,
+            **DUMMY_CREDENTIALS,
+            "AWS_DEFAULT_REGION": region or self.region,
+            "AWS_REGION": region or self.region,
+            # Keep the host's own AWS config and the instance metadata service out of the picture.
+            "AWS_CONFIG_FILE": "/dev/null",
+            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def client(self, service: str, region: str | None = None, *, max_attempts: int = 1, **config: Any) -> Any:
+        """A boto3 client for this emulator; one attempt by default so retries never hide a fault."""
+        return boto3.client(
+            service,
+            endpoint_url=self.url,
+            region_name=region or self.region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            aws_session_token="testing",
+            config=Config(retries={"max_attempts": max_attempts, "mode": "standard"}, **config),
+        )
+
+    def inject(self, operation: str, kind: FaultKind, times: int = 1) -> None:
+        self.faults.inject(operation, kind, times)
+
+    # --- seeding ---------------------------------------------------------------------------------------------
+
+    @property
+    def update_timing(self) -> UpdateTiming:
+        return self.eks.timing
+
+    @update_timing.setter
+    def update_timing(self, timing: UpdateTiming) -> None:
+        self.eks.timing = timing
+
+    def add_eks_nodegroup(
+        self,
+        region: str,
+        cluster: str,
+        nodegroup: str,
+        min_size: int,
+        desired_size: int,
+        max_size: int,
+        instance_types: Iterable[str] = ("g5.xlarge",),
+        capacity_type: str = "ON_DEMAND",
+        labels: dict[str, str] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> SeededNodegroup:
+        """An ACTIVE managed node group (and its cluster, if missing) backed by a tagged ASG with its instances."""
+        types = list(instance_types)
+        _check_instance_types(types)
+        group = self.eks.add_nodegroup(
+            region,
+            cluster,
+            nodegroup,
+            min_size=min_size,
+            desired_size=desired_size,
+            max_size=max_size,
+            instance_types=types,
+            capacity_type=capacity_type,
+            labels=labels or {},
+            tags=tags or {},
+        )
+        resources: dict[str, Any] = group.resources
+        return SeededNodegroup(group.arn, resources["autoScalingGroups"][0]["name"])
+
+    def add_asg(
+        self,
+        region: str,
+        name: str,
+        min_size: int,
+        desired_size: int,
+        max_size: int,
+        instance_type: str = "g5.xlarge",
+        tags: dict[str, str] | None = None,
+    ) -> str:
+        """A plain (self-managed) ASG with a launch template; its instances carry the tags too."""
+        _check_instance_types([instance_type])
+        ec2 = moto_state.ec2(region)
+        template = ec2.create_launch_template(
+            name=f"lt-{name}",
+            description=f"launch template of {name}",
+            template_data={"ImageId": moto_state.IMAGE_ID, "InstanceType": instance_type},
+            tag_spec={},
+        )
+        moto_state.autoscaling(region).create_auto_scaling_group(
+            name=name,
+            availability_zones=[f"{region}a", f"{region}b"],
+            desired_capacity=desired_size,
+            max_size=max_size,
+            min_size=min_size,
+            launch_config_name=None,
+            launch_template={"LaunchTemplateId": template.id, "Version": "$Latest"},
+            vpc_zone_identifier=None,
+            default_cooldown=None,
+            health_check_period=None,
+            health_check_type="EC2",
+            load_balancers=[],
+            target_group_arns=[],
+            placement_group=None,
+            termination_policies=[],
+            tags=[
+                {
+                    "ResourceId": name,
+                    "ResourceType": "auto-scaling-group",
+                    "Key": k,
+                    "Value": v,
+                    "PropagateAtLaunch": True,
+                }
+                for k, v in (tags or {}).items()
+            ],
+        )
+        return name
+
+    def add_instance(self, region: str, instance_type: str, tags: dict[str, str] | None = None) -> str:
+        """A running EC2 instance; returns its id."""
+        _check_instance_types([instance_type])
+        ec2 = moto_state.ec2(region)
+        reservation = ec2.run_instances(
+            moto_state.IMAGE_ID,
+            1,
+            None,
+            [],
+            instance_type=instance_type,
+            tags={"instance": dict(tags or {})},
+            is_instance_type_default=False,
+        )
+        return str(reservation.instances[0].id)
+
+    def set_quota(self, region: str, code: str, value: float) -> None:
+        self.quotas.set_quota(region, code, value)
+
+    def resolve_quota_request(self, request_id: str, status: str) -> QuotaRequest:
+        return self.quotas.resolve(request_id, status)
+
+
+def start_aws(port: int = 0, region: str = DEFAULT_REGION) -> AwsEmulator:
+    """Run a standalone emulator (e.g. for the demo sandbox); call ``.stop()`` when done."""
+    emulator = AwsEmulator(region).serve(port)
+    emulator.warm_up()
+    return emulator
+
+
+def _check_instance_types(types: list[str]) -> None:
+    unknown = [t for t in types if t not in INSTANCE_TYPES]
+    if not types or unknown:
+        raise ValueError(f"unknown EC2 instance type(s) {unknown or types}")
+
+
+def _reason(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
