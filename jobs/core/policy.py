@@ -7,7 +7,6 @@ that reads well after ``FILE:LINE: PATH:``.
 
 from __future__ import annotations
 
-import importlib
 import re
 from datetime import date, datetime, timedelta
 from functools import cached_property
@@ -27,6 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from jobs.core import holiday_regions
 from jobs.core.timespec import parse_clock, parse_days, parse_duration
 
 API_VERSION = "gpu-jobs/v1"
@@ -111,21 +111,6 @@ AwareDatetime = Annotated[
 Name = Annotated[str, AfterValidator(_check_name), WithJsonSchema({"type": "string", "pattern": _NAME.pattern})]
 
 
-def _holiday_subdivisions(country: str) -> tuple[str, ...] | None:
-    """A country's subdivision codes, or None when the holidays package does not know the country.
-
-    Reads the class attribute of the one country module instead of building the registry of every country
-    (``holidays.list_supported_countries()``), which would cost ``validate`` a third of a second.
-    """
-    from holidays.registry import COUNTRIES  # noqa: PLC0415 - only when a policy names a country
-
-    for module, (class_name, *codes) in COUNTRIES.items():
-        if country in codes:
-            cls = getattr(importlib.import_module(f"holidays.countries.{module}"), class_name)
-            return tuple(cls.subdivisions) + tuple(getattr(cls, "subdivisions_aliases", {}))
-    return None
-
-
 class Holidays(Model):
     """Public holidays (``holidays`` package) plus explicit dates; windows that start on them are off."""
 
@@ -138,7 +123,7 @@ class Holidays(Model):
         if self.subdivision and not self.country:
             raise ValueError("subdivision needs a country")
         if self.country:
-            subdivisions = _holiday_subdivisions(self.country)
+            subdivisions = holiday_regions.subdivisions(self.country)
             if subdivisions is None:
                 raise ValueError(f'country "{self.country}" is not known to the holidays package')
             if self.subdivision and self.subdivision not in subdivisions:
