@@ -1,0 +1,259 @@
+"""GKE node pools through the real container_v1 REST client against the GCP emulator."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from google.api_core import exceptions
+from google.cloud import container_v1
+
+from tests.emulators.gcp import GcpEmulator, clients
+
+pytestmark = pytest.mark.integration
+
+PROJECT, REGION, CLUSTER = "proj", "us-central1", "ml"
+ZONES = ("us-central1-a", "us-central1-b")
+LOC = f"projects/{PROJECT}/locations/{REGION}"
+POOL = f"{LOC}/clusters/{CLUSTER}/nodePools/a100"
+Status = container_v1.Operation.Status
+
+
+@pytest.fixture
+def pool(gcp: GcpEmulator) -> str:
+    gcp.add_node_pool(
+        PROJECT,
+        REGION,
+        CLUSTER,
+        "a100",
+        zones=ZONES,
+        per_zone_count=2,
+        machine_type="a2-highgpu-1g",
+        accelerator_type="nvidia-tesla-a100",
+        accelerator_count=1,
+        labels={"team": "vision"},
+    )
+    return POOL
+
+
+def _poll(client: container_v1.ClusterManagerClient, op: container_v1.Operation) -> container_v1.Operation:
+    return client.get_operation(name=f"{LOC}/operations/{op.name}")
+
+
+def _resize(client: container_v1.ClusterManagerClient, name: str, count: int) -> container_v1.Operation:
+    return client.set_node_pool_size(request={"name": name, "node_count": count})
+
+
+def _autoscale(
+    client: container_v1.ClusterManagerClient, name: str, **autoscaling: int | bool
+) -> container_v1.Operation:
+    return client.set_node_pool_autoscaling(request={"name": name, "autoscaling": autoscaling})
+
+
+def _target_sizes(gcp: GcpEmulator, node_pool: container_v1.NodePool) -> list[int]:
+    """Read the live size the way the real API exposes it: the pool's per-zone instance group managers."""
+    igms = clients.instance_group_managers(gcp.url)
+    sizes = []
+    for url in node_pool.instance_group_urls:
+        parts = url.split("/")
+        sizes.append(igms.get(project=parts[-5], zone=parts[-3], instance_group_manager=parts[-1]).target_size)
+    return sizes
+
+
+def test_node_pool_shape(gcp: GcpEmulator, pool: str) -> None:
+    got = clients.gke(gcp.url).get_node_pool(name=pool)
+
+    assert got.config.machine_type == "a2-highgpu-1g"
+    assert [(a.accelerator_type, a.accelerator_count) for a in got.config.accelerators] == [("nvidia-tesla-a100", 1)]
+    assert dict(got.config.labels) == {"team": "vision"}
+    assert [(t.key, t.effect) for t in got.config.taints] == [
+        ("nvidia.com/gpu", container_v1.NodeTaint.Effect.NO_SCHEDULE)
+    ]
+    assert list(got.locations) == list(ZONES)
+    assert got.initial_node_count == 2
+    assert got.status == container_v1.NodePool.Status.RUNNING
+    assert "autoscaling" not in got
+
+
+def test_set_size_changes_the_pool_only_when_its_operation_is_done(gcp: GcpEmulator, pool: str) -> None:
+    client = clients.gke(gcp.url)
+
+    op = _resize(client, pool, 0)
+
+    assert op.operation_type == container_v1.Operation.Type.SET_NODE_POOL_SIZE
+    assert op.status == Status.PENDING
+    assert op.target_link.endswith(f"/clusters/{CLUSTER}/nodePools/a100")
+    assert client.get_node_pool(name=pool).status == container_v1.NodePool.Status.RECONCILING
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 2
+
+    assert _poll(client, op).status == Status.RUNNING
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 2
+
+    done = _poll(client, op)
+    assert done.status == Status.DONE
+    assert done.end_time
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+    after = client.get_node_pool(name=pool)
+    assert after.status == container_v1.NodePool.Status.RUNNING
+    assert after.initial_node_count == 2  # the creation value: a pool reports no live node count
+    assert _target_sizes(gcp, after) == [0, 0]
+
+
+def test_node_count_is_per_zone(gcp: GcpEmulator, pool: str) -> None:
+    client = clients.gke(gcp.url)
+    gcp.operation_polls = 0
+
+    op = _resize(client, pool, 3)
+
+    assert op.status == Status.DONE
+    assert _target_sizes(gcp, client.get_node_pool(name=pool)) == [3, 3]  # 6 nodes in all
+
+
+def test_zero_is_omitted_on_the_wire_and_reads_back_as_zero(gcp: GcpEmulator) -> None:
+    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "a100", zones=ZONES, per_zone_count=0, autoscaling=(0, 2))
+    client = clients.gke(gcp.url)
+    gcp.operation_polls = 0
+
+    _resize(client, POOL, 0)
+
+    sent = next(r for r in gcp.log.all() if r.operation == "nodePools.setSize")
+    assert json.loads(sent.body) == {}  # proto3 JSON: node_count 0 is the default, so it is not sent
+    with urllib.request.urlopen(f"{gcp.url}/v1/{POOL}") as response:
+        raw = json.load(response)
+    assert "initialNodeCount" not in raw
+    assert raw["autoscaling"] == {"enabled": True, "maxNodeCount": 2, "locationPolicy": "BALANCED"}
+    got = client.get_node_pool(name=POOL)
+    assert (got.initial_node_count, got.autoscaling.min_node_count) == (0, 0)
+    # Compute is not proto3-on-the-wire in that respect: its optional fields are sent even when zero.
+    igm_url = got.instance_group_urls[0].replace("https://www.googleapis.com", gcp.url)
+    with urllib.request.urlopen(igm_url) as response:
+        assert json.load(response)["targetSize"] == 0
+    assert _target_sizes(gcp, got) == [0, 0]
+
+
+def test_write_while_the_cluster_has_an_operation_is_refused(gcp: GcpEmulator, pool: str) -> None:
+    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "l4", zones=ZONES, per_zone_count=1)
+    gcp.add_node_pool(PROJECT, REGION, "other", "l4", zones=ZONES, per_zone_count=1)
+    client = clients.gke(gcp.url)
+    first = _resize(client, pool, 0)
+
+    with pytest.raises(exceptions.BadRequest) as refused:
+        _autoscale(client, f"{LOC}/clusters/{CLUSTER}/nodePools/l4", enabled=False)
+
+    # Over REST the class follows the HTTP status (400 -> BadRequest, not FailedPrecondition); the gRPC
+    # status and the reason travel in the body.
+    assert refused.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
+    assert refused.value.domain == "container.googleapis.com"
+    assert refused.value.response.json()["error"]["status"] == "FAILED_PRECONDITION"
+    assert first.name in refused.value.message
+    _resize(client, f"{LOC}/clusters/other/nodePools/l4", 0)  # another cluster is not blocked
+
+    while _poll(client, first).status != Status.DONE:
+        pass
+    assert _resize(client, pool, 1).status == Status.PENDING
+
+
+def test_autoscaling_disable_then_enable_round_trip(gcp: GcpEmulator) -> None:
+    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "a100", zones=ZONES, per_zone_count=2, autoscaling=(1, 3))
+    client = clients.gke(gcp.url)
+    gcp.operation_polls = 1
+    before = client.get_node_pool(name=POOL).autoscaling
+    assert (before.enabled, before.min_node_count, before.max_node_count) == (True, 1, 3)
+
+    disable = _autoscale(client, POOL, enabled=False)
+    assert disable.operation_type == container_v1.Operation.Type.UPDATE_CLUSTER
+    assert client.get_node_pool(name=POOL).autoscaling.enabled  # not before DONE
+    assert _poll(client, disable).status == Status.DONE
+    assert not client.get_node_pool(name=POOL).autoscaling.enabled
+
+    assert _poll(client, _resize(client, POOL, 0)).status == Status.DONE  # a separate operation
+    enable = _autoscale(client, POOL, enabled=True, min_node_count=0, max_node_count=4)
+    assert json.loads(gcp.log.writes()[-1].body) == {"autoscaling": {"enabled": True, "maxNodeCount": 4}}
+    _poll(client, enable)
+
+    after = client.get_node_pool(name=POOL).autoscaling
+    assert (after.enabled, after.min_node_count, after.max_node_count) == (True, 0, 4)
+    assert after.location_policy == container_v1.NodePoolAutoscaling.LocationPolicy.BALANCED
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+
+
+def test_set_size_is_allowed_while_autoscaling_is_enabled(gcp: GcpEmulator) -> None:
+    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "a100", zones=ZONES, per_zone_count=2, autoscaling=(1, 3))
+    gcp.operation_polls = 0
+
+    clients.gke(gcp.url).set_node_pool_size(request={"name": POOL, "node_count": 0})
+
+    # The autoscaler does not pull a pool back into [min, max] by itself; it only reacts to pods and idle nodes.
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+    assert gcp.node_pool(PROJECT, REGION, CLUSTER, "a100").autoscaling is not None
+
+
+@pytest.mark.parametrize(
+    "autoscaling",
+    [
+        {"enabled": True, "min_node_count": 0, "max_node_count": 0},
+        {"enabled": True, "min_node_count": 3, "max_node_count": 2},
+        {"enabled": True, "max_node_count": 2, "total_max_node_count": 4},
+    ],
+    ids=["max-zero", "min-above-max", "per-zone-and-total"],
+)
+def test_invalid_autoscaling_limits_are_refused(
+    gcp: GcpEmulator, pool: str, autoscaling: dict[str, int | bool]
+) -> None:
+    with pytest.raises(exceptions.BadRequest) as refused:
+        _autoscale(clients.gke(gcp.url), pool, **autoscaling)
+
+    assert refused.value.response.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert gcp.log.count("nodePools.setAutoscaling") == 1
+    assert not gcp.gke.operations
+
+
+def test_spot_pool_defaults_to_location_policy_any(gcp: GcpEmulator) -> None:
+    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "a100", zones=ZONES, per_zone_count=0, spot=True)
+    client = clients.gke(gcp.url)
+    gcp.operation_polls = 0
+
+    _autoscale(client, POOL, enabled=True, total_min_node_count=0, total_max_node_count=6)
+
+    got = client.get_node_pool(name=POOL)
+    assert got.config.spot
+    assert got.autoscaling.total_max_node_count == 6
+    assert got.autoscaling.location_policy == container_v1.NodePoolAutoscaling.LocationPolicy.ANY
+
+
+def test_list_clusters_across_locations_and_pools(gcp: GcpEmulator, pool: str) -> None:
+    gcp.add_node_pool(PROJECT, "europe-west4-a", "eu", "l4", zones=["europe-west4-a"], per_zone_count=1)
+    gcp.add_node_pool("someone-else", REGION, "x", "l4", zones=ZONES, per_zone_count=1)
+    client = clients.gke(gcp.url)
+
+    everywhere = client.list_clusters(parent=f"projects/{PROJECT}/locations/-").clusters
+    regional = client.list_clusters(parent=LOC).clusters
+    pools = client.list_node_pools(parent=f"{LOC}/clusters/{CLUSTER}").node_pools
+
+    assert sorted((c.location, c.name) for c in everywhere) == [("europe-west4-a", "eu"), (REGION, CLUSTER)]
+    assert [c.name for c in regional] == [CLUSTER]
+    assert [p.name for p in regional[0].node_pools] == ["a100"]
+    assert [p.name for p in pools] == ["a100"]
+    assert client.get_cluster(name=f"{LOC}/clusters/{CLUSTER}").locations == list(ZONES)
+
+
+def test_missing_pool_and_operation_are_not_found(gcp: GcpEmulator, pool: str) -> None:
+    client = clients.gke(gcp.url)
+
+    with pytest.raises(exceptions.NotFound):
+        client.get_node_pool(name=f"{LOC}/clusters/{CLUSTER}/nodePools/nope")
+    with pytest.raises(exceptions.NotFound):
+        _resize(client, f"{LOC}/clusters/nope/nodePools/a100", 1)
+    with pytest.raises(exceptions.NotFound):
+        client.get_operation(name=f"{LOC}/operations/operation-1-deadbeef", retry=None)
+
+
+def test_finish_operations_hook_completes_pending_work(gcp: GcpEmulator, pool: str) -> None:
+    client = clients.gke(gcp.url)
+    op = _resize(client, pool, 5)
+
+    gcp.finish_operations()
+
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 5
+    assert _poll(client, op).status == Status.DONE
