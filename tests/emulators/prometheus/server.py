@@ -6,8 +6,10 @@ never changes while the server runs; that is what lets one server be shared by a
 
 Prometheus 2.42 (Debian bookworm) notes, checked against ``prometheus --help`` and its startup log:
 
-- Overlapping blocks are always allowed since 2.39 (``--storage.tsdb.allow-overlapping-blocks`` is gone), and
-  blocks in the data dir at startup are queryable as soon as ``/-/ready`` answers 200.
+- Overlapping blocks are always allowed since 2.39 (``--storage.tsdb.allow-overlapping-blocks`` is a hidden
+  no-op), and blocks in the data dir at startup are queryable as soon as ``/-/ready`` answers 200.
+- promtool 2.42 has no ``--max-block-duration``: it writes one block per 2 h of data, ~80 ms each, so a 6 h
+  window backfills in ~0.6 s but 16 days of samples would take ~16 s. Keep long windows sparse.
 - Retention is measured from the newest block, not from the wall clock, so only windows longer than the
   15 d default need a longer retention; we always pass one that covers the window.
 - Queries default to ``time=now``; with a 5 min lookback, data ending at ``now`` is visible for 5 minutes, so
@@ -150,7 +152,11 @@ def start_prometheus(
     binaries: PrometheusBinaries | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
 ) -> PrometheusServer:
-    """Backfill DCGM series for ``workloads`` ending at ``now`` and serve them; call ``.stop()`` when done."""
+    """Backfill DCGM series for ``workloads`` ending at ``now`` and serve them; call ``.stop()`` when done.
+
+    ~1 s for the representative dataset over 6 h (see ``.timings``). Raises ``PrometheusNotInstalledError``
+    without the binaries and ``PrometheusStartError`` if promtool or prometheus fails (with their output).
+    """
     binaries = binaries or find_binaries()
     workdir = Path(tempfile.mkdtemp(prefix="gpu-jobs-prometheus-"))
     process: subprocess.Popen[bytes] | None = None

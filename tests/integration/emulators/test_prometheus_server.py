@@ -21,7 +21,7 @@ from tests.emulators.prometheus.dcgm import (
     samples,
 )
 from tests.emulators.prometheus.fixtures import PrometheusFactory
-from tests.emulators.prometheus.server import PrometheusServer, rfc3339_millis, start_prometheus
+from tests.emulators.prometheus.server import PrometheusQueryError, PrometheusServer, rfc3339_millis, start_prometheus
 
 pytestmark = [pytest.mark.integration, pytest.mark.prometheus]
 
@@ -176,3 +176,8 @@ def test_stop_ends_the_server_and_removes_its_files() -> None:
     assert not server.workdir.exists()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{server.url}/-/ready", timeout=2)
+
+
+def test_bad_promql_is_reported_with_prometheus_own_error(prometheus: PrometheusServer) -> None:
+    with pytest.raises(PrometheusQueryError, match="parse error"):
+        prometheus.query("avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h]")
