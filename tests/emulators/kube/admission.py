@@ -1,0 +1,230 @@
+"""What the real server's admission plugins and controllers do to pods, quotas and disruption budgets:
+
+- pod defaulting: a limit without a request defaults the request (this is how extended resources get requests);
+- ResourceQuota admission: a pod that would push ``used`` over ``hard`` is refused with 403 ``exceeded quota``;
+  extended resources are enforced only as ``requests.<name>``, a bare ``nvidia.com/gpu`` or ``limits.nvidia.com/gpu``
+  key is stored and never enforced; lowering ``hard`` never touches running pods;
+- quota ``status`` (``hard`` mirrors ``spec.hard``, ``used`` from the non-terminal pods in the namespace);
+- PodDisruptionBudget ``status`` and the eviction decision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from fractions import Fraction
+from typing import Any
+
+from .errors import forbidden, internal_error, too_many_requests
+from .quantity import format_quantity, is_binary, parse
+from .selectors import labels_match, match_expressions
+from .validation import is_extended_resource
+
+Json = dict[str, Any]
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_COMPUTE = ("cpu", "memory", "ephemeral-storage")
+
+
+def default_pod(pod: Json) -> None:
+    """API defaulting on create: requests default to limits, the pod starts Pending (status is the kubelet's)."""
+    spec = pod.setdefault("spec", {})
+    for group in ("initContainers", "containers"):
+        for container in spec.get(group) or []:
+            resources = container.get("resources") or {}
+            limits = resources.get("limits") or {}
+            if limits:
+                requests = resources.setdefault("requests", {})
+                for name, value in limits.items():
+                    requests.setdefault(name, value)
+                container["resources"] = resources
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+
+
+def _container_totals(pod: Json, kind: str) -> dict[str, Fraction]:
+    """Effective pod requests/limits: sum over containers, at least the largest init container (as the scheduler
+    and quota count them)."""
+    spec = pod.get("spec") or {}
+    totals: dict[str, Fraction] = {}
+    for container in spec.get("containers") or []:
+        for name, value in ((container.get("resources") or {}).get(kind) or {}).items():
+            totals[name] = totals.get(name, Fraction(0)) + parse(value)
+    for container in spec.get("initContainers") or []:
+        for name, value in ((container.get("resources") or {}).get(kind) or {}).items():
+            totals[name] = max(totals.get(name, Fraction(0)), parse(value))
+    return totals
+
+
+def is_terminal(pod: Json) -> bool:
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def pod_usage(pod: Json) -> dict[str, Fraction]:
+    """The quota resource names a pod counts against, as the real pod evaluator reports them."""
+    if is_terminal(pod):
+        return {}
+    usage: dict[str, Fraction] = {"pods": Fraction(1), "count/pods": Fraction(1)}
+    requests, limits = _container_totals(pod, "requests"), _container_totals(pod, "limits")
+    for name, value in requests.items():
+        if name in _COMPUTE:
+            usage[name] = usage[f"requests.{name}"] = value
+        elif is_extended_resource(name) or name.startswith("hugepages-"):
+            usage[f"requests.{name}"] = value
+    for name, value in limits.items():
+        if name in _COMPUTE:
+            usage[f"limits.{name}"] = value
+    return usage
+
+
+def is_enforced(key: str) -> bool:
+    """Whether the pod evaluator tracks a quota key at all: never a bare or ``limits.`` extended resource."""
+    if key in ("pods", "count/pods", *_COMPUTE) or key in {
+        f"{p}.{c}" for p in ("requests", "limits") for c in _COMPUTE
+    }:
+        return True
+    return key.startswith("requests.") and (is_extended_resource(key[len("requests.") :]) or "hugepages-" in key)
+
+
+def _format(key: str, value: Fraction, hard: Json) -> str:
+    return format_quantity(value, binary=is_binary(hard.get(key)))
+
+
+def namespace_usage(pods: Iterable[Json]) -> dict[str, Fraction]:
+    used: dict[str, Fraction] = {}
+    for pod in pods:
+        for key, value in pod_usage(pod).items():
+            used[key] = used.get(key, Fraction(0)) + value
+    return used
+
+
+def quota_status(quota: Json, pods: Iterable[Json]) -> Json:
+    hard = dict((quota.get("spec") or {}).get("hard") or {})
+    used = namespace_usage(pods)
+    return {
+        "hard": hard,
+        "used": {
+            key: _format(key, used.get(key, Fraction(0)) if is_enforced(key) else Fraction(0), hard) for key in hard
+        },
+    }
+
+
+def admit_pod(pod: Json, quotas: Iterable[Json], pods: Iterable[Json]) -> None:
+    """Refuse a new pod that would exceed any quota of its namespace (403, the real message)."""
+    name = (pod.get("metadata") or {}).get("name", "")
+    requested = pod_usage(pod)
+    used = namespace_usage(pods)
+    for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        enforced = sorted(k for k in hard if is_enforced(k))
+        missing = _missing_requests(pod, enforced)
+        if missing:
+            raise forbidden("pods", "", name, f"failed quota: {quota['metadata']['name']}: must specify {missing}")
+        exceeded = [k for k in enforced if k in requested and used.get(k, Fraction(0)) + requested[k] > parse(hard[k])]
+        if exceeded:
+
+            def listing(values: dict[str, Fraction], keys: list[str] = exceeded, hard: Json = hard) -> str:
+                return ",".join(f"{k}={_format(k, values.get(k, Fraction(0)), hard)}" for k in keys)
+
+            limited = ",".join(f"{k}={hard[k]}" for k in exceeded)
+            why = (
+                f"exceeded quota: {quota['metadata']['name']}, requested: {listing(requested)}, "
+                f"used: {listing(used)}, limited: {limited}"
+            )
+            raise forbidden("pods", "", name, why)
+
+
+def _missing_requests(pod: Json, enforced: list[str]) -> str:
+    """Compute quotas (cpu, memory) require every container to state the constrained value."""
+    missing = []
+    for key in enforced:
+        kind, _, resource = key.rpartition(".")
+        if resource not in ("cpu", "memory") or (kind or "requests") not in ("requests", "limits"):
+            continue
+        section = kind or "requests"
+        lacking = [
+            c.get("name", "")
+            for c in (pod.get("spec") or {}).get("containers") or []
+            if resource not in ((c.get("resources") or {}).get(section) or {})
+        ]
+        if lacking:
+            missing.append(f"{section}.{resource} for: {','.join(lacking)}")
+    return "; ".join(sorted(set(missing)))
+
+
+# Disruption budgets and eviction -------------------------------------------------------------------------------
+
+
+def is_healthy(pod: Json) -> bool:
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return status.get("phase") == "Running" and ready and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def _selects(pdb: Json, pod: Json) -> bool:
+    """policy/v1: a missing selector matches no pod, an empty one every pod of the namespace."""
+    selector = (pdb.get("spec") or {}).get("selector")
+    if selector is None:
+        return False
+    return labels_match(match_expressions(selector), (pod.get("metadata") or {}).get("labels"))
+
+
+def _matching(pdb: Json, pods: Iterable[Json]) -> list[Json]:
+    return [p for p in pods if _selects(pdb, p) and not is_terminal(p)]
+
+
+def _resolve(value: Any, expected: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        share = Fraction(int(value[:-1]), 100) * expected
+        return math.ceil(share) if round_up else math.floor(share)
+    return int(value)
+
+
+def pdb_status(pdb: Json, pods: Iterable[Json]) -> Json:
+    matching = _matching(pdb, pods)
+    spec = pdb.get("spec") or {}
+    expected = len(matching)
+    healthy = sum(1 for p in matching if is_healthy(p))
+    if spec.get("maxUnavailable") is not None:
+        desired = max(0, expected - _resolve(spec["maxUnavailable"], expected, round_up=True))
+    else:
+        desired = _resolve(spec.get("minAvailable", 1), expected, round_up=True)
+    return {
+        "observedGeneration": (pdb.get("metadata") or {}).get("generation", 1),
+        "disruptionsAllowed": max(0, healthy - desired),
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": expected,
+    }
+
+
+def matching_pdbs(pod: Json, pdbs: Iterable[Json]) -> list[Json]:
+    return [b for b in pdbs if _selects(b, pod)]
+
+
+def check_eviction(pod: Json, pdbs: Iterable[Json], pods: Iterable[Json]) -> None:
+    """Raise the real eviction refusals; return when the pod may be deleted."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed", "Pending") or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return  # pods that are not running are never protected by a budget
+    budgets = matching_pdbs(pod, pdbs)
+    if len(budgets) > 1:
+        raise internal_error(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+        )
+    if not budgets:
+        return
+    budget = budgets[0]
+    status = pdb_status(budget, pods)
+    # An unhealthy pod may go as long as the budget is met (unhealthyPodEvictionPolicy IfHealthyBudget).
+    if not is_healthy(pod) and status["currentHealthy"] >= status["desiredHealthy"]:
+        return
+    if status["disruptionsAllowed"] > 0:
+        return
+    cause = {
+        "reason": "DisruptionBudget",
+        "message": f"The disruption budget {budget['metadata']['name']} needs {status['desiredHealthy']} healthy pods "
+        f"and has {status['currentHealthy']} currently",
+    }
+    raise too_many_requests("Cannot evict pod as it would violate the pod's disruption budget.", 0, [cause])

@@ -1,0 +1,177 @@
+"""The emulated cluster's storage: objects by resource, a global resourceVersion, and the controllers that keep
+ResourceQuota and PodDisruptionBudget ``status`` current. Also the seeding API tests use to set up a cluster
+without HTTP (and without admission: seeded pods keep the phase and node they are given).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from . import admission
+from .errors import not_found
+from .resources import RESOURCE_TYPES, ResourceType, by_kind
+
+Json = dict[str, Any]
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_ALIASES = {rt.kind: rt for rt in reversed(RESOURCE_TYPES)}  # "Event" means core/v1 unless apiVersion says so
+
+
+def timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def resource_type(kind_or_plural: str, api_version: str | None = None) -> ResourceType:
+    """``Pod``/``pods``/``po``, optionally pinned to an apiVersion (``events.k8s.io/v1`` for the new Event)."""
+    if api_version:
+        return (
+            by_kind(api_version, kind_or_plural)
+            if kind_or_plural[:1].isupper()
+            else next(rt for rt in RESOURCE_TYPES if rt.api_version == api_version and rt.plural == kind_or_plural)
+        )
+    for rt in RESOURCE_TYPES:
+        if kind_or_plural in (rt.plural, *rt.short_names):
+            return rt
+    if kind_or_plural in _ALIASES:
+        return _ALIASES[kind_or_plural]
+    raise KeyError(f"the emulator does not serve {kind_or_plural!r}")
+
+
+class Cluster:
+    """All stored objects. Thread-safe: the HTTP handlers and the test thread share it."""
+
+    def __init__(self, now: Callable[[], datetime] | None = None) -> None:
+        #: The clock for creationTimestamp and managedFields times; tests may replace it.
+        self.now: Callable[[], datetime] = now or (lambda: datetime.now(UTC))
+        self.lock = threading.RLock()
+        self._objects: dict[str, dict[tuple[str, str], Json]] = {}
+        self._rv = 0
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self._objects = {rt.key: {} for rt in RESOURCE_TYPES}
+            self._rv = 0
+            for name in DEFAULT_NAMESPACES:
+                self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    # Low-level storage used by the verbs ------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def stored(self, rt: ResourceType, namespace: str, name: str) -> Json | None:
+        """The live object itself (not a copy): callers hold ``lock`` and must not mutate it."""
+        return self._objects[rt.key].get((namespace if rt.namespaced else "", name))
+
+    def require(self, rt: ResourceType, namespace: str, name: str) -> Json:
+        obj = self.stored(rt, namespace, name)
+        if obj is None:
+            raise not_found(rt.plural, rt.group, name)
+        return obj
+
+    def scan(self, rt: ResourceType, namespace: str | None = None) -> Iterator[Json]:
+        """Live objects in (namespace, name) order; ``namespace`` None means all namespaces."""
+        for (ns, _), obj in sorted(self._objects[rt.key].items()):
+            if namespace is None or ns == namespace:
+                yield obj
+
+    def new_metadata(self, obj: Json) -> None:
+        meta = obj.setdefault("metadata", {})
+        meta["uid"] = str(uuid.uuid4())
+        meta.setdefault("creationTimestamp", timestamp(self.now()))
+        if "spec" in obj:
+            meta["generation"] = 1
+
+    def commit(self, rt: ResourceType, obj: Json) -> Json:
+        """Store ``obj`` under a new resourceVersion, then let the controllers react."""
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        meta = obj["metadata"]
+        self._objects[rt.key][(meta.get("namespace", "") if rt.namespaced else "", meta["name"])] = obj
+        self._react(rt, meta.get("namespace", ""))
+        return obj
+
+    def remove(self, rt: ResourceType, namespace: str, name: str) -> Json:
+        obj = self._objects[rt.key].pop((namespace if rt.namespaced else "", name))
+        self._rv += 1
+        if rt.kind == "Namespace":
+            for other in RESOURCE_TYPES:
+                if other.namespaced:
+                    self._objects[other.key] = {k: v for k, v in self._objects[other.key].items() if k[0] != name}
+        self._react(rt, namespace)
+        return obj
+
+    def _react(self, rt: ResourceType, namespace: str) -> None:
+        """Synchronous stand-ins for the quota and disruption controllers."""
+        if rt.plural in ("pods", "resourcequotas"):
+            pods = list(self.scan(resource_type("pods"), namespace))
+            for quota in list(self.scan(resource_type("resourcequotas"), namespace)):
+                self._set_status(resource_type("resourcequotas"), quota, admission.quota_status(quota, pods))
+        if rt.plural in ("pods", "poddisruptionbudgets"):
+            pods = list(self.scan(resource_type("pods"), namespace))
+            for pdb in list(self.scan(resource_type("poddisruptionbudgets"), namespace)):
+                self._set_status(resource_type("poddisruptionbudgets"), pdb, admission.pdb_status(pdb, pods))
+
+    def _set_status(self, rt: ResourceType, obj: Json, status: Json) -> None:
+        if obj.get("status") != status:
+            self._rv += 1
+            updated = {**obj, "status": status, "metadata": {**obj["metadata"], "resourceVersion": str(self._rv)}}
+            self._objects[rt.key][(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])] = updated
+
+    # Seeding and reading API for tests -------------------------------------------------------------------------
+
+    def create(self, obj: Json) -> Json:
+        """Store an object as is (status, node, timestamps kept; no admission), with uid and resourceVersion.
+
+        ``obj`` needs ``apiVersion``, ``kind`` and ``metadata.name`` (and ``metadata.namespace`` if namespaced).
+        Returns a copy of what was stored.
+        """
+        rt = by_kind(obj["apiVersion"], obj["kind"])
+        stored = copy.deepcopy(obj)
+        if rt.namespaced:
+            stored["metadata"].setdefault("namespace", "default")
+        with self.lock:
+            self.new_metadata(stored)
+            if rt.kind == "Namespace":
+                stored.setdefault("spec", {"finalizers": ["kubernetes"]})
+                stored.setdefault("status", {"phase": "Active"})
+            return copy.deepcopy(self.commit(rt, stored))
+
+    def put(self, obj: Json) -> Json:
+        """Overwrite a stored object (e.g. to move a pod to ``Succeeded`` as the kubelet would)."""
+        rt = by_kind(obj["apiVersion"], obj["kind"])
+        with self.lock:
+            meta = obj["metadata"]
+            old = self.require(rt, meta.get("namespace", ""), meta["name"])
+            stored = copy.deepcopy(obj)
+            stored["metadata"] = {**old["metadata"], **stored["metadata"]}
+            return copy.deepcopy(self.commit(rt, stored))
+
+    def get(self, kind: str, name: str, namespace: str = "", api_version: str | None = None) -> Json | None:
+        """A copy of a stored object, or None. ``kind`` is a kind, plural or short name (``Pod``, ``pods``, ``po``)."""
+        rt = resource_type(kind, api_version)
+        with self.lock:
+            obj = self.stored(rt, namespace or ("default" if rt.namespaced else ""), name)
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, kind: str, namespace: str | None = None, api_version: str | None = None) -> list[Json]:
+        with self.lock:
+            return [copy.deepcopy(o) for o in self.scan(resource_type(kind, api_version), namespace)]
+
+    def delete(self, kind: str, name: str, namespace: str = "", api_version: str | None = None) -> None:
+        rt = resource_type(kind, api_version)
+        with self.lock:
+            self.require(rt, namespace or ("default" if rt.namespaced else ""), name)
+            self.remove(rt, namespace or ("default" if rt.namespaced else ""), name)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        with self.lock:
+            yield

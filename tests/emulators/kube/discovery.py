@@ -1,0 +1,91 @@
+"""Legacy (unaggregated) discovery documents: ``/version``, ``/api``, ``/apis``, ``/api/v1``, ``/apis/<g>[/<v>]``.
+
+kubectl asks for aggregated discovery first and falls back to these when the answer is a plain document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .resources import RESOURCE_TYPES, VERBS, groups
+
+Json = dict[str, Any]
+
+VERSION: Json = {
+    "major": "1",
+    "minor": "37",
+    "gitVersion": "v1.37.0-gpu-jobs-emulator",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.25.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+def api_versions(server_address: str) -> Json:
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    }
+
+
+def _group(name: str, versions: list[str]) -> Json:
+    entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": entries, "preferredVersion": entries[0]}
+
+
+def api_group_list() -> Json:
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g, v) for g, v in groups().items()]}
+
+
+def api_group(name: str) -> Json | None:
+    versions = groups().get(name)
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)} if versions else None
+
+
+def resource_list(group: str, version: str) -> Json | None:
+    served = [rt for rt in RESOURCE_TYPES if (rt.group, rt.version) == (group, version)]
+    if not served:
+        return None
+    resources: list[Json] = []
+    for rt in served:
+        entry: Json = {
+            "name": rt.plural,
+            "singularName": rt.singular,
+            "namespaced": rt.namespaced,
+            "kind": rt.kind,
+            "verbs": list(VERBS),
+        }
+        if rt.short_names:
+            entry["shortNames"] = list(rt.short_names)
+        if rt.categories:
+            entry["categories"] = list(rt.categories)
+        resources.append(entry)
+        for sub in rt.subresources:
+            if sub == "eviction":
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/eviction",
+                        "singularName": "",
+                        "namespaced": True,
+                        "group": "policy",
+                        "version": "v1",
+                        "kind": "Eviction",
+                        "verbs": ["create"],
+                    }
+                )
+            else:
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": rt.namespaced,
+                        "kind": rt.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
+    group_version = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}

@@ -1,0 +1,123 @@
+"""The resource types the emulator serves, as discovery and the REST paths name them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str  # "" for the core (legacy) group
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    #: Field selectors this resource accepts beyond metadata.name / metadata.namespace (the real server's set).
+    field_labels: tuple[str, ...] = ()
+    #: Whether DELETE answers with the deleted object (pods, namespaces) or with a success ``Status``.
+    delete_returns_object: bool = False
+    categories: tuple[str, ...] = field(default=())
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+    @property
+    def key(self) -> str:
+        """Storage key: the group-qualified plural (``pods``, ``leases.coordination.k8s.io``)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update")
+
+RESOURCE_TYPES: tuple[ResourceType, ...] = (
+    ResourceType("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",), ("status.phase",), True),
+    ResourceType("", "v1", "Node", "nodes", False, ("no",), ("status",), ("spec.unschedulable",)),
+    ResourceType(
+        "",
+        "v1",
+        "Pod",
+        "pods",
+        True,
+        ("po",),
+        ("status", "eviction"),
+        (
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ),
+        True,
+        ("all",),
+    ),
+    ResourceType("", "v1", "ResourceQuota", "resourcequotas", True, ("quota",), ("status",)),
+    ResourceType(
+        "",
+        "v1",
+        "Event",
+        "events",
+        True,
+        ("ev",),
+        (),
+        (
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ),
+    ),
+    ResourceType("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+    ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",)),
+    ResourceType("events.k8s.io", "v1", "Event", "events", True, ("ev",)),
+)
+
+VERBS = _VERBS
+
+
+def find(group: str, version: str, plural: str) -> ResourceType | None:
+    for rt in RESOURCE_TYPES:
+        if (rt.group, rt.version, rt.plural) == (group, version, plural):
+            return rt
+    return None
+
+
+def by_kind(api_version: str, kind: str) -> ResourceType:
+    for rt in RESOURCE_TYPES:
+        if (rt.api_version, rt.kind) == (api_version, kind):
+            return rt
+    raise KeyError(f"the emulator does not serve {kind} {api_version}")
+
+
+def groups() -> dict[str, list[str]]:
+    """Named API groups and their versions (the core group is served under /api, not /apis)."""
+    found: dict[str, list[str]] = {}
+    for rt in RESOURCE_TYPES:
+        if rt.group and rt.version not in found.setdefault(rt.group, []):
+            found[rt.group].append(rt.version)
+    return found

@@ -1,0 +1,301 @@
+"""The WSGI front of the emulated kube-apiserver: routing, authentication, RBAC, faults, and wire rendering."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+from tests.emulators.base import Emulator, FaultKind
+
+from . import discovery
+from .cluster import Cluster
+from .errors import ApiError, bad_request, gateway_timeout, internal_error, method_not_allowed, stale, too_many_requests
+from .resources import ResourceType, find
+from .tables import table
+from .verbs import Api, ListOptions, WriteOptions
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Route:
+    rt: ResourceType
+    namespace: str | None  # None: cluster-scoped resource, or a list across all namespaces
+    name: str
+    subresource: str
+
+    def operation(self, verb: str) -> str:
+        return f"{verb} {self.rt.plural}" + (f"/{self.subresource}" if self.subresource else "")
+
+
+def route(path: str) -> Route | None:
+    """``/api/v1/namespaces/ns/pods/p/eviction`` and friends; None for anything that is not a resource path."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace: str | None = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        candidate = find(group, version, rest[2])
+        if candidate is not None and candidate.namespaced:
+            namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        return None
+    rt = find(group, version, rest[0])
+    if rt is None:
+        return None
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if subresource and subresource not in rt.subresources:
+        return None
+    if rt.namespaced and name and namespace is None:
+        return None  # a namespaced object needs its namespace in the path
+    return Route(rt, namespace, name, subresource)
+
+
+class KubeEmulator(Emulator):
+    """The API server. ``cluster`` holds the objects; ``token`` is what the kubeconfig's user presents."""
+
+    def __init__(
+        self, token: str = "gpu-jobs-test-token", user: str = "system:serviceaccount:gpu-jobs:gpu-jobs"
+    ) -> None:
+        super().__init__()
+        self.cluster = Cluster()
+        self.api = Api(self.cluster)
+        self.token = token
+        self.user = user
+        self.server_address = "127.0.0.1:0"
+        #: RBAC as an allow-list of ``(verb, resource)`` such as ``("patch", "nodes")`` or ``("create",
+        #: "pods/eviction")``; None allows everything. Refusals are the real 403 texts.
+        self.allowed: set[tuple[str, str]] | None = None
+
+    def reset(self) -> None:
+        self.cluster.reset()
+        self.log.clear()
+        self.faults.clear()
+        self.latency_s = 0.0
+        self.allowed = None
+
+    # WSGI ------------------------------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
+        try:
+            response = self._handle(request)
+        except ApiError as error:
+            response = _status_response(error)
+        return response(environ, start_response)
+
+    def _handle(self, request: Request) -> Response:
+        path, method = request.path, request.method
+        body = request.get_data()
+        query = request.query_string.decode()
+        target = route(path)
+        verb = _verb(method, target, request.args)
+        operation = target.operation(verb) if target else f"{method.lower()} {path}"
+        fault = self.begin(method, path, operation, query, body)
+        if fault:
+            raise _fault(fault, target)
+        # A wrong token is 401. No token is let in as anonymous: kubectl never sends a bearer token over plain http.
+        presented = request.headers.get("Authorization")
+        if presented is not None and presented != f"Bearer {self.token}":
+            return _json(
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": "Unauthorized",
+                    "reason": "Unauthorized",
+                    "code": 401,
+                },
+                401,
+            )
+        if target is None:
+            return self._non_resource(path, request)
+        self._authorize(verb, target)
+        return self._resource(request, method, target, body)
+
+    def _non_resource(self, path: str, request: Request) -> Response:
+        parts = [p for p in path.split("/") if p]
+        document: Json | None = None
+        if path == "/version":
+            document = discovery.VERSION
+        elif path in ("/healthz", "/livez", "/readyz"):
+            return Response("ok", 200, content_type="text/plain")
+        elif path == "/api":
+            document = discovery.api_versions(request.host or self.server_address)
+        elif path == "/apis":
+            document = discovery.api_group_list()
+        elif parts[:1] == ["api"] and len(parts) == 2:
+            document = discovery.resource_list("", parts[1])
+        elif parts[:1] == ["apis"] and len(parts) == 2:
+            document = discovery.api_group(parts[1])
+        elif parts[:1] == ["apis"] and len(parts) == 3:
+            document = discovery.resource_list(parts[1], parts[2])
+        if document is None:
+            # Also /openapi/v2 and /openapi/v3: kubectl get/describe do without them.
+            return _json(
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": "the server could not find the requested resource",
+                    "reason": "NotFound",
+                    "details": {},
+                    "code": 404,
+                },
+                404,
+            )
+        return _json(document)
+
+    def _authorize(self, verb: str, target: Route) -> None:
+        resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
+        if self.allowed is None or (verb, resource) in self.allowed:
+            return
+        scope = f'in the namespace "{target.namespace}"' if target.namespace else "at the cluster scope"
+        subject = f'{resource} "{target.name}"' if target.name else resource
+        why = f'User "{self.user}" cannot {verb} resource "{resource}" in API group "{target.rt.group}" {scope}'
+        details: Json = {"kind": target.rt.plural}
+        if target.name:
+            details["name"] = target.name
+        if target.rt.group:
+            details["group"] = target.rt.group
+        raise ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
+
+    def _resource(self, request: Request, method: str, target: Route, body: bytes) -> Response:
+        args = request.args
+        rt, namespace, name, sub = target.rt, target.namespace or "", target.name, target.subresource
+        options = WriteOptions(
+            manager=args.get("fieldManager") or _manager_from_user_agent(request.headers.get("User-Agent", "")),
+            field_validation=args.get("fieldValidation", "Warn"),
+            dry_run=args.get("dryRun") == "All",
+            force=args.get("force", "").lower() == "true",
+        )
+        if args.get("fieldValidation") not in (None, "Ignore", "Warn", "Strict"):
+            raise bad_request(f"fieldValidation must be one of Ignore, Warn, Strict, not {args['fieldValidation']!r}")
+        status = 200
+        if method == "GET" and args.get("watch") in ("true", "1"):
+            raise method_not_allowed("watch is not served by the gpu-jobs kube emulator")
+        if method == "GET" and name:
+            result = self.api.get(rt, namespace, name)
+            if not sub and _wants_table(request):
+                return _json(
+                    table(
+                        rt,
+                        [result],
+                        {"resourceVersion": result["metadata"]["resourceVersion"]},
+                        args.get("includeObject", "Metadata"),
+                        self.cluster.now(),
+                    )
+                )
+        elif method == "GET":
+            limit = args.get("limit", "0")
+            if not limit.isdigit():
+                raise bad_request(f"limit: Invalid value: {limit!r}: must be a non-negative integer")
+            listing = ListOptions(
+                args.get("labelSelector", ""), args.get("fieldSelector", ""), int(limit), args.get("continue", "")
+            )
+            result = self.api.list(rt, target.namespace, listing)
+            if _wants_table(request):
+                return _json(
+                    table(
+                        rt,
+                        result["items"],
+                        result["metadata"],
+                        args.get("includeObject", "Metadata"),
+                        self.cluster.now(),
+                    )
+                )
+        elif method == "POST" and sub == "eviction":
+            result, status = self.api.evict(namespace, name, _json_body(body), options), 201
+        elif method == "POST" and not name:
+            result, status = self.api.create(rt, namespace, _json_body(body), options), 201
+        elif method == "PUT" and name:
+            result, created = self.api.replace(rt, namespace, name, _json_body(body), options, sub)
+            status = 201 if created else 200
+        elif method == "PATCH" and name:
+            content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
+            result, created = self.api.patch(rt, namespace, name, content_type, body, options, sub)
+            status = 201 if created else 200
+        elif method == "DELETE" and name and not sub:
+            result = self.api.delete(rt, namespace, name, _json_body(body) if body else None, options)
+        elif method == "DELETE" and not name:
+            result = self._delete_collection(target, args, options)
+        else:
+            raise method_not_allowed()
+        response = _json(result, status)
+        for warning in options.warnings:
+            response.headers.add("Warning", f'299 - "{_escape(warning)}"')
+        return response
+
+    def _delete_collection(self, target: Route, args: Any, options: WriteOptions) -> Json:
+        listing = ListOptions(args.get("labelSelector", ""), args.get("fieldSelector", ""))
+        found = self.api.list(target.rt, target.namespace, listing)
+        for item in found["items"]:
+            self.api.delete(target.rt, item["metadata"].get("namespace", ""), item["metadata"]["name"], None, options)
+        return found
+
+
+def _verb(method: str, target: Route | None, args: Any) -> str:
+    if method == "GET":
+        if args.get("watch") in ("true", "1"):
+            return "watch"
+        return "get" if target and target.name else "list"
+    if method == "DELETE" and target and not target.name:
+        return "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+
+
+def _manager_from_user_agent(user_agent: str) -> str:
+    """The real server's default field manager: the User-Agent up to the first ``/``."""
+    return user_agent.split("/", maxsplit=1)[0][:128] or "unknown"
+
+
+def _wants_table(request: Request) -> bool:
+    return "as=Table" in (request.headers.get("Accept") or "")
+
+
+def _json_body(body: bytes) -> Any:
+    try:
+        return json.loads(body or b"null")
+    except ValueError as error:
+        raise bad_request(f"the request body is not valid JSON: {error}") from error
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _json(document: Json, status: int = 200) -> Response:
+    return Response(json.dumps(document), status, content_type="application/json")
+
+
+def _status_response(error: ApiError) -> Response:
+    response = _json(error.status(), error.code)
+    for key, value in error.headers.items():
+        response.headers[key] = value
+    return response
+
+
+def _fault(kind: FaultKind, target: Route | None) -> ApiError:
+    """Injected faults as the real server (or its priority-and-fairness filter) puts them on the wire."""
+    if kind == "throttle":
+        return too_many_requests("Too many requests, please try again later.", 1)
+    if kind == "busy":
+        return too_many_requests("the server has received too many requests and has asked us to try again later", 1)
+    if kind == "server_error":
+        return internal_error("etcdserver: request timed out")
+    if kind == "timeout":
+        return gateway_timeout()
+    name = target.name if target else ""
+    plural, group = (target.rt.plural, target.rt.group) if target else ("", "")
+    return stale(plural, group, name)

@@ -1,0 +1,341 @@
+"""Validation like the real server's, in its two stages:
+
+1. decoding against the official OpenAPI schema (bundled in ``kubernetes-validate``): a wrong type is a decode error,
+   400 BadRequest ``... cannot be handled as a <Kind>``; an unknown field is dropped with a ``Warning`` header
+   (``fieldValidation=Warn``, the default), dropped silently (``Ignore``) or refused with 400 (``Strict``);
+2. semantic validation: 422 Invalid with field causes (required fields, names, labels, quantities, the rules the
+   jobs meet on GPU pods and quotas).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import re
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+from referencing import Registry, Resource
+
+from .errors import bad_request, invalid
+from .quantity import QuantityError, parse
+from .resources import ResourceType
+
+Json = dict[str, Any]
+Cause = tuple[str, str, str]
+
+#: The Kubernetes minor whose schemas the emulator validates against (the kubectl shipped for tests is 1.37).
+SCHEMA_DIR = "kubernetes-json-schema/v1.37.0-local-strict"
+
+
+@functools.cache
+def _registry() -> Registry:
+    root = importlib.resources.files("kubernetes_validate").joinpath(SCHEMA_DIR)
+    definitions = json.loads(root.joinpath("_definitions.json").read_text())
+    return Resource.from_contents(definitions) @ Registry()
+
+
+@functools.cache
+def _validator(rt: ResourceType) -> Any:
+    """The same schema files and validator ``kubernetes_validate.validate(obj, "1.37", strict=True)`` uses, built
+    once per kind: that function re-reads the 1.8 MB definitions file on every call."""
+    api = f"{rt.group.split('.')[0]}-{rt.version}" if rt.group else rt.version
+    root = importlib.resources.files("kubernetes_validate").joinpath(SCHEMA_DIR)
+    schema = json.loads(root.joinpath(f"{rt.kind.lower()}-{api}.json").read_text())
+    registry = Resource.from_contents(schema) @ _registry()
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def _dotted(path: list[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def decode(rt: ResourceType, obj: Json, field_validation: str) -> list[str]:
+    """Check ``obj`` against the schema, dropping unknown fields unless strict. Returns ``Warning`` texts."""
+    warnings: list[str] = []
+    cannot = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}'
+    unknown: list[tuple[list[Any], str]] = []
+    for error in sorted(_validator(rt).iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+        path = list(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = set(error.schema.get("properties") or {})
+            unknown += [(path, name) for name in error.instance if name not in allowed]
+        elif error.validator == "required":
+            continue  # a semantic (422) matter, reported by validate_semantics
+        elif error.validator == "enum" and path in (["kind"], ["apiVersion"]):
+            raise bad_request(f"{cannot}: the {path[0]} field does not match the request path")
+        else:
+            shown = _dotted(path)
+            raise bad_request(
+                f"{cannot}: json: cannot unmarshal {_json_type(error.instance)} into Go struct field "
+                f"{shown} ({error.message})"
+            )
+    if unknown and field_validation == "Strict":
+        names = ", ".join(f'unknown field "{_dotted([*p, n])}"' for p, n in unknown)
+        raise bad_request(f"{cannot}: strict decoding error: {names}")
+    for path, name in unknown:
+        container: Any = obj
+        for part in path:
+            container = container[part]
+        container.pop(name, None)
+        if field_validation != "Ignore":
+            warnings.append(f'unknown field "{_dotted([*path, name])}"')
+    return warnings
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    return "number"
+
+
+# Semantic validation --------------------------------------------------------------------------------------------
+
+_DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_LABEL_VALUE = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
+_QUALIFIED_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+    f"and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{_DNS1123_SUBDOMAIN}')"
+)
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
+    f"with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{_DNS1123_LABEL}')"
+)
+_STANDARD_QUOTA = frozenset(
+    [
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.storage",
+        "requests.ephemeral-storage",
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+    ]
+)
+
+
+def is_extended_resource(name: str) -> bool:
+    """``nvidia.com/gpu``: a resource outside the ``kubernetes.io`` namespace (and not hugepages)."""
+    return "/" in name and not name.split("/", maxsplit=1)[0].endswith("kubernetes.io")
+
+
+def _invalid_value(field: str, value: Any, why: str) -> Cause:
+    shown = json.dumps(value) if isinstance(value, str) else str(value)
+    return ("FieldValueInvalid", field, f"Invalid value: {shown}: {why}")
+
+
+def _name_causes(name: str, label: bool) -> list[Cause]:
+    pattern, message, limit = (_DNS1123_LABEL, _LABEL_MSG, 63) if label else (_DNS1123_SUBDOMAIN, _SUBDOMAIN_MSG, 253)
+    if len(name) > limit:
+        return [_invalid_value("metadata.name", name, f"must be no more than {limit} characters")]
+    if not re.fullmatch(pattern, name):
+        return [_invalid_value("metadata.name", name, message)]
+    return []
+
+
+def _label_causes(labels: Any) -> list[Cause]:
+    causes: list[Cause] = []
+    for key, value in (labels or {}).items():
+        prefix, _, name = key.rpartition("/")
+        if (
+            (prefix and not re.fullmatch(_DNS1123_SUBDOMAIN, prefix))
+            or not re.fullmatch(_QUALIFIED_NAME, name)
+            or len(name) > 63
+        ):
+            causes.append(
+                _invalid_value(
+                    "metadata.labels",
+                    key,
+                    "name part must consist of alphanumeric characters, "
+                    "'-', '_' or '.', and must start and end with an alphanumeric character",
+                )
+            )
+        if not isinstance(value, str) or len(value) > 63 or not re.fullmatch(_LABEL_VALUE, value):
+            causes.append(
+                _invalid_value(
+                    "metadata.labels",
+                    value,
+                    "a valid label must be an empty string or consist of "
+                    "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                    f"alphanumeric character (regex used for validation is '{_LABEL_VALUE}')",
+                )
+            )
+    return causes
+
+
+def quantities(rt: ResourceType, mapping: Any, field: str) -> dict[str, Any]:
+    """Parse a resource list; an unparseable quantity is a decode error (400), as on the real server."""
+    parsed = {}
+    for key, value in (mapping or {}).items():
+        try:
+            parsed[key] = parse(value)
+        except QuantityError as error:
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}'
+            ) from error
+    return parsed
+
+
+def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cause]:
+    causes: list[Cause] = []
+    if not container.get("name"):
+        causes.append(("FieldValueRequired", f"{field}.name", "Required value"))
+    elif not re.fullmatch(_DNS1123_LABEL, container["name"]):
+        causes.append(_invalid_value(f"{field}.name", container["name"], _LABEL_MSG))
+    if not container.get("image"):
+        causes.append(("FieldValueRequired", f"{field}.image", "Required value"))
+    resources = container.get("resources") or {}
+    requests = quantities(rt, resources.get("requests"), f"{field}.resources.requests")
+    limits = quantities(rt, resources.get("limits"), f"{field}.resources.limits")
+    for kind, values in (("requests", requests), ("limits", limits)):
+        for name, value in values.items():
+            if value < 0:
+                causes.append(
+                    _invalid_value(
+                        f"{field}.resources.{kind}[{name}]",
+                        str(resources[kind][name]),
+                        "must be greater than or equal to 0",
+                    )
+                )
+            if is_extended_resource(name) and value.denominator != 1:
+                causes.append(
+                    _invalid_value(
+                        f"{field}.resources.{kind}[{name}]", str(resources[kind][name]), "must be an integer"
+                    )
+                )
+    for name, request in requests.items():
+        if is_extended_resource(name):
+            if name not in limits:
+                causes.append(
+                    (
+                        "FieldValueRequired",
+                        f"{field}.resources.limits",
+                        "Required value: Limit must be set for non overcommitable resources",
+                    )
+                )
+            elif limits[name] != request:
+                causes.append(
+                    _invalid_value(
+                        f"{field}.resources.requests[{name}]",
+                        str(resources["requests"][name]),
+                        f"must be equal to {name} limit of {resources['limits'][name]}",
+                    )
+                )
+        elif name in limits and request > limits[name]:
+            causes.append(
+                _invalid_value(
+                    f"{field}.resources.requests",
+                    str(resources["requests"][name]),
+                    f"must be less than or equal to {name} limit of {resources['limits'][name]}",
+                )
+            )
+    return causes
+
+
+def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    causes: list[Cause] = []
+    if rt.kind == "Pod":
+        if not spec.get("containers"):
+            causes.append(("FieldValueRequired", "spec.containers", "Required value"))
+        for group in ("initContainers", "containers"):
+            for index, container in enumerate(spec.get(group) or []):
+                causes += _container_causes(rt, container, f"spec.{group}[{index}]")
+    elif rt.kind == "ResourceQuota":
+        for section in ("spec", "status"):
+            for part in ("hard", "used"):
+                parsed = quantities(rt, (obj.get(section) or {}).get(part), f"{section}.{part}")
+                for key, value in parsed.items():
+                    if value < 0:
+                        raw = obj[section][part][key]
+                        causes.append(
+                            _invalid_value(f"{section}.{part}[{key}]", str(raw), "must be greater than or equal to 0")
+                        )
+        for key in spec.get("hard") or {}:
+            if (
+                "/" not in key
+                and key not in _STANDARD_QUOTA
+                and not key.startswith(("hugepages-", "requests.hugepages-"))
+            ):
+                causes.append(_invalid_value(f"spec.hard[{key}]", key, "must be a standard resource for quota"))
+    elif rt.kind == "Node":
+        for part in ("capacity", "allocatable"):
+            quantities(rt, (obj.get("status") or {}).get(part), f"status.{part}")
+    elif rt.kind == "Lease":
+        duration = spec.get("leaseDurationSeconds")
+        if duration is not None and duration <= 0:
+            causes.append(_invalid_value("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+    elif rt.kind == "PodDisruptionBudget":
+        if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+            causes.append(_invalid_value("spec", spec, "minAvailable and maxUnavailable cannot be both set"))
+    elif rt.kind == "Event" and rt.group == "" and not (obj.get("involvedObject") or {}).get("kind"):
+        causes.append(("FieldValueRequired", "involvedObject.kind", "Required value"))
+    return causes
+
+
+def validate_semantics(rt: ResourceType, obj: Json, old: Json | None = None) -> None:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    causes = (
+        _name_causes(name, label=rt.kind == "Namespace")
+        if name
+        else [("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")]
+    )
+    causes += _label_causes(meta.get("labels"))
+    causes += _kind_causes(rt, obj)
+    if old is not None and rt.kind == "Pod":
+        causes += _pod_update_causes(old, obj)
+    if causes:
+        raise invalid(rt.kind, rt.group, name, causes)
+
+
+_POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
+
+
+def _pod_update_causes(old: Json, new: Json) -> list[Cause]:
+    """Pod specs are immutable but for images, tolerations and deadlines (scheduling is a Binding, not an update)."""
+
+    def comparable(spec: Json) -> Json:
+        stripped = {k: v for k, v in spec.items() if k not in _POD_MUTABLE}
+        for group in ("containers", "initContainers"):
+            if group in stripped:
+                stripped[group] = [{k: v for k, v in c.items() if k != "image"} for c in stripped[group]]
+        return stripped
+
+    if comparable(old.get("spec") or {}) != comparable(new.get("spec") or {}):
+        return [
+            (
+                "FieldValueForbidden",
+                "spec",
+                "Forbidden: pod updates may not change fields other than "
+                "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+                "`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                "(allow it to be set to 1 if it was previously negative)",
+            )
+        ]
+    return []

@@ -1,0 +1,414 @@
+"""The API verbs with the real server's semantics: create, get, list, replace (PUT), patch (four content types),
+delete, and pod eviction. Every write validates, admits, tracks field managers and bumps the resourceVersion."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from . import admission, managed_fields, patches
+from .cluster import Cluster, timestamp
+from .errors import (
+    ApiError,
+    already_exists,
+    bad_request,
+    internal_error,
+    invalid,
+    not_found,
+    stale,
+    unsupported_media_type,
+)
+from .resources import ResourceType, find
+from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
+from .validation import decode, validate_semantics
+
+Json = dict[str, Any]
+
+PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
+#: Resources a PUT may create (their strategies allow create-on-update).
+_CREATE_ON_UPDATE = frozenset({"leases", "events"})
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass
+class WriteOptions:
+    manager: str = "unknown"
+    field_validation: str = "Warn"
+    dry_run: bool = False
+    force: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    label_selector: str = ""
+    field_selector: str = ""
+    limit: int = 0
+    continue_token: str = ""
+
+
+class Api:
+    """The verbs over one :class:`Cluster`."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    # Reads -----------------------------------------------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Json:
+        with self.cluster.lock:
+            return copy.deepcopy(self.cluster.require(rt, namespace, name))
+
+    def list(self, rt: ResourceType, namespace: str | None, options: ListOptions) -> Json:
+        labels = parse_label_selector(options.label_selector)
+        fields = parse_field_selector(options.field_selector, rt)
+        start, list_rv = _decode_continue(options.continue_token)
+        with self.cluster.lock:
+            rv = list_rv or str(self.cluster.resource_version)
+            matched = [
+                o
+                for o in self.cluster.scan(rt, namespace)
+                if labels_match(labels, o["metadata"].get("labels")) and fields_match(fields, o)
+            ]
+            matched = [o for o in matched if _sort_key(o) > start] if start else matched
+            page = matched[: options.limit] if options.limit > 0 else matched
+            items = [{k: v for k, v in copy.deepcopy(o).items() if k not in ("kind", "apiVersion")} for o in page]
+        metadata: Json = {"resourceVersion": rv}
+        if len(page) < len(matched):
+            metadata["continue"] = _encode_continue(_sort_key(page[-1]), rv)
+            if not labels and not fields:
+                metadata["remainingItemCount"] = len(matched) - len(page)
+        return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": metadata, "items": items}
+
+    # Create ----------------------------------------------------------------------------------------------------
+
+    def create(self, rt: ResourceType, namespace: str, body: Any, options: WriteOptions) -> Json:
+        obj = self._decoded(rt, namespace, body, options)
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + "".join(random.choices(_GENERATE_ALPHABET, k=5))
+        if meta.get("resourceVersion"):
+            raise internal_error("resourceVersion should not be set on objects to be created")
+        with self.cluster.lock:
+            return self._create(rt, obj, options, track=True)
+
+    def _create(self, rt: ResourceType, obj: Json, options: WriteOptions, track: bool) -> Json:
+        meta = obj["metadata"]
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        if rt.namespaced and self.cluster.stored(_rt("namespaces"), "", namespace) is None:
+            raise not_found("namespaces", "", namespace)
+        for server_field in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+            meta.pop(server_field, None)
+        _reset_status_on_create(rt, obj)
+        validate_semantics(rt, obj)
+        if self.cluster.stored(rt, namespace, name) is not None:
+            raise already_exists(rt.plural, rt.group, name)
+        if rt.kind == "Pod":
+            admission.admit_pod(
+                obj, self.cluster.scan(_rt("resourcequotas"), namespace), self.cluster.scan(_rt("pods"), namespace)
+            )
+        self.cluster.new_metadata(obj)
+        if track:
+            managed_fields.record_update(None, obj, options.manager, "", rt.api_version, self._now())
+        if options.dry_run:
+            obj["metadata"]["resourceVersion"] = ""
+            return obj
+        return copy.deepcopy(self.cluster.commit(rt, obj))
+
+    # Update ----------------------------------------------------------------------------------------------------
+
+    def replace(
+        self, rt: ResourceType, namespace: str, name: str, body: Any, options: WriteOptions, subresource: str = ""
+    ) -> tuple[Json, bool]:
+        obj = self._decoded(rt, namespace, body, options)
+        if obj["metadata"].get("name") != name:
+            raise bad_request(
+                f"the name of the object ({obj['metadata'].get('name')}) does not match the name on the URL ({name})"
+            )
+        with self.cluster.lock:
+            old = self.cluster.stored(rt, namespace, name)
+            if old is None:
+                if rt.plural in _CREATE_ON_UPDATE and not subresource:
+                    obj["metadata"].pop("resourceVersion", None)
+                    return self._create(rt, obj, options, track=True), True
+                raise not_found(rt.plural, rt.group, name)
+            expected = obj["metadata"].get("resourceVersion")
+            if expected and expected != old["metadata"]["resourceVersion"]:
+                raise stale(rt.plural, rt.group, name)
+            return self._update(rt, old, obj, options, subresource), False
+
+    def _update(
+        self, rt: ResourceType, old: Json, new: Json, options: WriteOptions, subresource: str, track: bool = True
+    ) -> Json:
+        new = _merge_subresource(rt, old, new, subresource)
+        meta = new["metadata"]
+        for kept in ("uid", "creationTimestamp", "generation", "managedFields", "deletionTimestamp"):
+            if kept in old["metadata"]:
+                meta[kept] = copy.deepcopy(old["metadata"][kept])
+            else:
+                meta.pop(kept, None)
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        validate_semantics(rt, new, old if rt.kind == "Pod" and not subresource else None)
+        if track:
+            managed_fields.record_update(old, new, options.manager, subresource, rt.api_version, self._now())
+        if _without_times(new) == _without_times(old):
+            return copy.deepcopy(old)  # a no-op write does not bump the resourceVersion, as on the real server
+        if "generation" in meta and _spec(new) != _spec(old):
+            meta["generation"] += 1
+        if options.dry_run:
+            return new
+        return copy.deepcopy(self.cluster.commit(rt, new))
+
+    # Patch -----------------------------------------------------------------------------------------------------
+
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        content_type: str,
+        raw: bytes,
+        options: WriteOptions,
+        subresource: str = "",
+    ) -> tuple[Json, bool]:
+        """Returns the patched object and whether it was created (only apply creates)."""
+        if content_type not in PATCH_TYPES:
+            raise unsupported_media_type(content_type)
+        if content_type == "application/apply-patch+yaml":
+            return self._apply(rt, namespace, name, raw, options, subresource)
+        try:
+            document = json.loads(raw or b"null")
+        except ValueError as error:
+            raise bad_request(f"error decoding patch: {error}") from error
+        if content_type != "application/json-patch+json" and not isinstance(document, dict):
+            raise bad_request("error decoding patch: the patch must be a JSON object")
+        with self.cluster.lock:
+            old = self.cluster.require(rt, namespace, name)
+            if content_type == "application/json-patch+json":
+                patched = patches.json_patch(old, document)
+            elif content_type == "application/merge-patch+json":
+                patched = patches.json_merge_patch(old, document)
+            else:
+                patched = patches.strategic_merge_patch(old, document)
+            if not isinstance(patched, dict):
+                raise bad_request("the patch did not produce an object")
+            expected = (patched.get("metadata") or {}).get("resourceVersion")
+            if expected and expected != old["metadata"]["resourceVersion"]:
+                raise stale(rt.plural, rt.group, name)
+            if (patched.get("metadata") or {}).get("name") != name:
+                raise bad_request("metadata.name: the name of a patched object cannot change")
+            obj = self._decoded(rt, namespace, patched, options)
+            return self._update(rt, old, obj, options, subresource), False
+
+    def _apply(
+        self, rt: ResourceType, namespace: str, name: str, raw: bytes, options: WriteOptions, subresource: str
+    ) -> tuple[Json, bool]:
+        if not options.manager or options.manager == "unknown":
+            raise invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                [("FieldValueRequired", "fieldManager", "Required value: is required for apply requests")],
+            )
+        try:
+            config = yaml.safe_load(raw or b"")
+        except yaml.YAMLError as error:
+            raise bad_request(f"error decoding YAML: {error}") from error
+        if not isinstance(config, dict) or not config.get("kind") or not config.get("apiVersion"):
+            raise bad_request(
+                "error decoding YAML: Object 'Kind' or 'apiVersion' is missing in the applied configuration"
+            )
+        if (config.get("metadata") or {}).get("name") != name:
+            raise bad_request(
+                f"the name of the object ({(config.get('metadata') or {}).get('name')}) does not match "
+                f"the name on the URL ({name})"
+            )
+        config = self._decoded(rt, namespace, config, options)
+        config["metadata"].pop("resourceVersion", None)
+        if rt.has_status and subresource != "status":
+            config.pop("status", None)  # the main resource does not own status fields (and vice versa)
+        if subresource == "status":
+            config = {k: v for k, v in config.items() if k in ("apiVersion", "kind", "metadata", "status")}
+        with self.cluster.lock:
+            old = self.cluster.stored(rt, namespace, name)
+            merged = managed_fields.apply(old, config, options.manager, options.force, rt.api_version, self._now())
+            if old is None:
+                if subresource:
+                    raise not_found(rt.plural, rt.group, name)
+                return self._create(rt, merged, options, track=False), True
+            merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            return self._update(rt, old, merged, options, subresource, track=False), False
+
+    # Delete and eviction --------------------------------------------------------------------------------------
+
+    def delete(self, rt: ResourceType, namespace: str, name: str, body: Any, options: WriteOptions) -> Json:
+        preconditions = (body or {}).get("preconditions") or {} if isinstance(body, dict) else {}
+        with self.cluster.lock:
+            obj = self.cluster.require(rt, namespace, name)
+            for key in ("uid", "resourceVersion"):
+                if preconditions.get(key) and preconditions[key] != obj["metadata"].get(key):
+                    why = (
+                        f"Precondition failed: {key.upper() if key == 'uid' else 'ResourceVersion'} in precondition: "
+                        f"{preconditions[key]}, {key.upper() if key == 'uid' else 'ResourceVersion'} in object meta: "
+                        f"{obj['metadata'].get(key)}"
+                    )
+                    raise ApiError(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on {rt.plural} "{name}": {why}',
+                        {"name": name, "kind": rt.plural},
+                    )
+            deleted = copy.deepcopy(obj)
+            if not options.dry_run:
+                self.cluster.remove(rt, namespace, name)
+        if rt.kind == "Namespace":
+            deleted["metadata"]["deletionTimestamp"] = timestamp(self.cluster.now())
+            deleted["status"] = {"phase": "Terminating"}
+        if rt.delete_returns_object:
+            return deleted
+        details: Json = {"name": name, "kind": rt.plural, "uid": deleted["metadata"]["uid"]}
+        if rt.group:
+            details["group"] = rt.group
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+    def evict(self, namespace: str, name: str, body: Any, options: WriteOptions) -> Json:
+        if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction"):
+            raise bad_request("the body of the request must be an Eviction")
+        body_name = (body.get("metadata") or {}).get("name")
+        if body_name != name:
+            raise bad_request("name in URL does not match name in Eviction object")
+        pods = _rt("pods")
+        with self.cluster.lock:
+            pod = self.cluster.require(pods, namespace, name)
+            admission.check_eviction(
+                pod, self.cluster.scan(_rt("poddisruptionbudgets"), namespace), self.cluster.scan(pods, namespace)
+            )
+            self.delete(pods, namespace, name, body.get("deleteOptions"), options)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    # Helpers ---------------------------------------------------------------------------------------------------
+
+    def _now(self) -> str:
+        return timestamp(self.cluster.now())
+
+    def _decoded(self, rt: ResourceType, namespace: str, body: Any, options: WriteOptions) -> Json:
+        """Identity checks and schema decoding shared by every write; returns a private copy of the object."""
+        if not isinstance(body, dict):
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                "the request body is not a JSON object"
+            )
+        obj = copy.deepcopy(body)
+        obj.setdefault("apiVersion", rt.api_version)
+        obj.setdefault("kind", rt.kind)
+        if (obj["apiVersion"], obj["kind"]) != (rt.api_version, rt.kind):
+            raise bad_request(
+                f"the API version in the data ({obj['apiVersion']}) or kind ({obj['kind']}) does not "
+                f"match the expected API version ({rt.api_version}) and kind ({rt.kind})"
+            )
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: metadata')
+        if rt.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        options.warnings += decode(rt, obj, options.field_validation)
+        return obj
+
+
+def _rt(plural: str) -> ResourceType:
+    found = find("", "v1", plural) or find("policy", "v1", plural)
+    assert found is not None
+    return found
+
+
+def _sort_key(obj: Json) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def _encode_continue(start: str, rv: str) -> str:
+    raw = json.dumps({"v": "emulator/v1", "rv": rv, "start": start}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    if not token:
+        return "", ""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return str(data["start"]), str(data["rv"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as error:
+        raise bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+        ) from error
+
+
+def _reset_status_on_create(rt: ResourceType, obj: Json) -> None:
+    """The real strategies' PrepareForCreate: status belongs to controllers, not to the creator."""
+    if rt.kind == "Pod":
+        admission.default_pod(obj)
+        obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj)}
+    elif rt.kind == "Namespace":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj["status"] = {"phase": "Active"}
+    elif rt.kind in ("ResourceQuota", "PodDisruptionBudget"):
+        obj.pop("status", None)
+
+
+def _qos_class(pod: Json) -> str:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(
+        set(r.get("limits") or {}) >= {"cpu", "memory"} and (r.get("requests") or {}) == (r.get("limits") or {})
+        for r in resources
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _merge_subresource(rt: ResourceType, old: Json, new: Json, subresource: str) -> Json:
+    """Writes to the main resource keep the old status; writes to ``/status`` keep everything but status."""
+    if subresource == "status":
+        merged = copy.deepcopy(old)
+        merged["status"] = new.get("status")
+        if merged["status"] is None:
+            merged.pop("status")
+        return merged  # metadata too is the old one: ResetObjectMetaForStatus
+    if rt.has_status:
+        new = {**new}
+        if "status" in old:
+            new["status"] = copy.deepcopy(old["status"])
+        else:
+            new.pop("status", None)
+    return new
+
+
+def _spec(obj: Json) -> Json:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
+def _without_times(obj: Json) -> Json:
+    stripped = copy.deepcopy(obj)
+    for entry in stripped["metadata"].get("managedFields") or []:
+        entry.pop("time", None)
+    return stripped
