@@ -1,0 +1,329 @@
+"""AKS agent pools through the real azure-mgmt-containerservice client over HTTP against the emulator."""
+
+from __future__ import annotations
+
+import pytest
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.mgmt.containerservice.models import AgentPool
+
+from tests.emulators.azure import AzureClients, AzureEmulator
+from tests.emulators.azure.fixtures import SUBSCRIPTION
+
+pytestmark = pytest.mark.integration
+
+RG, CLUSTER = "ml-rg", "ml-aks"
+A100 = "Standard_NC24ads_A100_v4"
+
+
+def seed(azure: AzureEmulator) -> None:
+    azure.add_agent_pool(SUBSCRIPTION, RG, CLUSTER, "system", "Standard_D4s_v5", 1, "System")
+    azure.add_agent_pool(
+        SUBSCRIPTION,
+        RG,
+        CLUSTER,
+        "a100",
+        A100,
+        2,
+        "User",
+        autoscaling=(1, 4),
+        node_labels={"gpu": "a100"},
+        tags={"team": "ml"},
+    )
+    azure.add_agent_pool(SUBSCRIPTION, RG, CLUSTER, "t4spot", "Standard_NC4as_T4_v3", 3, "User", spot=True)
+
+
+def put(clients: AzureClients, name: str, pool: AgentPool) -> AgentPool:
+    return clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, name, pool).result()
+
+
+def get(clients: AzureClients, name: str) -> AgentPool:
+    return clients.containerservice.agent_pools.get(RG, CLUSTER, name)
+
+
+def test_get_and_list_show_the_seeded_pools(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+
+    pool = get(azure_clients, "a100")
+    spot = get(azure_clients, "t4spot")
+    names = [p.name for p in azure_clients.containerservice.agent_pools.list(RG, CLUSTER)]
+
+    assert (pool.count, pool.vm_size, pool.mode) == (2, A100, "User")
+    assert (pool.enable_auto_scaling, pool.min_count, pool.max_count) == (True, 1, 4)
+    assert pool.power_state is not None
+    assert pool.power_state.code == "Running"
+    assert (pool.node_labels, pool.tags, pool.provisioning_state) == ({"gpu": "a100"}, {"team": "ml"}, "Succeeded")
+    assert spot.scale_set_priority == "Spot"
+    assert names == ["system", "a100", "t4spot"]
+
+
+def test_managed_clusters_get_and_list(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    azure.add_agent_pool(
+        SUBSCRIPTION, "other-rg", "other-aks", "sys", "Standard_D4s_v5", 1, "System", location="eastus"
+    )
+
+    cluster = azure_clients.containerservice.managed_clusters.get(RG, CLUSTER)
+    everywhere = azure_clients.containerservice.managed_clusters.list()
+    in_rg = azure_clients.containerservice.managed_clusters.list_by_resource_group("other-rg")
+
+    assert cluster.location == "westeurope"
+    assert [p.name for p in cluster.agent_pool_profiles or []] == ["system", "a100", "t4spot"]
+    assert sorted(c.name for c in everywhere) == ["ml-aks", "other-aks"]
+    assert [(c.name, c.location) for c in in_rg] == [("other-aks", "eastus")]
+
+
+def test_put_is_a_long_running_operation_whose_change_applies_only_at_succeeded(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    seed(azure)
+    azure.operation_polls = None  # hold the operation until the test finishes it
+    pool = get(azure_clients, "t4spot")
+    pool.count = 1
+
+    poller = azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "t4spot", pool)
+    during = get(azure_clients, "t4spot")
+    assert not poller.done()
+    assert (during.count, during.provisioning_state) == (3, "Updating")
+
+    assert azure.finish_operations() == 1
+    result = poller.result()
+
+    after = get(azure_clients, "t4spot")
+    assert (result.count, result.provisioning_state) == (1, "Succeeded")
+    assert (after.count, after.provisioning_state) == (1, "Succeeded")
+    assert azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "t4spot").count == 1
+
+
+def test_poller_polls_the_async_operation_the_configured_number_of_times(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    seed(azure)
+    azure.operation_polls = 2
+    pool = get(azure_clients, "t4spot")
+    pool.count = 5
+
+    put(azure_clients, "t4spot", pool)
+
+    # Two InProgress answers, then Succeeded; then ARMPolling's final GET of the pool.
+    assert azure.log.count("containerService.operationStatus") == 3
+    assert azure.log.operations()[-1] == "agentPools.get"
+
+
+def test_second_put_in_the_cluster_while_one_runs_is_refused_as_busy(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    seed(azure)
+    azure.operation_polls = None
+    spot = get(azure_clients, "t4spot")
+    spot.count = 1
+    system = get(azure_clients, "system")
+    system.count = 2
+    poller = azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "t4spot", spot)
+
+    with pytest.raises(ResourceExistsError) as same_pool:
+        azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "t4spot", spot)
+    with pytest.raises(ResourceExistsError) as other_pool:
+        azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "system", system)
+
+    azure.finish_operations()
+    poller.result()
+    assert same_pool.value.status_code == 409
+    assert same_pool.value.error is not None
+    assert same_pool.value.error.code == "OperationNotAllowed"
+    assert "(t4spot - Updating)" in str(other_pool.value.error and other_pool.value.error.message)
+    assert azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "system").count == 1
+
+
+def _refused(azure_clients: AzureClients, name: str, pool: AgentPool) -> HttpResponseError:
+    with pytest.raises(HttpResponseError) as refused:
+        azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, name, pool)
+    assert refused.value.status_code == 400
+    return refused.value
+
+
+def test_system_pool_cannot_go_to_zero(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    pool = get(azure_clients, "system")
+    pool.count = 0
+
+    error = _refused(azure_clients, "system", pool)
+
+    assert error.error is not None
+    assert error.error.code == "InvalidParameter"
+    assert azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "system").count == 1
+    assert azure.log.count("agentPools.createOrUpdate") == 1
+    assert not azure.running_operations()
+
+
+def test_system_pool_autoscaler_needs_min_count_of_at_least_one(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    seed(azure)
+    pool = get(azure_clients, "system")
+    pool.enable_auto_scaling, pool.min_count, pool.max_count = True, 0, 3
+
+    error = _refused(azure_clients, "system", pool)
+
+    assert error.error is not None
+    assert (error.error.code, error.error.target) == ("InvalidParameter", "agentPoolProfile.minCount")
+
+
+def test_system_pool_cannot_be_stopped(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    pool = get(azure_clients, "system")
+    pool.power_state = {"code": "Stopped"}
+
+    error = _refused(azure_clients, "system", pool)
+
+    assert "System mode agent pools cannot be stopped" in str(error.message)
+
+
+def test_count_change_while_the_autoscaler_stays_on_is_refused(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    seed(azure)
+    pool = get(azure_clients, "a100")
+    pool.count = 3  # within [1, 4], but the autoscaler owns the count
+
+    error = _refused(azure_clients, "a100", pool)
+
+    assert "autoscaler" in str(error.message)
+    assert azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "a100").count == 2
+
+
+def test_enabling_the_autoscaler_and_scaling_in_one_update_is_refused(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    seed(azure)
+    pool = get(azure_clients, "t4spot")
+    pool.enable_auto_scaling, pool.min_count, pool.max_count, pool.count = True, 1, 5, 4
+
+    error = _refused(azure_clients, "t4spot", pool)
+
+    assert "Cannot manually scale and enable cluster autoscaler in the same update operation" in str(error.message)
+
+
+@pytest.mark.parametrize(
+    ("count", "min_count", "max_count", "target"),
+    [
+        (5, 1, 4, "agentPoolProfile.count"),  # above maxCount
+        (2, 3, 4, "agentPoolProfile.count"),  # below minCount
+        (2, 3, 1, "agentPoolProfile.maxCount"),  # min > max
+        (2, None, 4, "properties.minCount"),  # bounds are required with the autoscaler
+    ],
+)
+def test_autoscaler_bounds_must_hold_min_count_max(
+    azure: AzureEmulator,
+    azure_clients: AzureClients,
+    count: int,
+    min_count: int | None,
+    max_count: int,
+    target: str,
+) -> None:
+    seed(azure)
+    pool = get(azure_clients, "a100")
+    pool.count, pool.min_count, pool.max_count = count, min_count, max_count
+
+    error = _refused(azure_clients, "a100", pool)
+
+    assert error.error is not None
+    assert (error.error.code, error.error.target) == ("InvalidParameter", target)
+
+
+def test_user_pool_goes_to_zero_after_disabling_the_autoscaler_and_comes_back(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    seed(azure)
+    pool = get(azure_clients, "a100")
+    pool.enable_auto_scaling, pool.min_count, pool.max_count = False, None, None
+    put(azure_clients, "a100", pool)
+    pool = get(azure_clients, "a100")
+    pool.count = 0
+    put(azure_clients, "a100", pool)
+    at_zero = get(azure_clients, "a100")
+    seen_at_zero = (at_zero.count, at_zero.enable_auto_scaling, at_zero.provisioning_state)
+
+    # Restore the safe way round: resize first, then re-enable the autoscaler in a separate update.
+    at_zero.count = 2
+    put(azure_clients, "a100", at_zero)
+    restored = get(azure_clients, "a100")
+    restored.enable_auto_scaling, restored.min_count, restored.max_count = True, 1, 4
+    put(azure_clients, "a100", restored)
+
+    final = azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "a100")
+    assert seen_at_zero == (0, False, "Succeeded")
+    assert (final.count, final.enable_auto_scaling, final.min_count, final.max_count) == (2, True, 1, 4)
+    assert final.node_labels == {"gpu": "a100"}
+
+
+def test_user_pool_can_be_stopped_only_with_the_autoscaler_disabled(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    seed(azure)
+    autoscaled = get(azure_clients, "a100")
+    autoscaled.power_state = {"code": "Stopped"}
+    manual = get(azure_clients, "t4spot")
+    manual.power_state = {"code": "Stopped"}
+
+    error = _refused(azure_clients, "a100", autoscaled)
+    stopped = put(azure_clients, "t4spot", manual)
+
+    assert "autoscaler" in str(error.message)
+    assert stopped.power_state is not None
+    assert stopped.power_state.code == "Stopped"
+    assert azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "t4spot").power_state == "Stopped"
+
+
+def test_vm_size_cannot_change(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    pool = get(azure_clients, "t4spot")
+    pool.vm_size = A100
+
+    error = _refused(azure_clients, "t4spot", pool)
+
+    assert error.error is not None
+    assert error.error.code == "PropertyChangeNotAllowed"
+
+
+def test_failed_operation_keeps_the_old_values(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    azure.operation_polls = None
+    pool = get(azure_clients, "t4spot")
+    pool.count = 0
+    poller = azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "t4spot", pool)
+
+    azure.finish_operations("Failed")
+
+    with pytest.raises(HttpResponseError):
+        poller.result()
+    after = azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "t4spot")
+    assert (after.count, after.provisioning_state) == (3, "Failed")
+
+
+def test_put_creates_a_new_pool(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    new = AgentPool(count=0, vm_size=A100, mode="User", node_labels={"gpu": "a100"})
+
+    created = put(azure_clients, "burst", new)
+
+    assert (created.count, created.vm_size, created.provisioning_state) == (0, A100, "Succeeded")
+    assert azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "burst").mode == "User"
+
+
+def test_missing_pool_and_cluster_are_not_found(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+
+    with pytest.raises(ResourceNotFoundError):
+        get(azure_clients, "nope")
+    with pytest.raises(ResourceNotFoundError):
+        azure_clients.containerservice.managed_clusters.get(RG, "no-such-cluster")
+
+
+def test_lists_follow_next_links(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    azure.page_size = 1
+
+    names = [p.name for p in azure_clients.containerservice.agent_pools.list(RG, CLUSTER)]
+
+    assert names == ["system", "a100", "t4spot"]
+    assert azure.log.count("agentPools.list") == 3
