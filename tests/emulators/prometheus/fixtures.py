@@ -43,7 +43,9 @@ def require_binaries(path: str | None = None) -> PrometheusBinaries:
     try:
         return find_binaries(path)
     except PrometheusNotInstalledError as error:
-        pytest.fail(str(error), pytrace=False)
+        message = str(error)
+    # Outside the except block, so the report shows the message once instead of a chained traceback.
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture(scope="session")
