@@ -1,0 +1,315 @@
+"""EKS managed node groups through the real boto3 client: scaling rules, async updates, backing ASG, tags."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, ParamValidationError
+
+from tests.emulators.aws import AwsEmulator, UpdateTiming
+
+pytestmark = pytest.mark.integration
+
+REGION = "eu-central-1"
+
+
+@pytest.fixture
+def eks(aws: AwsEmulator) -> Any:
+    return aws.client("eks", REGION)
+
+
+@pytest.fixture
+def unvalidated_eks(aws: AwsEmulator) -> Any:
+    """A client that sends what it is given, like an SDK without client-side checks: reaches the server rules."""
+    return aws.client("eks", REGION, parameter_validation=False)
+
+
+def _gpu_group(aws: AwsEmulator, **kw: Any) -> Any:
+    sizes = {"min_size": 0, "desired_size": 2, "max_size": 4, **kw}
+    return aws.add_eks_nodegroup(
+        REGION,
+        "ml",
+        "gpu-a10g",
+        instance_types=["g5.xlarge"],
+        capacity_type="ON_DEMAND",
+        labels={"nvidia.com/gpu.present": "true"},
+        tags={"team": "vision"},
+        **sizes,
+    )
+
+
+def _scale(eks: Any, minimum: int, desired: int, maximum: int) -> dict[str, Any]:
+    update: dict[str, Any] = eks.update_nodegroup_config(
+        clusterName="ml",
+        nodegroupName="gpu-a10g",
+        scalingConfig={"minSize": minimum, "desiredSize": desired, "maxSize": maximum},
+    )["update"]
+    return update
+
+
+def _describe(eks: Any) -> dict[str, Any]:
+    group: dict[str, Any] = eks.describe_nodegroup(clusterName="ml", nodegroupName="gpu-a10g")["nodegroup"]
+    return group
+
+
+def test_seeded_nodegroup_is_active_with_its_config(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+
+    group = _describe(eks)
+
+    assert eks.list_clusters()["clusters"] == ["ml"]
+    assert eks.list_nodegroups(clusterName="ml")["nodegroups"] == ["gpu-a10g"]
+    assert group["status"] == "ACTIVE"
+    assert group["scalingConfig"] == {"minSize": 0, "desiredSize": 2, "maxSize": 4}
+    assert group["instanceTypes"] == ["g5.xlarge"]
+    assert group["capacityType"] == "ON_DEMAND"
+    assert group["labels"] == {"nvidia.com/gpu.present": "true"}
+    assert group["tags"] == {"team": "vision"}
+
+
+def test_max_size_zero_is_refused_by_botocore_and_by_the_server(
+    aws: AwsEmulator, eks: Any, unvalidated_eks: Any
+) -> None:
+    _gpu_group(aws)
+
+    # boto3 knows the model's "min: 1" on maxSize and refuses locally...
+    with pytest.raises(ParamValidationError, match="maxSize"):
+        _scale(eks, 0, 0, 0)
+    # ...and the service refuses it too, for clients that do not validate.
+    with pytest.raises(ClientError) as refused:
+        _scale(unvalidated_eks, 0, 0, 0)
+
+    error = refused.value.response
+    assert error["Error"]["Code"] == "InvalidParameterException"
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert "can't be less than 1" in error["Error"]["Message"]
+    assert _describe(eks)["status"] == "ACTIVE"
+    assert aws.log.count("UpdateNodegroupConfig") == 1  # only the unvalidated call reached the server
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ((3, 2, 4), "Minimum capacity 3 can't be greater than desired size 2"),
+        ((0, 5, 4), "Desired capacity 5 can't be greater than max size 4"),
+        ((2, 2, 1), "Desired capacity 2 can't be greater than max size 1"),
+    ],
+)
+def test_inconsistent_scaling_config_is_invalid_parameter(
+    aws: AwsEmulator, eks: Any, sizes: tuple[int, int, int], message: str
+) -> None:
+    _gpu_group(aws)
+
+    with pytest.raises(ClientError) as refused:
+        _scale(eks, *sizes)
+
+    assert refused.value.response["Error"]["Code"] == "InvalidParameterException"
+    assert message in refused.value.response["Error"]["Message"]
+    assert _describe(eks)["scalingConfig"] == {"minSize": 0, "desiredSize": 2, "maxSize": 4}
+
+
+def test_partial_scaling_config_is_checked_against_the_current_one(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)  # 0 / 2 / 4
+
+    with pytest.raises(ClientError) as refused:
+        eks.update_nodegroup_config(clusterName="ml", nodegroupName="gpu-a10g", scalingConfig={"maxSize": 1})
+
+    assert refused.value.response["Error"]["Message"] == "Desired capacity 2 can't be greater than max size 1"
+
+
+def test_update_is_asynchronous_then_applied(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+
+    update = _scale(eks, 0, 0, 1)
+
+    assert update["status"] == "InProgress"
+    assert update["type"] == "ConfigUpdate"
+    assert {p["type"]: p["value"] for p in update["params"]} == {"MinSize": "0", "DesiredSize": "0", "MaxSize": "1"}
+    # Default timing: two polls still see the update running, the third sees it done.
+    assert _describe(eks)["status"] == "UPDATING"
+    assert _describe(eks)["scalingConfig"] == {"minSize": 0, "desiredSize": 2, "maxSize": 4}
+    done = _describe(eks)
+    assert done["status"] == "ACTIVE"
+    assert done["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 1}
+    described = eks.describe_update(name="ml", updateId=update["id"], nodegroupName="gpu-a10g")["update"]
+    assert described["status"] == "Successful"
+    assert eks.list_updates(name="ml", nodegroupName="gpu-a10g")["updateIds"] == [update["id"]]
+
+
+def test_describe_update_polls_count_too(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+    aws.update_timing = UpdateTiming(polls=1)
+    update = _scale(eks, 1, 1, 2)
+
+    first = eks.describe_update(name="ml", updateId=update["id"], nodegroupName="gpu-a10g")["update"]
+    second = eks.describe_update(name="ml", updateId=update["id"], nodegroupName="gpu-a10g")["update"]
+
+    assert (first["status"], second["status"]) == ("InProgress", "Successful")
+    assert _describe(eks)["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 2}
+
+
+def test_update_completes_after_a_duration(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+    aws.update_timing = UpdateTiming(polls=None, seconds=0.2)
+    _scale(eks, 0, 1, 2)
+
+    assert _describe(eks)["status"] == "UPDATING"
+    time.sleep(0.25)
+    assert _describe(eks)["status"] == "ACTIVE"
+
+
+def test_second_update_while_updating_is_resource_in_use(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+    _scale(eks, 0, 0, 1)
+
+    with pytest.raises(ClientError) as busy:
+        _scale(eks, 0, 1, 1)
+
+    assert busy.value.response["Error"]["Code"] == "ResourceInUseException"
+    assert busy.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    aws.eks.settle()
+    assert _describe(eks)["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 1}
+    assert _scale(eks, 0, 1, 1)["status"] == "InProgress"  # accepted again once ACTIVE
+
+
+def test_same_client_request_token_returns_the_same_update(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+    request = {
+        "clusterName": "ml",
+        "nodegroupName": "gpu-a10g",
+        "scalingConfig": {"minSize": 0, "desiredSize": 0, "maxSize": 1},
+        "clientRequestToken": "run-42",
+    }
+
+    first = eks.update_nodegroup_config(**request)["update"]
+    retried = eks.update_nodegroup_config(**request)["update"]
+
+    assert retried["id"] == first["id"]
+
+
+def test_unknown_nodegroup_and_update_are_not_found(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+
+    with pytest.raises(ClientError) as missing_group:
+        eks.update_nodegroup_config(clusterName="ml", nodegroupName="nope", scalingConfig={"maxSize": 2})
+    with pytest.raises(ClientError) as missing_update:
+        eks.describe_update(name="ml", updateId="0000", nodegroupName="gpu-a10g")
+
+    assert missing_group.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    assert missing_update.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def test_backing_asg_has_discovery_tags_and_follows_the_nodegroup(aws: AwsEmulator, eks: Any) -> None:
+    seeded = _gpu_group(aws)
+    autoscaling = aws.client("autoscaling", REGION)
+    ec2 = aws.client("ec2", REGION)
+
+    asg_name = _describe(eks)["resources"]["autoScalingGroups"][0]["name"]
+    asg = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0]
+    tags = {t["Key"]: t["Value"] for t in asg["Tags"]}
+
+    assert asg_name == seeded.asg_name
+    assert asg_name.startswith("eks-gpu-a10g-")
+    assert seeded.arn.endswith(asg_name.removeprefix("eks-gpu-a10g-"))  # same uuid as the node group ARN
+    assert tags["k8s.io/cluster-autoscaler/enabled"] == "true"
+    assert tags["k8s.io/cluster-autoscaler/ml"] == "owned"
+    assert tags["eks:cluster-name"] == "ml"
+    assert tags["eks:nodegroup-name"] == "gpu-a10g"
+    assert (asg["MinSize"], asg["DesiredCapacity"], asg["MaxSize"]) == (0, 2, 4)
+    assert len(asg["Instances"]) == 2
+    running = ec2.describe_instances(Filters=[{"Name": "tag:eks:nodegroup-name", "Values": ["gpu-a10g"]}])
+    types = [i["InstanceType"] for r in running["Reservations"] for i in r["Instances"]]
+    assert types == ["g5.xlarge", "g5.xlarge"]
+
+    _scale(eks, 0, 0, 1)
+    unchanged = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0]
+    assert unchanged["DesiredCapacity"] == 2  # not before the update completes
+    aws.eks.settle()
+    asg = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0]
+    assert (asg["MinSize"], asg["DesiredCapacity"], asg["MaxSize"]) == (0, 0, 1)
+    assert asg["Instances"] == []
+
+
+def test_discovery_tags_can_be_removed_and_restored(aws: AwsEmulator) -> None:
+    seeded = _gpu_group(aws)
+    autoscaling = aws.client("autoscaling", REGION)
+    discovery = [
+        {"ResourceId": seeded.asg_name, "ResourceType": "auto-scaling-group", "Key": key}
+        for key in ("k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/ml")
+    ]
+
+    autoscaling.delete_tags(Tags=discovery)
+    filters = [{"Name": "tag-key", "Values": ["k8s.io/cluster-autoscaler/enabled"]}]
+    hidden = autoscaling.describe_auto_scaling_groups(Filters=filters)["AutoScalingGroups"]
+    autoscaling.create_or_update_tags(
+        Tags=[
+            {**discovery[0], "Value": "true", "PropagateAtLaunch": True},
+            {**discovery[1], "Value": "owned", "PropagateAtLaunch": True},
+        ]
+    )
+    found = autoscaling.describe_auto_scaling_groups(Filters=filters)["AutoScalingGroups"]
+
+    assert hidden == []
+    assert [g["AutoScalingGroupName"] for g in found] == [seeded.asg_name]
+    assert aws.iam_actions() >= {"autoscaling:DeleteTags", "autoscaling:CreateOrUpdateTags"}
+
+
+def test_nodegroup_reports_desired_changed_by_the_cluster_autoscaler(aws: AwsEmulator, eks: Any) -> None:
+    seeded = _gpu_group(aws, min_size=0, desired_size=0, max_size=3)
+    autoscaling = aws.client("autoscaling", REGION)
+
+    autoscaling.set_desired_capacity(AutoScalingGroupName=seeded.asg_name, DesiredCapacity=2)
+
+    assert _describe(eks)["scalingConfig"] == {"minSize": 0, "desiredSize": 2, "maxSize": 3}
+
+
+def test_nodegroup_tags(aws: AwsEmulator, eks: Any) -> None:
+    seeded = _gpu_group(aws)
+
+    eks.tag_resource(resourceArn=seeded.arn, tags={"gpu-jobs/original-size": "0-2-4", "owner": "ml"})
+    eks.untag_resource(resourceArn=seeded.arn, tagKeys=["team"])
+    listed = eks.list_tags_for_resource(resourceArn=seeded.arn)["tags"]
+
+    assert listed == {"gpu-jobs/original-size": "0-2-4", "owner": "ml"}
+    assert _describe(eks)["tags"] == listed
+    missing = seeded.arn.replace("gpu-a10g", "gone")
+    with pytest.raises(ClientError) as not_found:
+        eks.list_tags_for_resource(resourceArn=missing)
+    assert not_found.value.response["Error"]["Code"] == "NotFoundException"
+
+
+def test_cluster_tags_are_still_moto_s(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+    cluster_arn = eks.describe_cluster(name="ml")["cluster"]["arn"]
+
+    eks.tag_resource(resourceArn=cluster_arn, tags={"env": "prod"})
+
+    assert eks.list_tags_for_resource(resourceArn=cluster_arn)["tags"] == {"env": "prod"}
+
+
+def test_nodegroup_created_through_the_api_gets_a_backing_asg(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+
+    eks.create_nodegroup(
+        clusterName="ml",
+        nodegroupName="p4d",
+        nodeRole="arn:aws:iam::123456789012:role/eks-node-role",
+        subnets=["subnet-1"],
+        scalingConfig={"minSize": 0, "desiredSize": 1, "maxSize": 2},
+        instanceTypes=["p4d.24xlarge"],
+    )
+
+    asg_name = eks.describe_nodegroup(clusterName="ml", nodegroupName="p4d")["nodegroup"]["resources"][
+        "autoScalingGroups"
+    ][0]["name"]
+    asg = aws.client("autoscaling", REGION).describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])
+    assert asg["AutoScalingGroups"][0]["DesiredCapacity"] == 1
+
+
+def test_seeding_an_invalid_nodegroup_fails_loudly(aws: AwsEmulator) -> None:
+    with pytest.raises(ValueError, match="can't be less than 1"):
+        aws.add_eks_nodegroup(REGION, "ml", "bad", 0, 0, 0)
+    with pytest.raises(ValueError, match="unknown EC2 instance type"):
+        aws.add_eks_nodegroup(REGION, "ml", "bad", 0, 0, 1, instance_types=["g5.huge"])
