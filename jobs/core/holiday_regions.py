@@ -48,15 +48,17 @@ def _static_subdivisions(country: str) -> tuple[str, ...] | None:
     assert base is not None
     tree = ast.parse((base / "countries" / f"{module}.py").read_text("utf-8"))
     klass = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == codes[0])
+    return _codes(klass, "subdivisions") + _codes(klass, "subdivisions_aliases")
+
+
+def _codes(klass: ast.ClassDef, name: str) -> tuple[str, ...]:
     try:
-        subdivisions = tuple(_assigned_literal(klass, "subdivisions"))  # type: ignore[call-overload]
+        value = _assigned_literal(klass, name)
     except LookupError:
-        subdivisions = ()
-    try:
-        aliases = tuple(_assigned_literal(klass, "subdivisions_aliases"))  # type: ignore[call-overload]
-    except LookupError:
-        aliases = ()
-    return subdivisions + aliases
+        return ()
+    if not isinstance(value, tuple | list | dict):
+        raise TypeError(name)
+    return tuple(str(v) for v in value)
 
 
 def _imported_subdivisions(country: str) -> tuple[str, ...] | None:

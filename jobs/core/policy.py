@@ -224,6 +224,14 @@ class Schedule(Model):
     holidays: Holidays | None = None
     working_hours: tuple[WorkingHours, ...] | None = None
     warm_up: Duration | None = None
+    on_busy: Literal["wait", "drain", "force"] | None = Field(
+        default=None, description="GPU pods still running at shutdown: wait (default), drain or force"
+    )
+    max_delay: Duration | None = Field(default=None, description="with onBusy wait: how long to postpone (default 2h)")
+    after_delay: Literal["drain", "force", "stay"] | None = Field(
+        default=None, description="with onBusy wait, once maxDelay has passed: drain (default), force, or stay up"
+    )
+    drain_timeout: Duration | None = Field(default=None, description="how long evictions may take (default 10m)")
 
 
 class Defaults(Schedule):
@@ -239,12 +247,28 @@ class NodeGroup(Schedule):
     always_on: bool = False
     gpus_per_node: int | None = Field(default=None, ge=1, description="for GPU-hour estimates")
     up: WorkingSize | None = None
+    strategy: Literal["scale", "stop"] = Field(
+        default="scale", description="AKS only: scale the pool to 0, or stop it (power state Stopped)"
+    )
+    autoscaler_wake_up: bool = Field(
+        default=False,
+        description="EKS: keep the Cluster Autoscaler discovery tags at night, so pending pods can wake the group",
+    )
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="labels of the group's nodes, where the provider sets none (plain ASGs)"
+    )
 
     @model_validator(mode="after")
     def _locator_matches_cloud(self) -> NodeGroup:
         given = [c for c in ("aws", "gcp", "azure") if getattr(self, c) is not None]
         if given != [self.cloud]:
             raise ValueError(f"cloud {self.cloud} needs exactly one locator `{self.cloud}:` (found: {given or 'none'})")
+        return self
+
+    @model_validator(mode="after")
+    def _provider_options(self) -> NodeGroup:
+        if self.strategy == "stop" and self.cloud != "azure":
+            raise ValueError("strategy stop is for AKS agent pools only")
         return self
 
     @property

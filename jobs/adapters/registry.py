@@ -1,0 +1,23 @@
+"""Which adapter serves which cloud. Modules are imported on first use, so a GKE-only policy never imports boto3."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from jobs.adapters.settings import AdapterSettings
+
+if TYPE_CHECKING:
+    from jobs.nodegroups.ports import NodeGroupCloud
+
+NODEGROUP_ADAPTERS = {
+    "aws": "jobs.adapters.aws_nodegroups:AwsNodeGroups",
+    "gcp": "jobs.adapters.gcp_nodegroups:GkeNodePools",
+    "azure": "jobs.adapters.azure_nodegroups:AksAgentPools",
+}
+
+
+def nodegroup_cloud(cloud: str, settings: AdapterSettings) -> NodeGroupCloud:
+    module_name, _, class_name = NODEGROUP_ADAPTERS[cloud].partition(":")
+    adapter: NodeGroupCloud = getattr(importlib.import_module(module_name), class_name)(settings)
+    return adapter

@@ -1,0 +1,34 @@
+"""How adapters reach their APIs and how long they wait. From the environment, as a CronJob sets it.
+
+AWS uses boto3's own standard settings (``AWS_ENDPOINT_URL``, ``AWS_REGION``, credentials chain); GCP and Azure
+endpoints can be pointed elsewhere (a private endpoint, or the local emulators) with the variables below.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
+@dataclass(frozen=True)
+class AdapterSettings:
+    poll_interval_s: float = 5.0  # between polls of an asynchronous operation
+    operation_timeout_s: float = 1200.0  # an update that takes longer fails that group
+    request_timeout_s: float = 30.0  # one HTTP call
+    gcp_endpoint: str | None = None  # GPU_JOBS_GCP_ENDPOINT, e.g. http://127.0.0.1:8085
+    azure_endpoint: str | None = None  # GPU_JOBS_AZURE_ENDPOINT, e.g. http://127.0.0.1:8086
+
+    @classmethod
+    def from_env(cls) -> AdapterSettings:
+        return cls(
+            poll_interval_s=_float("GPU_JOBS_POLL_INTERVAL", cls.poll_interval_s),
+            operation_timeout_s=_float("GPU_JOBS_OPERATION_TIMEOUT", cls.operation_timeout_s),
+            request_timeout_s=_float("GPU_JOBS_REQUEST_TIMEOUT", cls.request_timeout_s),
+            gcp_endpoint=os.environ.get("GPU_JOBS_GCP_ENDPOINT") or None,
+            azure_endpoint=os.environ.get("GPU_JOBS_AZURE_ENDPOINT") or None,
+        )

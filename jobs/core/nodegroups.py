@@ -1,0 +1,207 @@
+"""Node groups: their configuration as the job sees it, and the pure planner that converges them.
+
+One generic shape serves every provider; ``Provider`` rules say what "down" means for each and what a
+provider cannot do (EKS keeps maxSize >= 1, AKS system pools are never scaled to zero):
+
+=========  ======================  ========================================  ============================
+provider   min/desired/max          autoscaling                               down
+=========  ======================  ========================================  ============================
+eks        group bounds and size   Cluster Autoscaler discovery tags on ASG  0/0/1, tags removed
+asg        group bounds and size   Cluster Autoscaler discovery tags         0/0/0, tags removed
+gke        autoscaler bounds,      node pool autoscaling                     autoscaling off, 0 per zone
+           node count per zone
+aks        autoscaler bounds,      agent pool autoscaler                     autoscaler off, count 0
+           node count                                                        (or power state Stopped)
+=========  ======================  ========================================  ============================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+ProviderKind = Literal["eks", "asg", "gke", "aks"]
+Phase = Literal["stopping", "down", "up"]
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """What the cloud says about a group; also what is recorded before a shutdown and restored after.
+
+    ``desired`` is None where the provider reports no live size (a GKE node pool). ``autoscaler_tags`` holds the
+    Cluster Autoscaler discovery tags of EKS/ASG groups exactly as found, so that restoring re-creates them.
+    """
+
+    min: int
+    desired: int | None
+    max: int
+    autoscaling: bool = False
+    autoscaler_tags: Mapping[str, str] = field(default_factory=dict)
+    stopped: bool = False
+    system: bool = False  # AKS System mode pool: refused
+    zones: int = 1  # GKE: node counts are per zone
+    busy: bool = False  # an update is running on the group right now (read-only hint)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "min": self.min,
+            "desired": self.desired,
+            "max": self.max,
+            "autoscaling": self.autoscaling,
+            "autoscalerTags": dict(self.autoscaler_tags),
+            "stopped": self.stopped,
+            "system": self.system,
+            "zones": self.zones,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GroupConfig:
+        return cls(
+            min=int(data["min"]),
+            desired=None if data.get("desired") is None else int(data["desired"]),
+            max=int(data["max"]),
+            autoscaling=bool(data.get("autoscaling", False)),
+            autoscaler_tags=dict(data.get("autoscalerTags", {})),
+            stopped=bool(data.get("stopped", False)),
+            system=bool(data.get("system", False)),
+            zones=int(data.get("zones", 1)),
+        )
+
+
+# --- the steps a provider adapter knows how to apply, one API change each ---------------------------------
+
+
+@dataclass(frozen=True)
+class SetAutoscaling:
+    """Switch the autoscaler off, or on with bounds (GKE/AKS) / with discovery tags (EKS/ASG)."""
+
+    enabled: bool
+    min: int = 0
+    max: int = 0
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if not self.enabled:
+            return "autoscaler off"
+        return f"autoscaler on ({self.min}..{self.max})" if not self.tags else "autoscaler discovery tags restored"
+
+
+@dataclass(frozen=True)
+class SetSize:
+    """EKS/ASG: min/desired/max together. GKE: node count per zone (``desired``). AKS: count (``desired``)."""
+
+    min: int
+    desired: int
+    max: int
+
+    def describe(self) -> str:
+        return f"size {self.min}/{self.desired}/{self.max}"
+
+
+@dataclass(frozen=True)
+class SetPower:
+    """AKS agent pool power state."""
+
+    stopped: bool
+
+    def describe(self) -> str:
+        return "power Stopped" if self.stopped else "power Running"
+
+
+Step = SetAutoscaling | SetSize | SetPower
+
+
+@dataclass(frozen=True)
+class Record:
+    """The durable record of a group's pre-shutdown configuration (a ConfigMap per group in the cluster)."""
+
+    config: GroupConfig
+    phase: Phase
+    recorded_at: datetime
+    busy_since: datetime | None = None  # when a shutdown was first postponed because GPU pods were running
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_json(),
+            "phase": self.phase,
+            "recordedAt": self.recorded_at.isoformat(),
+            "busySince": self.busy_since.isoformat() if self.busy_since else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Record:
+        busy = data.get("busySince")
+        return cls(
+            config=GroupConfig.from_json(data["config"]),
+            phase=data["phase"],
+            recorded_at=datetime.fromisoformat(data["recordedAt"]),
+            busy_since=datetime.fromisoformat(busy) if busy else None,
+        )
+
+
+# --- provider rules ----------------------------------------------------------------------------------------
+
+EKS_MIN_MAX_SIZE = 1  # UpdateNodegroupConfig refuses maxSize 0
+
+
+def down_config(kind: ProviderKind, current: GroupConfig, *, stop: bool = False, wake_up: bool = False) -> GroupConfig:
+    """The configuration a group has while down."""
+    if kind == "eks":
+        # maxSize stays at the EKS floor of 1; keep the discovery tags only if the autoscaler may wake the group.
+        return replace(current, min=0, desired=0, max=EKS_MIN_MAX_SIZE, autoscaling=wake_up and current.autoscaling)
+    if kind == "asg":
+        return replace(current, min=0, desired=0, max=0, autoscaling=False)
+    if kind == "aks" and stop:
+        return replace(current, autoscaling=False, stopped=True)
+    return replace(current, desired=0, autoscaling=False)
+
+
+def steps_between(kind: ProviderKind, current: GroupConfig, target: GroupConfig) -> list[Step]:
+    """The ordered steps from ``current`` to ``target``; empty when nothing differs.
+
+    Going down, the autoscaler goes off first so it cannot fight the resize (GKE: disable autoscaling, then
+    resize); going up, the size comes first and the autoscaler last (AKS cannot scale and enable its autoscaler
+    in one update; GKE: resize, then re-enable).
+    """
+    steps: list[Step] = []
+    autoscaler_differs = current.autoscaling != target.autoscaling or (
+        target.autoscaling and _bounds(kind, current) != _bounds(kind, target)
+    )
+    if autoscaler_differs and not target.autoscaling:
+        steps.append(SetAutoscaling(False))
+    if current.stopped and not target.stopped:
+        steps.append(SetPower(False))
+    if _size_differs(kind, current, target):
+        steps.append(SetSize(target.min, target.desired or 0, target.max))
+    if autoscaler_differs and target.autoscaling:
+        steps.append(SetAutoscaling(True, target.min, target.max, dict(target.autoscaler_tags)))
+    if target.stopped and not current.stopped:
+        steps.append(SetPower(True))
+    return steps
+
+
+def _bounds(kind: ProviderKind, config: GroupConfig) -> tuple[int, int] | Mapping[str, str]:
+    return config.autoscaler_tags if kind in ("eks", "asg") else (config.min, config.max)
+
+
+def _size_differs(kind: ProviderKind, current: GroupConfig, target: GroupConfig) -> bool:
+    if kind in ("eks", "asg"):
+        if (current.min, current.max) != (target.min, target.max):
+            return True
+        # While an autoscaler owns the group, desired is its business within the bounds.
+        if target.autoscaling and current.desired is not None:
+            return not target.min <= current.desired <= target.max
+        return current.desired != target.desired
+    if target.stopped or target.autoscaling:
+        return False  # a stopped pool keeps its count; an autoscaled one sizes itself
+    return current.desired is None or current.desired != target.desired
+
+
+def matches(kind: ProviderKind, current: GroupConfig, target: GroupConfig) -> bool:
+    return not steps_between(kind, current, target)
+
+
+def postpone_expired(record: Record | None, now: datetime, max_delay: timedelta) -> bool:
+    return record is not None and record.busy_since is not None and now - record.busy_since >= max_delay

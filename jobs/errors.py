@@ -1,0 +1,48 @@
+"""The project's own small exception set. Adapters translate SDK errors into these, so nothing above the
+adapters knows which SDK raised what."""
+
+from __future__ import annotations
+
+
+class CloudError(Exception):
+    """An API call failed. ``retryable`` errors are retried with backoff until a deadline."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, operation: str = "", code: str = "") -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.code = code
+
+
+class NotFound(CloudError):
+    pass
+
+
+class Conflict(CloudError):
+    """Optimistic concurrency lost (stale resourceVersion, etag) or the object already exists."""
+
+
+class Busy(CloudError):
+    """Another operation is running on the resource (EKS ResourceInUse, GKE CLUSTER_ALREADY_HAS_OPERATION,
+    AKS OperationNotAllowed)."""
+
+    retryable = True
+
+
+class Throttled(CloudError):
+    retryable = True
+
+
+class Unavailable(CloudError):
+    """5xx or a timeout: the call may or may not have happened, so only idempotent calls are retried."""
+
+    retryable = True
+
+
+class Denied(CloudError):
+    """Not allowed: missing permission, or a provider rule (e.g. an AKS system pool cannot go to zero)."""
+
+
+class Invalid(CloudError):
+    """The provider refused the request as malformed or against its rules."""

@@ -1,0 +1,111 @@
+"""The boundaries of the nodegroups job: what it needs from a cloud and from the cluster.
+
+Adapters implement these Protocols (``jobs/adapters``); tests fake them at this boundary or run the adapters
+against the local emulators over HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, Step
+from jobs.core.policy import NodeGroup
+
+
+@dataclass(frozen=True)
+class CloudGroup:
+    """A GPU node group found in a cloud, for reporting the ones the policy does not list."""
+
+    cloud: str
+    locator: Mapping[str, str]  # the policy locator fields that would select it, e.g. {"region", "cluster", "nodegroup"}
+    instance_type: str
+    gpus_per_node: int | None = None
+
+
+class NodeGroupCloud(Protocol):
+    """One cloud's node groups. Every method may raise the exceptions of ``jobs.errors``; none retries
+    Busy/Throttled/Unavailable itself (the job does, with backoff and a deadline). Implementations are called
+    from several threads at once and must be thread-safe."""
+
+    def kind(self, group: NodeGroup) -> ProviderKind:
+        """Which provider rules apply to this group (aws: ``eks`` or ``asg``)."""
+        ...
+
+    def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
+        """The group's configuration: one read in the common case. ``live_size=True`` may make extra reads to
+        fill ``desired`` where the provider does not report it on the group itself (GKE: instance group
+        managers' target size); it is asked for only before taking a record."""
+        ...
+
+    def apply(self, group: NodeGroup, step: Step) -> None:
+        """Make one change and block until the provider reports it complete (EKS update Successful, GKE
+        operation DONE, AKS LRO Succeeded); raise if it failed or did not complete in time."""
+        ...
+
+    def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
+        """The label the group's Kubernetes nodes carry (``eks.amazonaws.com/nodegroup``,
+        ``cloud.google.com/gke-nodepool``, ``kubernetes.azure.com/agentpool``), or None if there is none."""
+        ...
+
+    def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
+        """GPU node groups in the same clusters (EKS/GKE/AKS) as ``groups``, listed or not."""
+        ...
+
+
+@dataclass(frozen=True)
+class GpuPod:
+    namespace: str
+    name: str
+    node: str
+    gpus: int
+    evictable: bool  # False for safe-to-evict "false" or the gpu-jobs/keep-alive annotation
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str]
+    unschedulable: bool = False
+
+
+class Cluster(Protocol):
+    """The Kubernetes side: nodes and GPU pods (reads), cordon and evict (writes)."""
+
+    def nodes(self) -> list[NodeInfo]: ...
+
+    def gpu_pods(self) -> list[GpuPod]:
+        """Pods that request GPUs and are not finished (Pending with a node, or Running)."""
+        ...
+
+    def cordon(self, node: str) -> None: ...
+
+    def evict(self, pod: GpuPod) -> None:
+        """Through the Eviction API, so PodDisruptionBudgets hold; raises ``Busy`` when one refuses."""
+        ...
+
+    def delete_pod(self, pod: GpuPod) -> None: ...
+
+
+class RecordStore(Protocol):
+    """Durable pre-shutdown records, one per node group, written with optimistic concurrency."""
+
+    def load(self) -> dict[str, Record]: ...
+
+    def save(self, group: str, record: Record) -> None: ...
+
+
+class RunLock(Protocol):
+    """Keeps two runs (the CronJob and a manual ``kubectl create job``) from interleaving."""
+
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
+        """Take the lock; return None on success or the current holder when someone else has it."""
+        ...
+
+    def release(self, holder: str) -> None: ...
+
+
+class Events(Protocol):
+    def emit(self, group: str, reason: str, message: str, *, warning: bool = False) -> None: ...
