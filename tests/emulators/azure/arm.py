@@ -107,11 +107,13 @@ def fault_error(kind: FaultKind, operation: str, retry_after_s: float) -> ArmErr
     if kind == "server_error":
         return ArmError(500, "InternalServerError", "Encountered internal server error. Please try again.")
     if kind == "busy":
+        aks = operation.startswith(("agentPools.", "managedClusters.", "containerService."))
         return ArmError(
             409,
             "OperationNotAllowed",
             "Operation is not allowed: Another operation is in progress, please wait for it to finish "
-            "before starting a new operation. See https://aka.ms/aks-pending-operation for more details",
+            "before starting a new operation."
+            + (" See https://aka.ms/aks-pending-operation for more details" if aks else ""),
         )
     if kind == "conflict":
         return ArmError(409, "Conflict", f"The request for '{operation}' conflicts with the current state.")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
@@ -31,6 +31,9 @@ from tests.emulators.azure.arm import (
 from tests.emulators.azure.compute import ComputeService, VmState
 from tests.emulators.azure.quota import QuotaEntry, QuotaRequest, QuotaRequestState, QuotaService
 from tests.emulators.base import Emulator, RunningServer, start
+
+if TYPE_CHECKING:
+    from tests.emulators.azure.sdk import AzureClients
 
 #: The variable the product reads to point its Azure SDK clients at a non-Azure endpoint (see :mod:`sdk`).
 ENDPOINT_ENV = "GPU_JOBS_AZURE_ENDPOINT"
@@ -193,9 +196,9 @@ class AzureEmulator(Emulator):
         """Environment for a product subprocess: its Azure clients go to this emulator."""
         return {ENDPOINT_ENV: self.url}
 
-    def clients(self, subscription: str, **client_kwargs: Any) -> Any:
+    def clients(self, subscription: str, **client_kwargs: Any) -> AzureClients:
         """The three real SDK clients against this emulator (see :class:`tests.emulators.azure.sdk.AzureClients`)."""
-        from tests.emulators.azure.sdk import AzureClients
+        from tests.emulators.azure.sdk import AzureClients  # imported on demand: the SDKs are slow to import
 
         return AzureClients.connect(self.url, subscription, **client_kwargs)
 

@@ -7,13 +7,15 @@ a fresh :class:`AzureEmulator` per test behind it: construction is cheap and not
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.emulators.azure.emulator import AzureEmulator
-from tests.emulators.azure.sdk import AzureClients
 from tests.emulators.base import RunningServer, start
+
+if TYPE_CHECKING:
+    from tests.emulators.azure.sdk import AzureClients
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
 
@@ -54,6 +56,8 @@ def azure(_azure_server: tuple[RunningServer, _Dispatcher]) -> Iterator[AzureEmu
 @pytest.fixture
 def azure_clients(azure: AzureEmulator) -> Iterator[AzureClients]:
     """Real SDK clients for :data:`SUBSCRIPTION` against the emulator, with azure-core retries off."""
+    from tests.emulators.azure.sdk import AzureClients  # the SDKs cost a second to import: only when used
+
     clients = AzureClients.connect(azure.url, SUBSCRIPTION, retry_total=0)
     yield clients
     clients.close()

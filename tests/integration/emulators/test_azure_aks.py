@@ -6,8 +6,9 @@ import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.mgmt.containerservice.models import AgentPool
 
-from tests.emulators.azure import AzureClients, AzureEmulator
+from tests.emulators.azure import AzureEmulator
 from tests.emulators.azure.fixtures import SUBSCRIPTION
+from tests.emulators.azure.sdk import AzureClients
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,9 @@ import pytest
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.mgmt.quota.models import CurrentQuotaLimitBase, LimitObject, QuotaProperties, ResourceName
 
-from tests.emulators.azure import AzureClients, AzureEmulator
+from tests.emulators.azure import AzureEmulator
 from tests.emulators.azure.fixtures import SUBSCRIPTION
+from tests.emulators.azure.sdk import AzureClients
 
 pytestmark = pytest.mark.integration
 
