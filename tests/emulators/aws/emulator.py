@@ -153,8 +153,9 @@ class AwsEmulator(Emulator):
             "AWS_EC2_METADATA_DISABLED": "true",
         }
 
-    def client(self, service: str, region: str | None = None, *, max_attempts: int = 1, **config: Any) -> Any:
-        """A boto3 client for this emulator; one attempt by default so retries never hide a fault."""
+    def client(self, service: str, region: str | None = None, *, attempts: int = 1, **config: Any) -> Any:
+        """A boto3 client for this emulator making ``attempts`` attempts in all (default 1: retries never hide a
+        fault). Note botocore's ``retries={"max_attempts": 1}`` means one *retry*, i.e. two attempts."""
         return boto3.client(
             service,
             endpoint_url=self.url,
@@ -162,7 +163,7 @@ class AwsEmulator(Emulator):
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
             aws_session_token="testing",
-            config=Config(retries={"max_attempts": max_attempts, "mode": "standard"}, **config),
+            config=Config(retries={"total_max_attempts": attempts, "mode": "standard"}, **config),
         )
 
     def inject(self, operation: str, kind: FaultKind, times: int = 1) -> None:
