@@ -1,0 +1,502 @@
+"""AWS node groups for the nodegroups job: EKS managed node groups and plain Auto Scaling groups.
+
+One class serves both kinds (``kind`` tells them apart by locator). Sizes go through
+``eks:UpdateNodegroupConfig`` (asynchronous, followed to completion with ``DescribeUpdate``) or
+``autoscaling:UpdateAutoScalingGroup`` (synchronous). The Cluster Autoscaler is switched off and on by removing and
+re-creating its discovery tags on the Auto Scaling group (for EKS: the group backing the node group).
+
+boto3 finds its endpoint, region and credentials the standard way (``AWS_ENDPOINT_URL``, the credential chain);
+its own retries are off because the job retries Busy/Throttled/Unavailable itself, with backoff and a deadline.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+# boto3/botocore ship no type information and no stubs are installed: their clients are typed ``Any`` here.
+import boto3  # type: ignore[import-untyped]
+from botocore.config import Config  # type: ignore[import-untyped]
+from botocore.exceptions import (  # type: ignore[import-untyped]
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    ParamValidationError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from jobs.adapters.settings import AdapterSettings
+from jobs.core.nodegroups import EKS_MIN_MAX_SIZE, GroupConfig, ProviderKind, SetPower, SetSize, Step
+from jobs.core.policy import AwsLocator, NodeGroup
+from jobs.errors import Busy, CloudError, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.nodegroups.ports import CloudGroup
+
+#: Every API action this module calls, for checking the shipped IAM policy against the code.
+IAM_ACTIONS = (
+    "eks:DescribeNodegroup",
+    "eks:UpdateNodegroupConfig",
+    "eks:DescribeUpdate",
+    "eks:ListNodegroups",
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeTags",
+    "autoscaling:UpdateAutoScalingGroup",
+    "autoscaling:CreateOrUpdateTags",
+    "autoscaling:DeleteTags",
+)
+
+CA_ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
+CA_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
+EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+ASG_RESOURCE_TYPE = "auto-scaling-group"
+
+# EKS amiTypes with GPU drivers: AL2_x86_64_GPU, AL2023_x86_64_NVIDIA, BOTTLEROCKET_x86_64_NVIDIA...
+_GPU_AMI = re.compile(r"GPU|NVIDIA", re.IGNORECASE)
+# GPU instance families: g4dn, g5, g5g, g6e, gr6, p4d, p5... (inf/trn are accelerators, not GPUs).
+_GPU_FAMILY = re.compile(r"^(g|gr|p)\d")
+
+_THROTTLED = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "SlowDown",
+    }
+)
+_UNAVAILABLE = frozenset(
+    {"ServiceUnavailable", "ServiceUnavailableException", "InternalFailure", "InternalError", "ServerException"}
+)
+# ScalingActivityInProgress / ResourceContention: Auto Scaling's "another change is running, try again".
+_BUSY = frozenset({"ResourceInUseException", "ScalingActivityInProgress", "ResourceContention"})
+_NOT_FOUND = frozenset({"ResourceNotFoundException", "NotFoundException"})
+_INVALID = frozenset(
+    {
+        "InvalidParameterException",
+        "InvalidParameterValue",
+        "InvalidParameterCombination",
+        "InvalidRequestException",
+        "ValidationError",
+        "ValidationException",
+        "LimitExceeded",
+    }
+)
+_DENIED_PREFIXES = ("AccessDenied", "UnauthorizedOperation", "UnrecognizedClient", "InvalidClientTokenId", "Expired")
+
+T = TypeVar("T")
+
+
+def translate(error: Exception, operation: str) -> CloudError:
+    """The ``jobs.errors`` exception for a botocore error."""
+    if isinstance(error, ClientError):
+        code = str(error.response.get("Error", {}).get("Code", ""))
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        message = str(error.response.get("Error", {}).get("Message", "")) or str(error)
+        text = f"{operation}: {code}: {message}"
+        if code in _THROTTLED:
+            return Throttled(text, operation=operation, code=code)
+        if code in _BUSY:
+            return Busy(text, operation=operation, code=code)
+        if code in _NOT_FOUND or (code == "ValidationError" and "not found" in message.lower()):
+            # Auto Scaling reports an unknown group name as ValidationError "... name not found".
+            return NotFound(text, operation=operation, code=code)
+        if code.startswith(_DENIED_PREFIXES):
+            return Denied(text, operation=operation, code=code)
+        if code in _UNAVAILABLE or status >= 500:
+            return Unavailable(text, operation=operation, code=code or str(status))
+        return Invalid(text, operation=operation, code=code or str(status))
+    if isinstance(error, BotoConnectionError | HTTPClientError):
+        # Connection refused/reset, connect or read timeout: the call may or may not have happened.
+        return Unavailable(f"{operation}: {error}", operation=operation, code=type(error).__name__)
+    if isinstance(error, ParamValidationError):
+        return Invalid(f"{operation}: {error}", operation=operation, code="ParamValidationError")
+    if isinstance(error, NoCredentialsError):
+        return Denied(f"{operation}: {error}", operation=operation, code="NoCredentials")
+    return Unavailable(f"{operation}: {error}", operation=operation, code=type(error).__name__)
+
+
+def is_discovery_tag(key: str, cluster: str | None = None) -> bool:
+    """The Cluster Autoscaler's auto-discovery tag keys: ``.../enabled`` and ``.../<cluster>``.
+
+    ``k8s.io/cluster-autoscaler/node-template/...`` tags are not discovery tags (the autoscaler needs them to
+    scale a group up from zero), so they are never touched.
+    """
+    if key == CA_ENABLED_TAG:
+        return True
+    if cluster is not None:
+        return key == CA_TAG_PREFIX + cluster
+    rest = key.removeprefix(CA_TAG_PREFIX)
+    return key.startswith(CA_TAG_PREFIX) and rest != "" and "/" not in rest
+
+
+@dataclass(frozen=True)
+class _Eks:
+    region: str
+    cluster: str
+    nodegroup: str
+
+
+@dataclass(frozen=True)
+class _Asg:
+    region: str
+    name: str
+
+
+class AwsNodeGroups:
+    """``NodeGroupCloud`` for AWS. Thread-safe: clients are created once per (service, region) under a lock."""
+
+    def __init__(self, settings: AdapterSettings) -> None:
+        self._settings = settings
+        self._config = Config(
+            retries={"total_max_attempts": 1},  # one attempt in all: the job does the retrying
+            connect_timeout=settings.request_timeout_s,
+            read_timeout=settings.request_timeout_s,
+        )
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._clients: dict[tuple[str, str], Any] = {}
+        # What describe learnt and apply/discover reuse, so they need no extra reads.
+        self._backing_asg: dict[_Eks, str] = {}  # the ASG EKS created for a node group
+        # PropagateAtLaunch of discovery tags as last seen, to restore them as they were. GroupConfig only carries
+        # key -> value, so after a process restart a restored tag gets PropagateAtLaunch False (the autoscaler
+        # reads the ASG's tags, not the instances').
+        self._propagate: dict[tuple[str, str, str], bool] = {}
+
+    # --- NodeGroupCloud -------------------------------------------------------------------------------------
+
+    def kind(self, group: NodeGroup) -> ProviderKind:
+        return "eks" if isinstance(self._target(group), _Eks) else "asg"
+
+    def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
+        # Both kinds report their live desired size on the group itself: live_size needs no extra read.
+        target = self._target(group)
+        if isinstance(target, _Eks):
+            return self._describe_eks(target)
+        return self._describe_asg(target)
+
+    def apply(self, group: NodeGroup, step: Step) -> None:
+        target = self._target(group)
+        if isinstance(step, SetPower):
+            raise Invalid(
+                f"{group.name}: power state is not a concept of EKS node groups or Auto Scaling groups",
+                operation="SetPower",
+                code="Unsupported",
+            )
+        if isinstance(step, SetSize):
+            if isinstance(target, _Eks):
+                self._resize_eks(target, step)
+            else:
+                self._resize_asg(target, step)
+            return
+        asg = self._asg_of(target)
+        cluster = target.cluster if isinstance(target, _Eks) else None
+        if step.enabled:
+            self._create_tags(asg, step.tags, cluster)
+        else:
+            self._delete_discovery_tags(asg, cluster)
+
+    def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
+        target = self._target(group)
+        if isinstance(target, _Eks):
+            return (EKS_NODEGROUP_LABEL, target.nodegroup)
+        if group.node_selector:
+            return next(iter(group.node_selector.items()))
+        return None
+
+    def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
+        clusters = sorted({(t.region, t.cluster) for t in map(self._target, groups) if isinstance(t, _Eks)})
+        found: list[CloudGroup] = []
+        for region, cluster in clusters:
+            eks = self._client("eks", region)
+            names = self._paged("ListNodegroups", eks.list_nodegroups, "nodegroups", "nextToken", clusterName=cluster)
+            for name in names:
+                nodegroup = self._call(
+                    "DescribeNodegroup", eks.describe_nodegroup, clusterName=cluster, nodegroupName=name
+                )
+                facts = nodegroup["nodegroup"]
+                types = [str(t) for t in facts.get("instanceTypes") or []]
+                gpu_types = [t for t in types if _GPU_FAMILY.match(t.split(".", 1)[0])]
+                if gpu_types or _GPU_AMI.search(str(facts.get("amiType", ""))):
+                    found.append(
+                        CloudGroup(
+                            cloud="aws",
+                            locator={"region": region, "cluster": cluster, "nodegroup": name},
+                            instance_type=",".join(gpu_types or types),
+                        )
+                    )
+        return found
+
+    # --- EKS --------------------------------------------------------------------------------------------------
+
+    def _describe_eks(self, target: _Eks) -> GroupConfig:
+        eks = self._client("eks", target.region)
+        facts = self._call(
+            "DescribeNodegroup", eks.describe_nodegroup, clusterName=target.cluster, nodegroupName=target.nodegroup
+        )["nodegroup"]
+        scaling = facts.get("scalingConfig") or {}
+        asg = self._remember_backing_asg(target, facts)
+        tags = self._discovery_tags(asg, target.cluster, keys=(CA_ENABLED_TAG, CA_TAG_PREFIX + target.cluster))
+        return GroupConfig(
+            min=int(scaling.get("minSize", 0)),
+            desired=int(scaling.get("desiredSize", 0)),
+            max=int(scaling.get("maxSize", 0)),
+            autoscaling=bool(tags),
+            autoscaler_tags=tags,
+            busy=facts.get("status") == "UPDATING",
+        )
+
+    def _remember_backing_asg(self, target: _Eks, facts: Mapping[str, Any]) -> _Asg:
+        groups = (facts.get("resources") or {}).get("autoScalingGroups") or []
+        if not groups:
+            # EKS fills this in once the node group is created; without it there is nothing to tag.
+            raise Unavailable(
+                f"EKS node group {target.cluster}/{target.nodegroup} reports no backing Auto Scaling group yet",
+                operation="DescribeNodegroup",
+                code="NoAutoScalingGroup",
+            )
+        name = str(groups[0]["name"])
+        with self._lock:
+            self._backing_asg[target] = name
+        return _Asg(target.region, name)
+
+    def _resize_eks(self, target: _Eks, step: SetSize) -> None:
+        # EKS refuses maxSize 0 (the node group floor is 1); refuse here too, so the request is never sent.
+        _check_sizes(step, floor_max=EKS_MIN_MAX_SIZE, where=f"EKS node group {target.cluster}/{target.nodegroup}")
+        eks = self._client("eks", target.region)
+        update = self._call(
+            "UpdateNodegroupConfig",
+            eks.update_nodegroup_config,
+            clusterName=target.cluster,
+            nodegroupName=target.nodegroup,
+            scalingConfig={"minSize": step.min, "desiredSize": step.desired, "maxSize": step.max},
+        )["update"]
+        self._follow_update(target, update)
+
+    def _follow_update(self, target: _Eks, update: Mapping[str, Any]) -> None:
+        """Poll ``DescribeUpdate`` until the update is Successful; raise if it failed or took too long."""
+        eks = self._client("eks", target.region)
+        deadline = time.monotonic() + self._settings.operation_timeout_s
+        update_id = str(update["id"])
+        while True:
+            status = str(update.get("status", ""))
+            if status == "Successful":
+                return
+            if status in ("Failed", "Cancelled"):
+                errors = "; ".join(
+                    f"{e.get('errorCode', '?')}: {e.get('errorMessage', '')}" for e in update.get("errors") or []
+                )
+                raise Invalid(
+                    f"EKS update {update_id} of {target.cluster}/{target.nodegroup} {status.lower()}: "
+                    f"{errors or 'no details'}",
+                    operation="DescribeUpdate",
+                    code=f"Update{status}",
+                )
+            if time.monotonic() >= deadline:
+                raise Unavailable(
+                    f"EKS update {update_id} of {target.cluster}/{target.nodegroup} still {status or 'pending'} after "
+                    f"{self._settings.operation_timeout_s:g} s",
+                    operation="DescribeUpdate",
+                    code="OperationTimeout",
+                )
+            time.sleep(self._settings.poll_interval_s)
+            try:
+                update = self._call(
+                    "DescribeUpdate",
+                    eks.describe_update,
+                    name=target.cluster,
+                    nodegroupName=target.nodegroup,
+                    updateId=update_id,
+                )["update"]
+            except (Throttled, Unavailable):
+                # A failed poll says nothing about the update, which is already running: keep polling until the
+                # deadline rather than make the job re-send a change EKS would now refuse as busy.
+                continue
+
+    # --- plain Auto Scaling groups ---------------------------------------------------------------------------
+
+    def _describe_asg(self, target: _Asg) -> GroupConfig:
+        asg = self._describe_auto_scaling_group(target)
+        tags = self._remember_tags(target, asg.get("Tags") or [], cluster=None)
+        return GroupConfig(
+            min=int(asg["MinSize"]),
+            desired=int(asg["DesiredCapacity"]),
+            max=int(asg["MaxSize"]),
+            autoscaling=bool(tags),
+            autoscaler_tags=tags,
+        )
+
+    def _describe_auto_scaling_group(self, target: _Asg) -> dict[str, Any]:
+        autoscaling = self._client("autoscaling", target.region)
+        found = self._call(
+            "DescribeAutoScalingGroups",
+            autoscaling.describe_auto_scaling_groups,
+            AutoScalingGroupNames=[target.name],
+        )["AutoScalingGroups"]
+        if not found:
+            raise NotFound(
+                f"Auto Scaling group {target.name} not found in {target.region}",
+                operation="DescribeAutoScalingGroups",
+                code="NotFound",
+            )
+        group: dict[str, Any] = found[0]
+        return group
+
+    def _resize_asg(self, target: _Asg, step: SetSize) -> None:
+        _check_sizes(step, floor_max=0, where=f"Auto Scaling group {target.name}")  # a plain ASG may be 0/0/0
+        autoscaling = self._client("autoscaling", target.region)
+        self._call(
+            "UpdateAutoScalingGroup",
+            autoscaling.update_auto_scaling_group,
+            AutoScalingGroupName=target.name,
+            MinSize=step.min,
+            DesiredCapacity=step.desired,
+            MaxSize=step.max,
+        )
+
+    # --- discovery tags (both kinds) -------------------------------------------------------------------------
+
+    def _asg_of(self, target: _Eks | _Asg) -> _Asg:
+        if isinstance(target, _Asg):
+            return target
+        with self._lock:
+            name = self._backing_asg.get(target)
+        if name is None:  # apply without a describe first (the job always describes; be safe anyway)
+            eks = self._client("eks", target.region)
+            facts = self._call(
+                "DescribeNodegroup", eks.describe_nodegroup, clusterName=target.cluster, nodegroupName=target.nodegroup
+            )["nodegroup"]
+            return self._remember_backing_asg(target, facts)
+        return _Asg(target.region, name)
+
+    def _discovery_tags(self, asg: _Asg, cluster: str | None, keys: Iterable[str] = ()) -> dict[str, str]:
+        """The ASG's discovery tags, through ``DescribeTags`` filtered by group (and by key when known)."""
+        autoscaling = self._client("autoscaling", asg.region)
+        filters: list[dict[str, Any]] = [{"Name": ASG_RESOURCE_TYPE, "Values": [asg.name]}]
+        if keys:
+            filters.append({"Name": "key", "Values": list(keys)})
+        tags = self._paged("DescribeTags", autoscaling.describe_tags, "Tags", "NextToken", Filters=filters)
+        return self._remember_tags(asg, tags, cluster)
+
+    def _remember_tags(self, asg: _Asg, tags: Iterable[Mapping[str, Any]], cluster: str | None) -> dict[str, str]:
+        found: dict[str, str] = {}
+        with self._lock:
+            for tag in tags:
+                key = str(tag["Key"])
+                if is_discovery_tag(key, cluster):
+                    found[key] = str(tag.get("Value", ""))
+                    self._propagate[(asg.region, asg.name, key)] = bool(tag.get("PropagateAtLaunch", False))
+        return found
+
+    def _create_tags(self, asg: _Asg, tags: Mapping[str, str], cluster: str | None) -> None:
+        if not tags:
+            raise Invalid(
+                f"cannot re-enable the Cluster Autoscaler on {asg.name}: no discovery tags were recorded",
+                operation="CreateOrUpdateTags",
+                code="NoTags",
+            )
+        foreign = sorted(k for k in tags if not is_discovery_tag(k, cluster))
+        if foreign:
+            # Only the autoscaler's discovery tags are this job's business; anything else is a corrupt record.
+            raise Invalid(
+                f"refusing to set non-discovery tags {foreign} on {asg.name}",
+                operation="CreateOrUpdateTags",
+                code="NotDiscoveryTag",
+            )
+        with self._lock:
+            propagate = {k: self._propagate.get((asg.region, asg.name, k), False) for k in tags}
+        autoscaling = self._client("autoscaling", asg.region)
+        self._call(
+            "CreateOrUpdateTags",
+            autoscaling.create_or_update_tags,
+            Tags=[
+                {
+                    "ResourceId": asg.name,
+                    "ResourceType": ASG_RESOURCE_TYPE,
+                    "Key": key,
+                    "Value": value,
+                    "PropagateAtLaunch": propagate[key],
+                }
+                for key, value in sorted(tags.items())
+            ],
+        )
+
+    def _delete_discovery_tags(self, asg: _Asg, cluster: str | None) -> None:
+        # Read first: a plain ASG's cluster tag key is unknown, and deleting nothing should send nothing.
+        present = self._discovery_tags(asg, cluster)
+        if not present:
+            return
+        autoscaling = self._client("autoscaling", asg.region)
+        self._call(
+            "DeleteTags",
+            autoscaling.delete_tags,
+            Tags=[
+                {"ResourceId": asg.name, "ResourceType": ASG_RESOURCE_TYPE, "Key": key, "Value": value}
+                for key, value in sorted(present.items())
+            ],
+        )
+
+    # --- plumbing ---------------------------------------------------------------------------------------------
+
+    def _target(self, group: NodeGroup) -> _Eks | _Asg:
+        locator = group.locator
+        if not isinstance(locator, AwsLocator):
+            raise Invalid(f"{group.name}: not an AWS node group (cloud {group.cloud})", code="WrongCloud")
+        if locator.cluster and locator.nodegroup:
+            return _Eks(locator.region, locator.cluster, locator.nodegroup)
+        if locator.auto_scaling_group:
+            return _Asg(locator.region, locator.auto_scaling_group)
+        raise Invalid(f"{group.name}: needs cluster+nodegroup or autoScalingGroup", code="BadLocator")
+
+    def _client(self, service: str, region: str) -> Any:
+        with self._lock:
+            client = self._clients.get((service, region))
+            if client is None:
+                # boto3's default session is not thread-safe; one private session, used only under the lock.
+                if self._session is None:
+                    self._session = boto3.session.Session()
+                client = self._session.client(service, region_name=region, config=self._config)
+                self._clients[(service, region)] = client
+            return client
+
+    @staticmethod
+    def _call(operation: str, method: Callable[..., T], **kwargs: Any) -> T:
+        try:
+            return method(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, operation) from error
+
+    def _paged(
+        self, operation: str, method: Callable[..., Any], items: str, token_key: str, **kwargs: Any
+    ) -> list[Any]:
+        """Every item of a paginated list call (``token_key`` names the token in both request and response)."""
+        results: list[Any] = []
+        token: dict[str, str] = {}
+        while True:
+            page = self._call(operation, method, **kwargs, **token)
+            results.extend(page.get(items) or [])
+            if not page.get(token_key):
+                return results
+            token = {token_key: str(page[token_key])}
+
+
+def _check_sizes(step: SetSize, *, floor_max: int, where: str) -> None:
+    """The provider's size rules, checked before any request is sent."""
+    if step.max < floor_max:
+        raise Invalid(
+            f"{where}: maxSize {step.max} is below the provider's floor of {floor_max}",
+            operation="SetSize",
+            code="MaxBelowFloor",
+        )
+    if not 0 <= step.min <= step.desired <= step.max:
+        raise Invalid(
+            f"{where}: needs 0 <= min <= desired <= max, got {step.min}/{step.desired}/{step.max}",
+            operation="SetSize",
+            code="SizesOutOfOrder",
+        )
