@@ -1,0 +1,365 @@
+"""AKS agent pools as node groups, through ``azure-mgmt-containerservice`` (``ContainerServiceClient``).
+
+One read (``agentPools.get``) describes a pool; every step is a read-modify-write of the whole pool with
+``agentPools.begin_create_or_update`` (ARM PUT replaces the resource, so the PUT body must be the current pool
+with one thing changed), followed until its long-running operation reports Succeeded.
+
+AKS rules checked here, before any write, so a refusal names the rule instead of relaying a 400:
+
+- System mode pools are never touched (they need >= 1 node and cannot be stopped): ``Denied``.
+- A manual count change needs the pool autoscaler off; enabling the autoscaler cannot change the count in the
+  same update, so the current count must already lie within the new bounds; a pool with its autoscaler on
+  cannot be stopped: ``Invalid``.
+- A pool whose own operation is still running is ``Busy`` without sending a doomed PUT.
+
+The SDK's retries are off (``retry_total=0``): the job retries Busy/Throttled/Unavailable itself with backoff
+and a deadline.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, TypeVar
+
+from azure.core import MatchConditions
+from azure.core.credentials import AccessToken, TokenCredential
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceNotFoundError,
+)
+from azure.core.pipeline import PipelineRequest
+from azure.core.pipeline.policies import SansIOHTTPPolicy
+from azure.identity import DefaultAzureCredential
+from azure.mgmt.containerservice import ContainerServiceClient
+from azure.mgmt.containerservice.models import AgentPool, PowerState
+
+from jobs.adapters.settings import AdapterSettings
+from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
+from jobs.core.policy import AzureLocator, NodeGroup
+from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.nodegroups.ports import CloudGroup
+
+#: Exactly the ARM actions this module calls: the pool GET and list, the PUT, and the GETs of the PUT's
+#: ``Azure-AsyncOperation`` status monitor (``/providers/Microsoft.ContainerService/locations/*/operations/*``).
+AZURE_ACTIONS = (
+    "Microsoft.ContainerService/managedClusters/agentPools/read",
+    "Microsoft.ContainerService/managedClusters/agentPools/write",
+    "Microsoft.ContainerService/locations/operations/read",
+)
+
+NODE_LABEL = "kubernetes.azure.com/agentpool"
+
+#: Azure's GPU VM families all start with N: NC (compute), ND (deep learning), NV (visualisation), NG.
+GPU_VM_SIZE = re.compile(r"^Standard_N[A-Z]", re.IGNORECASE)
+
+MAX_COUNT = 1000  # AKS's per-pool node limit (VMSS pools)
+
+#: provisioningState values after which no operation runs on the pool; anything else (Updating, Scaling,
+#: Upgrading, Starting, Stopping, Creating, Deleting...) means an operation is in progress.
+SETTLED_STATES = frozenset({"succeeded", "failed", "canceled"})
+
+#: Stands in for an Entra ID token when the endpoint is overridden (the local emulator checks only that a
+#: bearer token is present).
+STATIC_TOKEN = "gpu-jobs-static-token"  # noqa: S105 - not a secret: never sent to Azure
+
+_OP_GET = "agentPools.get"
+_OP_PUT = "agentPools.createOrUpdate"
+_OP_LIST = "agentPools.list"
+
+T = TypeVar("T")
+
+
+class StaticTokenCredential:
+    """A ``TokenCredential`` with one fixed token, for an overridden endpoint: no Entra ID round-trip."""
+
+    def __init__(self, token: str = STATIC_TOKEN) -> None:
+        self._token = token
+
+    def get_token(
+        self,
+        *scopes: str,
+        claims: str | None = None,
+        tenant_id: str | None = None,
+        enable_cae: bool = False,
+        **kwargs: Any,
+    ) -> AccessToken:
+        return AccessToken(self._token, int(time.time()) + 3600)
+
+
+class AllowHttpPolicy(SansIOHTTPPolicy[Any, Any]):
+    """Sets azure-core's documented per-request ``enforce_https=False`` option on every request of a client.
+
+    ARM's bearer-token policy refuses to send a token over plain http unless a request carries that option;
+    a per-call policy sets it on every call and LRO poll while leaving the SDK's own auth policy in place.
+    """
+
+    def on_request(self, request: PipelineRequest[Any]) -> None:
+        request.context.options["enforce_https"] = False
+
+
+class AksAgentPools:
+    """``NodeGroupCloud`` for AKS agent pools. Thread-safe: one client per subscription, shared by all threads."""
+
+    def __init__(self, settings: AdapterSettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._clients: dict[str, ContainerServiceClient] = {}
+        self._credential: TokenCredential | None = None
+
+    # -- NodeGroupCloud -----------------------------------------------------------------------------------------
+
+    def kind(self, group: NodeGroup) -> ProviderKind:
+        _locator(group)
+        return "aks"
+
+    def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
+        # ``count`` is the pool's live size, so live_size needs no extra read.
+        return _config(self._get(group))
+
+    def apply(self, group: NodeGroup, step: Step) -> None:
+        loc = _locator(group)
+        pool = self._get(group)
+        _check(group, pool, step)
+        _change(pool, step)
+        client = self._client(loc.subscription)
+        # If AKS sent an eTag, the PUT only lands on the version just read: a concurrent change is a Conflict
+        # instead of being overwritten by this read-modify-write.
+        conditions: dict[str, Any] = (
+            {"etag": pool.e_tag, "match_condition": MatchConditions.IfNotModified} if pool.e_tag else {}
+        )
+        poller = self._call(
+            group,
+            _OP_PUT,
+            lambda: client.agent_pools.begin_create_or_update(
+                loc.resource_group,
+                loc.cluster,
+                loc.agent_pool,
+                pool,
+                polling_interval=self._settings.poll_interval_s,
+                **conditions,
+            ),
+        )
+        timeout = self._settings.operation_timeout_s
+        self._call(group, _OP_PUT, lambda: poller.result(timeout=timeout))
+        if not poller.done():
+            # The SDK's polling thread carries on in the background and ends with the operation; the job
+            # treats the group as failed for this run and converges on the next.
+            raise Unavailable(
+                f"{_path(loc)}: {step.describe()} did not complete within {timeout:g}s "
+                f"(operation status {poller.status()})",
+                operation=_OP_PUT,
+                code="OperationTimeout",
+            )
+
+    def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
+        return NODE_LABEL, _locator(group).agent_pool
+
+    def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
+        clusters: dict[tuple[str, str, str], AzureLocator] = {}
+        for group in groups:
+            if group.cloud == "azure":
+                loc = _locator(group)
+                # ARM names are case-insensitive: one list per cluster however the policy spells it.
+                clusters.setdefault((loc.subscription.lower(), loc.resource_group.lower(), loc.cluster.lower()), loc)
+        found: list[CloudGroup] = []
+        for loc in clusters.values():
+            pools = self._list(loc)
+            found.extend(
+                CloudGroup(
+                    cloud="azure",
+                    locator={
+                        "subscription": loc.subscription,
+                        "resourceGroup": loc.resource_group,
+                        "cluster": loc.cluster,
+                        "agentPool": pool.name or "",
+                    },
+                    instance_type=pool.vm_size or "",
+                )
+                for pool in pools
+                if pool.vm_size and GPU_VM_SIZE.match(pool.vm_size)
+            )
+        return found
+
+    # -- internals ----------------------------------------------------------------------------------------------
+
+    def _get(self, group: NodeGroup) -> AgentPool:
+        loc = _locator(group)
+        client = self._client(loc.subscription)
+        return self._call(
+            group, _OP_GET, lambda: client.agent_pools.get(loc.resource_group, loc.cluster, loc.agent_pool)
+        )
+
+    def _list(self, loc: AzureLocator) -> list[AgentPool]:
+        client = self._client(loc.subscription)
+        # The pager is lazy: materialise it inside the translation so paging errors are translated too.
+        return self._call_at(
+            _path(loc, pool=False), _OP_LIST, lambda: list(client.agent_pools.list(loc.resource_group, loc.cluster))
+        )
+
+    def _client(self, subscription: str) -> ContainerServiceClient:
+        with self._lock:
+            client = self._clients.get(subscription)
+            if client is None:
+                client = self._new_client(subscription)
+                self._clients[subscription] = client
+            return client
+
+    def _new_client(self, subscription: str) -> ContainerServiceClient:
+        settings = self._settings
+        options: dict[str, Any] = {
+            "retry_total": 0,
+            "connection_timeout": min(10.0, settings.request_timeout_s),
+            "read_timeout": settings.request_timeout_s,
+            "polling_interval": settings.poll_interval_s,
+        }
+        if settings.azure_endpoint:
+            credential: TokenCredential = StaticTokenCredential()
+            options |= {"base_url": settings.azure_endpoint, "per_call_policies": [AllowHttpPolicy()]}
+        else:
+            if self._credential is None:
+                self._credential = DefaultAzureCredential()
+            credential = self._credential
+        return ContainerServiceClient(credential, subscription, **options)
+
+    def _call(self, group: NodeGroup, operation: str, call: Callable[[], T]) -> T:
+        return self._call_at(_path(_locator(group)), operation, call)
+
+    @staticmethod
+    def _call_at(where: str, operation: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except AzureError as error:
+            raise translate(error, operation, where) from error
+
+
+# -- pure helpers -------------------------------------------------------------------------------------------------
+
+
+def _locator(group: NodeGroup) -> AzureLocator:
+    if group.azure is None:
+        raise Invalid(f"node group {group.name} is not an AKS agent pool (cloud {group.cloud})", code="NotAzure")
+    return group.azure
+
+
+def _path(loc: AzureLocator, *, pool: bool = True) -> str:
+    cluster = f"{loc.subscription}/{loc.resource_group}/{loc.cluster}"
+    return f"{cluster}/{loc.agent_pool}" if pool else cluster
+
+
+def _text(value: object) -> str:
+    """An SDK enum or plain string as its wire value (str() of a str-Enum is 'Cls.MEMBER' in Python 3.11)."""
+    return str(value.value) if isinstance(value, Enum) else str(value or "")
+
+
+def _config(pool: AgentPool) -> GroupConfig:
+    power = _text(pool.power_state.code if pool.power_state else "")
+    return GroupConfig(
+        min=pool.min_count or 0,
+        desired=pool.count or 0,
+        max=pool.max_count or 0,
+        autoscaling=bool(pool.enable_auto_scaling),
+        stopped=power.lower() == "stopped",
+        system=_text(pool.mode).lower() == "system",
+        busy=_text(pool.provisioning_state).lower() not in SETTLED_STATES,
+    )
+
+
+def _check(group: NodeGroup, pool: AgentPool, step: Step) -> None:
+    """Refuse, before any write, what AKS would refuse or what the job must never do."""
+    current = _config(pool)
+    where = _path(_locator(group))
+    if current.system:
+        raise Denied(
+            f"{where}: refusing to change a System mode agent pool ({step.describe()}): system pools need at "
+            "least 1 node and cannot be stopped, so the job never scales them; use a User mode pool for GPUs",
+            operation=_OP_PUT,
+            code="SystemPool",
+        )
+    if current.busy:
+        raise Busy(
+            f"{where}: an operation is running on the pool (provisioningState {_text(pool.provisioning_state)})",
+            operation=_OP_PUT,
+            code="OperationNotAllowed",
+        )
+    if isinstance(step, SetSize):
+        if current.autoscaling:
+            raise Invalid(
+                f"{where}: cannot set the count to {step.desired} while the pool autoscaler is on: disable it first",
+                operation=_OP_PUT,
+                code="AutoscalerEnabled",
+            )
+        if not 0 <= step.desired <= MAX_COUNT:
+            raise Invalid(f"{where}: count {step.desired} outside 0..{MAX_COUNT}", operation=_OP_PUT, code="Count")
+    elif isinstance(step, SetAutoscaling) and step.enabled:
+        if not 0 <= step.min <= step.max <= MAX_COUNT:
+            raise Invalid(
+                f"{where}: autoscaler bounds {step.min}..{step.max} must satisfy 0 <= min <= max <= {MAX_COUNT}",
+                operation=_OP_PUT,
+                code="AutoscalerBounds",
+            )
+        if not step.min <= (current.desired or 0) <= step.max:
+            raise Invalid(
+                f"{where}: cannot enable the autoscaler ({step.min}..{step.max}) at count {current.desired}: AKS "
+                "cannot scale and enable the autoscaler in one update, so set the count within the bounds first",
+                operation=_OP_PUT,
+                code="CountOutsideBounds",
+            )
+    elif isinstance(step, SetPower) and step.stopped and current.autoscaling:
+        raise Invalid(
+            f"{where}: cannot stop the pool while its autoscaler is on: disable it first",
+            operation=_OP_PUT,
+            code="AutoscalerEnabled",
+        )
+
+
+def _change(pool: AgentPool, step: Step) -> None:
+    """Apply one step to the pool as read; everything else is sent back unchanged (PUT replaces the pool)."""
+    if isinstance(step, SetAutoscaling):
+        pool.enable_auto_scaling = step.enabled
+        # AKS requires the bounds cleared when the autoscaler goes off; the count stays where it is.
+        pool.min_count = step.min if step.enabled else None
+        pool.max_count = step.max if step.enabled else None
+    elif isinstance(step, SetSize):
+        pool.count = step.desired
+    else:
+        pool.power_state = PowerState(code="Stopped" if step.stopped else "Running")
+
+
+def translate(error: AzureError, operation: str, where: str) -> CloudError:
+    """An azure-core exception as one of ``jobs.errors``; ``code`` is ARM's error code where there is one."""
+    message = f"{where}: {operation}: {_message(error)}"
+    if isinstance(error, HttpResponseError):
+        status = error.status_code or 0
+        code = (error.error.code if error.error else None) or str(status or type(error).__name__)
+        if status == 409:
+            # AKS's busy signal; any other 409 is a genuine conflict.
+            kind: type[CloudError] = Busy if code == "OperationNotAllowed" else Conflict
+            return kind(message, operation=operation, code=code)
+        if status == 412:
+            return Conflict(message, operation=operation, code=code)
+        if status == 429:
+            return Throttled(message, operation=operation, code=code)
+        if status in (401, 403) or isinstance(error, ClientAuthenticationError):
+            return Denied(message, operation=operation, code=code)
+        if status == 404 or isinstance(error, ResourceNotFoundError):
+            return NotFound(message, operation=operation, code=code)
+        if 400 <= status < 500 and status != 408:
+            return Invalid(message, operation=operation, code=code)
+        # 5xx, 408, and a long-running operation that ended Failed/Canceled (reported on a 2xx status poll):
+        # the PUT is a declarative read-modify-write, so trying it again later is safe.
+        return Unavailable(message, operation=operation, code=code)
+    # ServiceRequestError / ServiceResponseError (connection failures, timeouts) and anything else from
+    # azure-core that carries no HTTP answer: the call may or may not have happened.
+    return Unavailable(message, operation=operation, code=type(error).__name__)
+
+
+def _message(error: AzureError) -> str:
+    if isinstance(error, HttpResponseError) and error.error is not None and error.error.message:
+        return str(error.error.message)
+    return str(error.message or error)
