@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -197,10 +198,13 @@ class ComputeService:
             before = vm.provisioning_state
             vm.provisioning_state = "Deleting"
 
+            def succeeded() -> None:
+                self.vms.pop(key, None)
+
             def failed() -> None:
                 vm.provisioning_state = before
 
-            operation = self._begin(vm, "virtualMachines.delete", lambda: self.vms.pop(key, None), failed)
+            operation = self._begin(vm, "virtualMachines.delete", succeeded, failed)
         return self._accepted(ctx, vm, operation)
 
     def _deallocate(self, ctx: RequestContext, m: dict[str, str]) -> Response:
@@ -240,7 +244,9 @@ class ComputeService:
             message = f"Operation '{action}' is not allowed on VM '{vm.name}' while '{running.kind}' is in progress."
         raise ArmError(409, "OperationNotAllowed", message)
 
-    def _begin(self, vm: VmState, kind: str, succeeded: Any, failed: Any) -> AsyncOperation:
+    def _begin(
+        self, vm: VmState, kind: str, succeeded: Callable[[], None], failed: Callable[[], None]
+    ) -> AsyncOperation:
         operation = self._host.operations.start(kind, vm.id, self._host.operation_polls, succeeded, failed)
         self._busy[_key(vm.subscription, vm.resource_group, vm.name)] = operation
         return operation

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.mgmt.containerservice.models import AgentPool
+from azure.mgmt.containerservice.models import AgentPool, AgentPoolManagedClusterAgentPoolProfileProperties
 
 from tests.emulators.azure import AzureEmulator
 from tests.emulators.azure.fixtures import SUBSCRIPTION
@@ -69,7 +69,7 @@ def test_managed_clusters_get_and_list(azure: AzureEmulator, azure_clients: Azur
 
     assert cluster.location == "westeurope"
     assert [p.name for p in cluster.agent_pool_profiles or []] == ["system", "a100", "t4spot"]
-    assert sorted(c.name for c in everywhere) == ["ml-aks", "other-aks"]
+    assert sorted(str(c.name) for c in everywhere) == ["ml-aks", "other-aks"]
     assert [(c.name, c.location) for c in in_rg] == [("other-aks", "eastus")]
 
 
@@ -303,7 +303,12 @@ def test_failed_operation_keeps_the_old_values(azure: AzureEmulator, azure_clien
 
 def test_put_creates_a_new_pool(azure: AzureEmulator, azure_clients: AzureClients) -> None:
     seed(azure)
-    new = AgentPool(count=0, vm_size=A100, mode="User", node_labels={"gpu": "a100"})
+    # The typed constructor: the flattened AgentPool(count=...) form works at runtime but is not in the stubs.
+    new = AgentPool(
+        properties=AgentPoolManagedClusterAgentPoolProfileProperties(
+            count=0, vm_size=A100, mode="User", node_labels={"gpu": "a100"}
+        )
+    )
 
     created = put(azure_clients, "burst", new)
 

@@ -44,7 +44,7 @@ def test_list_all_and_by_resource_group_show_sizes_tags_and_power(
         "web-1": ("Standard_D2s_v5", "eastus", {"owner": "web"}, "PowerState/running"),
         "spot-1": ("Standard_NC4as_T4_v3", "westeurope", {}, "PowerState/deallocated"),
     }
-    assert sorted(vm.name for vm in in_rg) == ["spot-1", "train-1", "untagged-gpu"]
+    assert sorted(str(vm.name) for vm in in_rg) == ["spot-1", "train-1", "untagged-gpu"]
     assert {vm.name: vm.priority for vm in in_rg}["spot-1"] == "Spot"
 
 
@@ -82,7 +82,7 @@ def test_delete_removes_the_vm_when_the_operation_succeeds(azure: AzureEmulator,
 
     with pytest.raises(ResourceNotFoundError):
         azure_clients.compute.virtual_machines.get("ml-rg", "untagged-gpu")
-    assert sorted(vm.name for vm in azure_clients.compute.virtual_machines.list("ml-rg")) == ["spot-1", "train-1"]
+    assert sorted(str(vm.name) for vm in azure_clients.compute.virtual_machines.list("ml-rg")) == ["spot-1", "train-1"]
 
 
 def test_operations_on_a_vm_being_deleted_are_refused(azure: AzureEmulator, azure_clients: AzureClients) -> None:
@@ -97,7 +97,7 @@ def test_operations_on_a_vm_being_deleted_are_refused(azure: AzureEmulator, azur
     poller.result()
     assert refused.value.error is not None
     assert refused.value.error.code == "OperationNotAllowed"
-    assert "marked for deletion" in refused.value.error.message
+    assert "marked for deletion" in str(refused.value.error.message)
 
 
 def test_tags_update_replaces_the_tags(azure: AzureEmulator, azure_clients: AzureClients) -> None:
