@@ -22,8 +22,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from google.cloud import compute_v1
+from typing import TYPE_CHECKING
 
 from tests.emulators.base import FaultKind
 from tests.emulators.gcp.gke import COMPUTE, Gke
@@ -42,6 +41,11 @@ from tests.emulators.gcp.wire import (
     rfc3339_now,
     route,
 )
+
+# compute_v1 takes seconds to import (one huge proto module): the functions import it when Compute is
+# actually called, so sessions that only use GKE or Cloud Quotas do not pay for it.
+if TYPE_CHECKING:
+    from google.cloud import compute_v1
 
 #: The fingerprint GCE gives a resource without labels.
 EMPTY_LABELS_FINGERPRINT = "42WmSpB8rSM="
@@ -78,6 +82,8 @@ class Instance:
         return f"{COMPUTE}/projects/{self.project}/zones/{self.zone}/instances/{self.name}"
 
     def to_proto(self) -> compute_v1.Instance:
+        from google.cloud import compute_v1
+
         zone_url = f"{COMPUTE}/projects/{self.project}/zones/{self.zone}"
         return compute_v1.Instance(
             kind="compute#instance",
@@ -115,6 +121,8 @@ class ComputeOperation:
     inserted: str = field(default_factory=rfc3339_now)
 
     def to_proto(self) -> compute_v1.Operation:
+        from google.cloud import compute_v1
+
         zone_url = f"{COMPUTE}/projects/{self.project}/zones/{self.zone}"
         done = self.staged.done
         return compute_v1.Operation(
@@ -210,6 +218,8 @@ class Compute:
     # ----- handlers -----
 
     def _aggregated(self, call: Call, m: re.Match[str]) -> Reply:
+        from google.cloud import compute_v1
+
         if call.arg("filter"):
             raise ComputeError(400, "invalid", "The GCP emulator does not implement Compute list filters.")
         project = m["project"]
@@ -242,6 +252,8 @@ class Compute:
         return proto_reply(listing, call)
 
     def _list(self, call: Call, m: re.Match[str]) -> Reply:
+        from google.cloud import compute_v1
+
         with self._lock:
             found = sorted(
                 (i for (p, z, _), i in self.instances.items() if (p, z) == (m["project"], m["zone"])),
@@ -286,6 +298,8 @@ class Compute:
             return proto_reply(op.to_proto(), call)
 
     def _set_labels(self, call: Call, m: re.Match[str]) -> Reply:
+        from google.cloud import compute_v1
+
         request = call.parse(compute_v1.InstancesSetLabelsRequest, compute=True)
         labels = dict(request.labels)
         _check_labels(labels)
@@ -314,6 +328,8 @@ class Compute:
             return proto_reply(op.to_proto(), call)
 
     def _get_igm(self, call: Call, m: re.Match[str]) -> Reply:
+        from google.cloud import compute_v1
+
         with self._lock:
             pool = self._gke.find_pool_by_igm(m["project"], m["zone"], m["igm"])
             if pool is None:

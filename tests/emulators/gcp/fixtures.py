@@ -2,18 +2,21 @@
 
 One server for the whole session (werkzeug's shutdown waits out a 0.5 s poll, too slow per test); each test
 gets a fresh :class:`GcpEmulator` (state, request log, faults) switched in behind it, so tests stay isolated.
+The emulator module is imported inside the fixtures: pytest loads this plugin for every session, GCP or not.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.emulators.base import RunningServer, start
-from tests.emulators.gcp.emulator import GcpEmulator, _json
-from tests.emulators.gcp.wire import GoogleError
+
+if TYPE_CHECKING:
+    from tests.emulators.gcp.emulator import GcpEmulator
 
 
 class _Switch:
@@ -25,8 +28,9 @@ class _Switch:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         target = self.target
         if target is None:
-            error = GoogleError(503, "UNAVAILABLE", "No GCP emulator is active for this test.")
-            return _json(503, error.body())(environ, start_response)
+            body = {"error": {"code": 503, "message": "No GCP emulator is active.", "status": "UNAVAILABLE"}}
+            start_response("503 Service Unavailable", [("Content-Type", "application/json; charset=UTF-8")])
+            return [json.dumps(body).encode()]
         return target(environ, start_response)
 
 
@@ -43,6 +47,8 @@ def _gcp_server() -> Iterator[tuple[RunningServer, _Switch]]:
 @pytest.fixture
 def gcp(_gcp_server: tuple[RunningServer, _Switch]) -> Iterator[GcpEmulator]:
     """A fresh GCP emulator: ``.url``, ``.log``, ``.faults``, ``.latency_s``, ``.operation_polls``, seeding."""
+    from tests.emulators.gcp.emulator import GcpEmulator
+
     running, switch = _gcp_server
     emulator = GcpEmulator()
     emulator.url = running.url
