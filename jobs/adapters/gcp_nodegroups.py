@@ -1,0 +1,333 @@
+"""GKE node pools behind the ``NodeGroupCloud`` port, through ``google-cloud-container`` over REST.
+
+GKE facts this adapter is shaped by:
+- ``setSize`` / ``setAutoscaling`` each return an Operation; the change lands only when it is DONE, so ``apply``
+  polls ``operations.get`` until then. Node counts and autoscaling bounds are per zone.
+- While any operation runs on the cluster, every write answers 400 FAILED_PRECONDITION with reason
+  ``CLUSTER_ALREADY_HAS_OPERATION`` (``BadRequest`` over REST, not ``FailedPrecondition``): that is ``Busy``.
+- A node pool reports no live node count; the per-zone size lives only in the ``targetSize`` of the pool's
+  instance group managers (Compute API), read only when ``live_size`` is asked for.
+- Proto3 JSON omits zero values, so ``node_count: 0`` goes out as ``{}`` and a zero reads back as 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, assert_never
+
+import google.auth.exceptions as auth_exceptions
+import requests
+from google.api_core import exceptions as api_exceptions
+from google.auth.credentials import AnonymousCredentials, Credentials
+from google.cloud import container_v1
+
+from jobs.adapters.settings import AdapterSettings
+from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
+from jobs.core.policy import GcpLocator, NodeGroup
+from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.nodegroups.ports import CloudGroup
+
+if TYPE_CHECKING:
+    from google.cloud.compute_v1 import InstanceGroupManagersClient
+
+#: Exactly the IAM permissions behind the calls below (nodePools.get/list are authorised by clusters.get).
+GCP_PERMISSIONS = (
+    "container.clusters.get",  # nodePools.get, nodePools.list
+    "container.clusters.update",  # nodePools.setSize, nodePools.setAutoscaling
+    "container.operations.get",  # operations.get
+    "compute.instanceGroupManagers.get",  # instanceGroupManagers.get (live size)
+)
+
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"
+MAX_NODES_PER_ZONE = 1000  # GKE's per-zone node pool limit
+
+_Status = container_v1.NodePool.Status
+_BUSY_STATUSES = frozenset({_Status.PROVISIONING, _Status.RECONCILING, _Status.STOPPING})
+_DONE = container_v1.Operation.Status.DONE
+_IGM_URL = re.compile(r"/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instanceGroupManagers/(?P<name>[^/]+)$")
+
+# google.rpc.Code of a failed operation -> our error; anything else counts as Unavailable (it may work later).
+_RPC_CODE_ERRORS: dict[int, type[CloudError]] = {
+    3: Invalid,  # INVALID_ARGUMENT
+    5: NotFound,
+    6: Conflict,  # ALREADY_EXISTS
+    7: Denied,  # PERMISSION_DENIED
+    9: Invalid,  # FAILED_PRECONDITION
+    10: Conflict,  # ABORTED
+    16: Denied,  # UNAUTHENTICATED
+}
+
+
+@dataclass(frozen=True)
+class _PoolRef:
+    project: str
+    location: str
+    cluster: str
+    node_pool: str
+
+    @classmethod
+    def of(cls, group: NodeGroup) -> _PoolRef:
+        locator = group.locator
+        if not isinstance(locator, GcpLocator):
+            raise Invalid(f"node group {group.name} is not a GKE node pool (cloud {group.cloud})", operation="locate")
+        return cls(locator.project, locator.location, locator.cluster, locator.node_pool)
+
+    @property
+    def cluster_path(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
+
+    @property
+    def path(self) -> str:
+        return f"{self.cluster_path}/nodePools/{self.node_pool}"
+
+    def operation_path(self, operation: str) -> str:
+        return f"projects/{self.project}/locations/{self.location}/operations/{operation}"
+
+
+class GkeNodePools:
+    """``NodeGroupCloud`` for GKE. One client per API for every project (the GKE endpoint is global), built on
+    first use under a lock and shared by the job's threads; the SDK's own retries are off (the job retries)."""
+
+    def __init__(self, settings: AdapterSettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._gke: container_v1.ClusterManagerClient | None = None
+        self._igms: InstanceGroupManagersClient | None = None
+
+    # ----- NodeGroupCloud -----
+
+    def kind(self, group: NodeGroup) -> ProviderKind:
+        return "gke"
+
+    def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
+        return (NODE_POOL_LABEL, _PoolRef.of(group).node_pool)
+
+    def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
+        ref = _PoolRef.of(group)
+        with _translated("nodePools.get", ref.path):
+            pool = self._gke_client().get_node_pool(name=ref.path, **self._call_options())
+        zones = len(pool.locations) or 1
+        low, high = _bounds(pool.autoscaling, zones)
+        return GroupConfig(
+            min=low,
+            desired=self._live_size(ref, pool) if live_size else None,
+            max=high,
+            autoscaling=bool(pool.autoscaling.enabled),
+            zones=zones,
+            busy=pool.status in _BUSY_STATUSES,
+        )
+
+    def apply(self, group: NodeGroup, step: Step) -> None:
+        ref = _PoolRef.of(group)
+        client = self._gke_client()
+        if isinstance(step, SetSize):
+            operation = "nodePools.setSize"
+            _check_size(step.desired, ref)
+            with _translated(operation, ref.path):
+                op = client.set_node_pool_size(
+                    request={"name": ref.path, "node_count": step.desired}, **self._call_options()
+                )
+        elif isinstance(step, SetAutoscaling):
+            operation = "nodePools.setAutoscaling"
+            autoscaling: dict[str, Any] = {"enabled": False}
+            if step.enabled:
+                _check_bounds(step.min, step.max, ref)
+                autoscaling = {"enabled": True, "min_node_count": step.min, "max_node_count": step.max}
+            with _translated(operation, ref.path):
+                op = client.set_node_pool_autoscaling(
+                    request={"name": ref.path, "autoscaling": autoscaling}, **self._call_options()
+                )
+        elif isinstance(step, SetPower):
+            raise Invalid(
+                f"{ref.path}: a GKE node pool has no power state; scale it to 0 instead",
+                operation="apply",
+                code="UNSUPPORTED_STEP",
+            )
+        else:
+            assert_never(step)
+        self._wait(ref, op, f"{operation} ({step.describe()})")
+
+    def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
+        clusters = sorted({_PoolRef.of(g).cluster_path: _PoolRef.of(g) for g in groups if g.cloud == "gcp"}.items())
+        found: list[CloudGroup] = []
+        for path, ref in clusters:
+            with _translated("nodePools.list", path):
+                listing = self._gke_client().list_node_pools(parent=path, **self._call_options())
+            for pool in listing.node_pools:
+                accelerators = list(pool.config.accelerators)
+                if not accelerators:
+                    continue
+                locator = {"project": ref.project, "location": ref.location, "cluster": ref.cluster}
+                found.append(
+                    CloudGroup(
+                        cloud="gcp",
+                        locator={**locator, "nodePool": pool.name},
+                        instance_type=pool.config.machine_type,
+                        gpus_per_node=sum(a.accelerator_count for a in accelerators) or None,
+                    )
+                )
+        return found
+
+    # ----- internals -----
+
+    def _call_options(self) -> dict[str, Any]:
+        # retry=None: the job retries Busy/Throttled/Unavailable with its own backoff and deadline.
+        return {"retry": None, "timeout": self._settings.request_timeout_s}
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        if self._settings.gcp_endpoint:
+            # A private endpoint or the local emulator: "http://" is kept as is by the REST transports.
+            anonymous: Credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]  # untyped in google-auth
+            return {"credentials": anonymous, "client_options": {"api_endpoint": self._settings.gcp_endpoint}}
+        return {}  # Application Default Credentials (Workload Identity in the cluster)
+
+    def _gke_client(self) -> container_v1.ClusterManagerClient:
+        with self._lock:
+            if self._gke is None:
+                with _translated("client", "container.googleapis.com"):
+                    self._gke = container_v1.ClusterManagerClient(transport="rest", **self._client_kwargs())
+            return self._gke
+
+    def _igm_client(self) -> InstanceGroupManagersClient:
+        with self._lock:
+            if self._igms is None:
+                # Imported here, not at the top: compute_v1 costs ~10 s and ~90 MiB to import (every Compute
+                # service and type), and only the record taken before a shutdown needs it.
+                from google.cloud.compute_v1 import InstanceGroupManagersClient  # noqa: PLC0415
+
+                with _translated("client", "compute.googleapis.com"):
+                    self._igms = InstanceGroupManagersClient(transport="rest", **self._client_kwargs())
+            return self._igms
+
+    def _live_size(self, ref: _PoolRef, pool: container_v1.NodePool) -> int | None:
+        """The pool's per-zone size: its instance group managers' target size (the max if zones differ)."""
+        sizes: list[int] = []
+        for url in pool.instance_group_urls:
+            match = _IGM_URL.search(url)
+            if match is None:
+                raise Invalid(f"{ref.path}: unexpected instance group URL {url}", operation="instanceGroupManagers.get")
+            with _translated("instanceGroupManagers.get", url):
+                igm = self._igm_client().get(
+                    project=match["project"],
+                    zone=match["zone"],
+                    instance_group_manager=match["name"],
+                    **self._call_options(),
+                )
+            sizes.append(igm.target_size)
+        return max(sizes) if sizes else None
+
+    def _wait(self, ref: _PoolRef, op: container_v1.Operation, what: str) -> None:
+        """Poll the operation until DONE; a failed poll is only a read, so keep polling until the deadline."""
+        name = ref.operation_path(op.name)
+        deadline = time.monotonic() + self._settings.operation_timeout_s
+        while op.status != _DONE:
+            if time.monotonic() >= deadline:
+                raise Unavailable(
+                    f"{ref.path}: {what} not DONE after {self._settings.operation_timeout_s:g}s (operation {name})",
+                    operation="operations.get",
+                    code="OPERATION_TIMEOUT",
+                )
+            time.sleep(self._settings.poll_interval_s)
+            try:
+                with _translated("operations.get", name):
+                    op = self._gke_client().get_operation(name=name, **self._call_options())
+            except (Throttled, Unavailable):
+                continue
+        _raise_if_failed(ref, op, what)
+
+
+def _bounds(autoscaling: container_v1.NodePoolAutoscaling, zones: int) -> tuple[int, int]:
+    """Per-zone autoscaler bounds; (0, 0) while the autoscaler is off (its bounds then mean nothing)."""
+    if not autoscaling.enabled:
+        return 0, 0
+    if autoscaling.max_node_count:  # per-zone limits (max >= 1 whenever they are used)
+        return autoscaling.min_node_count, autoscaling.max_node_count
+    # Total limits: the per-zone bounds that keep the pool inside them; restoring sets per-zone limits.
+    low = math.ceil(autoscaling.total_min_node_count / zones)
+    return low, max(low, autoscaling.total_max_node_count // zones, 1)
+
+
+def _check_size(count: int, ref: _PoolRef) -> None:
+    if not 0 <= count <= MAX_NODES_PER_ZONE:
+        raise Invalid(
+            f"{ref.path}: node count per zone must be in [0, {MAX_NODES_PER_ZONE}], got {count}",
+            operation="nodePools.setSize",
+            code="INVALID_ARGUMENT",
+        )
+
+
+def _check_bounds(low: int, high: int, ref: _PoolRef) -> None:
+    if high < 1 or not 0 <= low <= high or high > MAX_NODES_PER_ZONE:
+        raise Invalid(
+            f"{ref.path}: autoscaling needs 0 <= min <= max, 1 <= max <= {MAX_NODES_PER_ZONE}; got {low}..{high}",
+            operation="nodePools.setAutoscaling",
+            code="INVALID_ARGUMENT",
+        )
+
+
+def _raise_if_failed(ref: _PoolRef, op: container_v1.Operation, what: str) -> None:
+    code = op.error.code if "error" in op else 0
+    message = (op.error.message if code else "") or op.status_message
+    if not code and not message:
+        return
+    error = _RPC_CODE_ERRORS.get(code, Unavailable)
+    raise error(f"{ref.path}: {what} failed: {message or f'code {code}'}", operation="operations.get", code=str(code))
+
+
+@contextmanager
+def _translated(operation: str, target: str) -> Iterator[None]:
+    """Turn every SDK, auth and transport error into ``jobs.errors``: nothing from the SDK escapes."""
+    try:
+        yield
+    except api_exceptions.GoogleAPICallError as err:
+        raise _from_api_error(err, operation, target) from err
+    except api_exceptions.GoogleAPIError as err:  # RetryError and friends
+        raise Unavailable(f"{target}: {err}", operation=operation, code=type(err).__name__) from err
+    except (requests.exceptions.RequestException, auth_exceptions.TransportError) as err:
+        # The REST transport does not wrap these: a client-side timeout or a refused connection.
+        raise Unavailable(f"{target}: {err}", operation=operation, code=type(err).__name__) from err
+    except auth_exceptions.GoogleAuthError as err:
+        raise Denied(f"{target}: credentials: {err}", operation=operation, code=type(err).__name__) from err
+
+
+def _from_api_error(err: api_exceptions.GoogleAPICallError, operation: str, target: str) -> CloudError:
+    status = _rpc_status(err)
+    reason = err.reason or ""
+    code = reason or status or str(err.code)
+    message = f"{target}: {err.message}"
+    if reason == BUSY_REASON or BUSY_REASON in err.message:
+        return Busy(message, operation=operation, code=BUSY_REASON)
+    kinds: list[tuple[type[api_exceptions.GoogleAPICallError], type[CloudError]]] = [
+        (api_exceptions.TooManyRequests, Throttled),  # 429 RESOURCE_EXHAUSTED
+        (api_exceptions.ServerError, Unavailable),  # 5xx incl. 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED
+        (api_exceptions.NotFound, NotFound),
+        (api_exceptions.Forbidden, Denied),
+        (api_exceptions.Unauthorized, Denied),
+        (api_exceptions.Conflict, Conflict),  # 409 ABORTED / ALREADY_EXISTS
+        (api_exceptions.PreconditionFailed, Conflict),  # 412: a stale fingerprint/etag
+    ]
+    for sdk_error, ours in kinds:
+        if isinstance(err, sdk_error):
+            return ours(message, operation=operation, code=code)
+    return Invalid(message, operation=operation, code=code)  # 400 INVALID_ARGUMENT, other FAILED_PRECONDITION
+
+
+def _rpc_status(err: api_exceptions.GoogleAPICallError) -> str:
+    """The google.rpc status name from the REST error body (``FAILED_PRECONDITION``), if there is one."""
+    response = err.response
+    if not isinstance(response, requests.Response):
+        return ""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    status = error.get("status") if isinstance(error, dict) else None
+    return status if isinstance(status, str) else ""
