@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,7 @@ def pool_properties(pool: AgentPoolState) -> dict[str, Any]:
         "provisioningState": pool.provisioning_state,
         "orchestratorVersion": pool.orchestrator_version,
         "currentOrchestratorVersion": pool.orchestrator_version,
+        "eTag": pool.etag,
     }
     if pool.min_count is not None:
         props["minCount"] = pool.min_count
@@ -230,6 +232,8 @@ class AksService:
                     busy.name if busy else running.target, busy.provisioning_state if busy else "Updating"
                 )
             old = cluster.pools.get(m["pool"].lower())
+            headers = ctx.request.headers
+            aks_rules.check_preconditions(old, headers.get("If-Match"), headers.get("If-None-Match"))
             new = aks_rules.parse_put(
                 body,
                 old,
@@ -245,7 +249,7 @@ class AksService:
             cluster.pools[key] = dataclasses.replace(old or new, provisioning_state=transitional)
 
             def succeeded() -> None:
-                cluster.pools[key] = dataclasses.replace(new, provisioning_state="Succeeded")
+                cluster.pools[key] = dataclasses.replace(new, provisioning_state="Succeeded", etag=str(uuid.uuid4()))
 
             def failed() -> None:
                 cluster.pools[key] = dataclasses.replace(old or new, provisioning_state="Failed")

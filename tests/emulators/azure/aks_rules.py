@@ -9,6 +9,7 @@ a message that says what AKS refuses; product code must key on the HTTP status a
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -42,6 +43,8 @@ class AgentPoolState:
     tags: Mapping[str, str] = field(default_factory=dict)
     provisioning_state: str = "Succeeded"
     orchestrator_version: str = "1.30.6"
+    #: Changes whenever an update succeeds; PUT honours If-Match / If-None-Match against it.
+    etag: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
 def _invalid(parameter: str, message: str | None = None) -> ArmError:
@@ -148,6 +151,20 @@ def parse_put(
         tags=_string_map(props.get("tags"), "tags"),
         orchestrator_version=old.orchestrator_version if old else "1.30.6",
     )
+
+
+def check_preconditions(old: AgentPoolState | None, if_match: str | None, if_none_match: str | None) -> None:
+    """Optimistic concurrency: a PUT carrying the eTag it read is refused if the pool changed since."""
+    stale = (if_match is not None and (old is None or if_match.strip('"') not in ("*", old.etag))) or (
+        if_none_match is not None and old is not None and if_none_match.strip('"') in ("*", old.etag)
+    )
+    if stale:
+        raise ArmError(
+            412,
+            "PreconditionFailed",
+            "Operation is not allowed because the eTag in the request does not match the agent pool's "
+            f"current eTag{f' {old.etag}' if old else ''}.",
+        )
 
 
 def busy_error(pool_name: str, state: str) -> ArmError:

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
 from azure.mgmt.containerservice.models import AgentPool, AgentPoolManagedClusterAgentPoolProfileProperties
 
 from tests.emulators.azure import AzureEmulator
@@ -284,6 +290,28 @@ def test_vm_size_cannot_change(azure: AzureEmulator, azure_clients: AzureClients
 
     assert error.error is not None
     assert error.error.code == "PropertyChangeNotAllowed"
+
+
+def test_put_with_a_stale_etag_is_refused(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    read = get(azure_clients, "t4spot")
+    changed = get(azure_clients, "t4spot")
+    changed.count = 2
+    put(azure_clients, "t4spot", changed)  # someone else updated the pool since `read`
+    read.count = 0
+
+    with pytest.raises(ResourceModifiedError) as refused:
+        azure_clients.containerservice.agent_pools.begin_create_or_update(
+            RG, CLUSTER, "t4spot", read, etag=read.e_tag, match_condition=MatchConditions.IfNotModified
+        )
+    fresh = get(azure_clients, "t4spot")
+    fresh.count = 0
+    done = azure_clients.containerservice.agent_pools.begin_create_or_update(
+        RG, CLUSTER, "t4spot", fresh, etag=fresh.e_tag, match_condition=MatchConditions.IfNotModified
+    ).result()
+
+    assert refused.value.status_code == 412
+    assert (done.count, azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "t4spot").count) == (0, 0)
 
 
 def test_failed_operation_keeps_the_old_values(azure: AzureEmulator, azure_clients: AzureClients) -> None:
