@@ -232,8 +232,8 @@ class AksService:
                     busy.name if busy else running.target, busy.provisioning_state if busy else "Updating"
                 )
             old = cluster.pools.get(m["pool"].lower())
-            headers = ctx.request.headers
-            aks_rules.check_preconditions(old, headers.get("If-Match"), headers.get("If-None-Match"))
+            request_headers = ctx.request.headers
+            aks_rules.check_preconditions(old, request_headers.get("If-Match"), request_headers.get("If-None-Match"))
             new = aks_rules.parse_put(
                 body,
                 old,
