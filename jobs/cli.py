@@ -19,6 +19,7 @@ from jobs.settings import SettingsError, env
 COMMANDS = {
     "validate": "check policy files (exit 2 with FILE:LINE: PATH: message per problem)",
     "calendar": "show desired states, next changes and a week grid per node group",
+    "nodegroups": "scale GPU node groups to zero outside working hours and back (EKS, ASG, GKE, AKS)",
     "schema": "print the policy's JSON Schema (generated from the models)",
 }
 

@@ -186,6 +186,13 @@ class AksAgentPools:
             )
         return found
 
+    def close(self) -> None:
+        """Close the clients' HTTP sessions (not part of the Protocol: for a clean shutdown and for tests)."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
     # -- internals ----------------------------------------------------------------------------------------------
 
     def _get(self, group: NodeGroup) -> AgentPool:

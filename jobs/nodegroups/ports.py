@@ -20,7 +20,9 @@ class CloudGroup:
     """A GPU node group found in a cloud, for reporting the ones the policy does not list."""
 
     cloud: str
-    locator: Mapping[str, str]  # the policy locator fields that would select it, e.g. {"region", "cluster", "nodegroup"}
+    locator: Mapping[
+        str, str
+    ]  # the policy locator fields that would select it, e.g. {"region", "cluster", "nodegroup"}
     instance_type: str
     gpus_per_node: int | None = None
 

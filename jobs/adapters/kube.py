@@ -1,0 +1,302 @@
+"""The Kubernetes side of the jobs, through the official ``kubernetes`` client.
+
+In a pod the client uses the in-cluster service account; elsewhere the kubeconfig (``KUBECONFIG``), which is
+also how the local emulator is reached. Every ApiException is translated into ``jobs.errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from jobs import errors
+from jobs.core.nodegroups import Record
+from jobs.labels import (
+    GPU_RESOURCE_PREFIXES,
+    KEEP_ALIVE_ANNOTATION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    NODE_GROUP_LABEL,
+    RECORD_KEY,
+    RECORD_KIND_LABEL,
+    SAFE_TO_EVICT_ANNOTATION,
+)
+from jobs.nodegroups.ports import GpuPod, NodeInfo
+
+# What the code below calls, for the shipped RBAC Role/ClusterRole (checked by a test).
+RBAC_RULES = {
+    ("", "nodes"): ("list", "patch"),
+    ("", "pods"): ("list", "get", "delete"),
+    ("", "pods/eviction"): ("create",),
+    ("", "configmaps"): ("list", "create", "update"),
+    ("", "events"): ("create",),
+    ("coordination.k8s.io", "leases"): ("get", "create", "update"),
+}
+SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+PAGE = 500
+T = TypeVar("T")
+
+
+def job_namespace() -> str:
+    if ns := os.environ.get("GPU_JOBS_NAMESPACE"):
+        return ns
+    if SA_NAMESPACE_FILE.exists():
+        return SA_NAMESPACE_FILE.read_text().strip()
+    return "gpu-jobs"
+
+
+def api_client(timeout_s: float = 30.0) -> client.ApiClient:
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped in the client
+    else:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = 32  # the job works on many groups at once
+    configuration.retries = False  # the job retries what is worth retrying
+    api = client.ApiClient(configuration)
+    api.rest_client.pool_manager.connection_pool_kw["timeout"] = urllib3.Timeout(total=timeout_s)
+    return api
+
+
+def translate(exc: Exception, operation: str) -> errors.CloudError:
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        reason = exc.reason or ""
+        try:
+            message = json.loads(exc.body or "{}").get("message", reason)
+        except ValueError:
+            message = reason
+        kind: type[errors.CloudError] = {
+            404: errors.NotFound,
+            409: errors.Conflict,
+            403: errors.Denied,
+            401: errors.Denied,
+            422: errors.Invalid,
+            400: errors.Invalid,
+            429: errors.Throttled,
+        }.get(status, errors.Unavailable if status >= 500 else errors.CloudError)
+        return kind(f"{operation}: {status} {message}", operation=operation, code=str(status))
+    return errors.Unavailable(f"{operation}: {exc}", operation=operation, code=type(exc).__name__)
+
+
+def call(operation: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise translate(exc, operation) from exc
+
+
+def _pages(operation: str, list_fn: Callable[..., Any], **kwargs: Any) -> Iterator[Any]:
+    token = None
+    while True:
+        page = call(operation, lambda: list_fn(limit=PAGE, _continue=token, **kwargs))
+        yield from page.items
+        token = page.metadata._continue
+        if not token:
+            return
+
+
+def _version(obj: Any) -> str:
+    return str(obj.metadata.resource_version)
+
+
+def _gpus(pod: Any) -> int:
+    total = 0
+    for container in pod.spec.containers or []:
+        resources = container.resources
+        wanted = {**((resources and resources.limits) or {}), **((resources and resources.requests) or {})}
+        for name, value in wanted.items():
+            if name.startswith(GPU_RESOURCE_PREFIXES):
+                total += int(str(value))
+    return total
+
+
+class KubeCluster:
+    """Nodes and GPU pods (reads), cordon and eviction (writes)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+
+    def nodes(self) -> list[NodeInfo]:
+        return [
+            NodeInfo(n.metadata.name, dict(n.metadata.labels or {}), bool(n.spec and n.spec.unschedulable))
+            for n in _pages("list nodes", self.core.list_node)
+        ]
+
+    def gpu_pods(self) -> list[GpuPod]:
+        found = []
+        selector = "status.phase!=Succeeded,status.phase!=Failed"
+        for pod in _pages("list pods", self.core.list_pod_for_all_namespaces, field_selector=selector):
+            gpus = _gpus(pod)
+            if not gpus or not pod.spec.node_name:
+                continue
+            notes = pod.metadata.annotations or {}
+            evictable = notes.get(SAFE_TO_EVICT_ANNOTATION) != "false" and KEEP_ALIVE_ANNOTATION not in notes
+            found.append(GpuPod(pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, gpus, evictable))
+        return found
+
+    def cordon(self, node: str) -> None:
+        call("patch nodes", lambda: self.core.patch_node(node, {"spec": {"unschedulable": True}}))
+
+    def evict(self, pod: GpuPod) -> None:
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace))
+        try:
+            call(
+                "create pods/eviction", lambda: self.core.create_namespaced_pod_eviction(pod.name, pod.namespace, body)
+            )
+        except errors.Throttled as exc:  # 429 from eviction means a PodDisruptionBudget said no (for now)
+            raise errors.Busy(str(exc), operation=exc.operation, code="DisruptionBudget") from exc
+        except errors.NotFound:
+            pass  # already gone
+
+    def delete_pod(self, pod: GpuPod) -> None:
+        try:
+            call("delete pods", lambda: self.core.delete_namespaced_pod(pod.name, pod.namespace))
+        except errors.NotFound:
+            pass
+
+    def pod_exists(self, pod: GpuPod) -> bool:
+        try:
+            call("get pods", lambda: self.core.read_namespaced_pod(pod.name, pod.namespace))
+        except errors.NotFound:
+            return False
+        return True
+
+
+def record_name(group: str) -> str:
+    return f"gpu-jobs-nodegroup-{group}"
+
+
+class ConfigMapRecords:
+    """One ConfigMap per node group in the job's namespace; writes carry the resourceVersion last seen, so a
+    concurrent writer makes this one fail (409) instead of silently losing a record."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self._versions: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[str, Record]:
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{RECORD_KIND_LABEL}=nodegroup"
+        records = {}
+        for cm in _pages(
+            "list configmaps", self.core.list_namespaced_config_map, namespace=self.namespace, label_selector=selector
+        ):
+            group = (cm.metadata.labels or {}).get(NODE_GROUP_LABEL)
+            if group and RECORD_KEY in (cm.data or {}):
+                records[group] = Record.from_json(json.loads(cm.data[RECORD_KEY]))
+                with self._lock:
+                    self._versions[group] = cm.metadata.resource_version
+        return records
+
+    def save(self, group: str, record: Record) -> None:
+        with self._lock:
+            version = self._versions.get(group)
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(
+                name=record_name(group),
+                namespace=self.namespace,
+                labels={MANAGED_BY_LABEL: MANAGED_BY, RECORD_KIND_LABEL: "nodegroup", NODE_GROUP_LABEL: group},
+                resource_version=version,
+            ),
+            data={RECORD_KEY: json.dumps(record.to_json(), indent=2, sort_keys=True)},
+        )
+        if version is None:
+            saved = call("create configmaps", lambda: self.core.create_namespaced_config_map(self.namespace, body))
+        else:
+            saved = call(
+                "update configmaps",
+                lambda: self.core.replace_namespaced_config_map(record_name(group), self.namespace, body),
+            )
+        with self._lock:
+            self._versions[group] = _version(saved)
+
+
+class LeaseLock:
+    """A coordination.k8s.io Lease: whoever holds an unexpired lease runs; the other run exits cleanly."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
+        self.coordination = client.CoordinationV1Api(api)
+        self.namespace = namespace
+        self.name = name
+        self._version: str | None = None
+
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
+        spec = client.V1LeaseSpec(
+            holder_identity=holder,
+            lease_duration_seconds=int(duration.total_seconds()),
+            acquire_time=now,
+            renew_time=now,
+        )
+        try:
+            lease = call("get leases", lambda: self.coordination.read_namespaced_lease(self.name, self.namespace))
+        except errors.NotFound:
+            body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=spec)
+            try:
+                created = call("create leases", lambda: self.coordination.create_namespaced_lease(self.namespace, body))
+            except errors.Conflict:
+                return "another run (lease created concurrently)"
+            self._version = _version(created)
+            return None
+        current = lease.spec
+        if current and current.holder_identity and current.holder_identity != holder and current.renew_time:
+            expires = current.renew_time + timedelta(seconds=current.lease_duration_seconds or 0)
+            if expires > now:
+                return str(current.holder_identity)
+        lease.spec = spec
+        try:
+            updated = call(
+                "update leases", lambda: self.coordination.replace_namespaced_lease(self.name, self.namespace, lease)
+            )
+        except errors.Conflict:
+            return "another run (lease taken concurrently)"
+        self._version = _version(updated)
+        return None
+
+    def release(self, holder: str) -> None:
+        lease = call("get leases", lambda: self.coordination.read_namespaced_lease(self.name, self.namespace))
+        if lease.spec is None or lease.spec.holder_identity != holder:
+            return
+        lease.spec.holder_identity = None
+        lease.spec.lease_duration_seconds = 1
+        call("update leases", lambda: self.coordination.replace_namespaced_lease(self.name, self.namespace, lease))
+
+
+class KubeEvents:
+    """Kubernetes Events on the record ConfigMap of each group: ``kubectl describe`` shows what the job did."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, component: str) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.component = component
+
+    def emit(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
+        now = datetime.now(UTC)
+        target = record_name(group)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=f"{target}.{uuid.uuid4().hex[:12]}", namespace=self.namespace),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind="ConfigMap", name=target, namespace=self.namespace
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning" if warning else "Normal",
+            source=client.V1EventSource(component=self.component),
+            reporting_component=f"gpu-jobs/{self.component}",
+            reporting_instance=os.environ.get("HOSTNAME", "gpu-jobs"),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        call("create events", lambda: self.core.create_namespaced_event(self.namespace, event))

@@ -1,0 +1,253 @@
+"""``plan_nodegroups``: from the policy, what was observed and ``now``, the changes that converge every group.
+
+Pure. Level-triggered: it computes what should be true now, so a missed run converges on the next one, and
+no-ops are dropped here, so a second run right after the first plans nothing.
+
+Records: before the first change of a shutdown, the group's configuration is recorded (phase ``stopping``); when
+the last step is done the phase becomes ``down``; after a restore, ``up``. A record in phase ``stopping`` or
+``down`` is never overwritten by a later observation, so a crash at any point loses nothing. A record in phase
+``up`` is replaced at the next shutdown: manual changes made during working hours are the new normal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Literal
+
+from jobs.core.nodegroups import (
+    GroupConfig,
+    ProviderKind,
+    Record,
+    Step,
+    down_config,
+    postpone_expired,
+    steps_between,
+)
+from jobs.core.policy import NodeGroup, Policy
+from jobs.core.schedule import desired_state
+from jobs.core.timespec import parse_duration
+from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG
+
+DEFAULT_MAX_DELAY = timedelta(hours=2)
+DEFAULT_DRAIN_TIMEOUT = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class BusyPod:
+    namespace: str
+    name: str
+    node: str
+    gpus: int
+    evictable: bool
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ObservedGroup:
+    group: NodeGroup
+    kind: ProviderKind
+    config: GroupConfig | None  # None: could not be read (see error)
+    record: Record | None = None
+    pods: tuple[BusyPod, ...] = ()  # GPU pods on the group's nodes
+    nodes: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupAction:
+    """Converge one group. ``take_record`` asks the shell to record a live configuration before any change."""
+
+    group: str
+    kind: ProviderKind
+    direction: Literal["down", "up"]
+    reason: str
+    before: GroupConfig
+    after: GroupConfig
+    steps: tuple[Step, ...]
+    take_record: bool
+    record: Record | None  # the record the shutdown or restore works from (None until taken)
+    evict: tuple[BusyPod, ...] = ()
+    cordon: tuple[str, ...] = ()
+    doomed: tuple[BusyPod, ...] = ()  # onBusy force: pods that go down with their nodes
+    drain_timeout: timedelta = DEFAULT_DRAIN_TIMEOUT
+
+
+@dataclass(frozen=True)
+class GroupSkip:
+    group: str
+    reason: str
+    warning: bool = False
+    save_record: Record | None = None  # e.g. the instant a shutdown was first postponed
+
+
+@dataclass(frozen=True)
+class NodeGroupPlan:
+    actions: tuple[GroupAction, ...]
+    skips: tuple[GroupSkip, ...]
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.actions) or any(s.save_record for s in self.skips)
+
+
+def _setting(policy: Policy, group: NodeGroup, name: str) -> str | None:
+    value: str | None = getattr(group, name) or getattr(policy.defaults, name)
+    return value
+
+
+def _known(kind: ProviderKind, config: GroupConfig, record: Record | None) -> GroupConfig:
+    """Fill a size the provider does not report (GKE) from what this job itself did last."""
+    if config.desired is not None or record is None:
+        return config
+    if record.phase == "down" and not config.autoscaling:
+        return replace(config, desired=0)
+    return config  # phase stopping: unknown, so the resize is sent again (it is idempotent)
+
+
+def restore_config(
+    group: NodeGroup, kind: ProviderKind, current: GroupConfig, record: Record | None
+) -> GroupConfig | None:
+    """What "up" means for this group: the policy's working size over the recorded configuration."""
+    if record is None and group.up is None:
+        return None
+    base = record.config if record is not None else current
+    target = replace(base, stopped=False, busy=False)
+    if group.up is not None:
+        target = replace(target, min=group.up.min, desired=group.up.desired, max=group.up.max)
+        if record is None:
+            target = _default_autoscaling(group, kind, target)
+    return target
+
+
+def _default_autoscaling(group: NodeGroup, kind: ProviderKind, target: GroupConfig) -> GroupConfig:
+    """With a policy size but no record, turn the autoscaler back on the way the provider normally has it."""
+    if kind == "eks" and group.aws is not None and group.aws.cluster is not None:
+        tags = {CA_ENABLED_TAG: "true", CA_CLUSTER_TAG.format(cluster=group.aws.cluster): "owned"}
+        return replace(target, autoscaling=True, autoscaler_tags=tags)
+    if kind in ("gke", "aks"):
+        return replace(target, autoscaling=target.min < target.max)
+    return target
+
+
+def _plan_down(
+    policy: Policy, og: ObservedGroup, current: GroupConfig, reason: str, now: datetime
+) -> GroupAction | GroupSkip | None:
+    group, record = og.group, og.record
+    target = down_config(og.kind, current, stop=group.strategy == "stop", wake_up=group.autoscaler_wake_up)
+    steps = steps_between(og.kind, current, target)
+    if not steps:
+        if record is not None and record.phase == "stopping":
+            # A previous run made every change but crashed before marking the record: finish the bookkeeping.
+            return GroupAction(group.name, og.kind, "down", reason, current, target, (), False, record)
+        return None
+    keep_alive = [p for p in og.pods if not p.evictable]
+    if keep_alive:
+        names = ", ".join(map(str, keep_alive))
+        return GroupSkip(group.name, f"stays up: pods that must not be evicted are running ({names})", warning=True)
+    evict: tuple[BusyPod, ...] = ()
+    doomed: tuple[BusyPod, ...] = ()
+    if og.pods:
+        names = ", ".join(map(str, og.pods))
+        mode = _setting(policy, group, "on_busy") or "wait"
+        if mode == "wait":
+            max_delay = parse_duration(_setting(policy, group, "max_delay") or "2h")
+            if not postpone_expired(record, now, max_delay):
+                since = record.busy_since if record is not None and record.busy_since else now
+                save = None
+                if record is None or record.busy_since is None:
+                    base = record or Record(current, "up", now)
+                    save = replace(base, busy_since=now)
+                until = (since + max_delay).isoformat()
+                return GroupSkip(
+                    group.name, f"shutdown postponed until {until}: GPU pods running ({names})", save_record=save
+                )
+            mode = _setting(policy, group, "after_delay") or "drain"
+            if mode == "stay":
+                return GroupSkip(group.name, f"stays up after maxDelay: GPU pods running ({names})", warning=True)
+        if mode == "drain":
+            evict = og.pods
+        else:
+            doomed = og.pods
+    take_record = record is None or record.phase == "up"
+    drain_timeout = parse_duration(_setting(policy, group, "drain_timeout") or "10m")
+    return GroupAction(
+        group.name,
+        og.kind,
+        "down",
+        reason,
+        current,
+        target,
+        tuple(steps),
+        take_record,
+        None if take_record else record,
+        evict=evict,
+        cordon=og.nodes if evict else (),
+        doomed=doomed,
+        drain_timeout=drain_timeout,
+    )
+
+
+def _plan_up(og: ObservedGroup, current: GroupConfig, reason: str) -> GroupAction | GroupSkip | None:
+    group, record = og.group, og.record
+    is_down = record is not None and record.phase in ("stopping", "down")
+    if record is None:
+        looks_down = not steps_between(
+            og.kind,
+            current,
+            down_config(og.kind, current, stop=group.strategy == "stop", wake_up=group.autoscaler_wake_up),
+        )
+        if not looks_down:
+            return None  # up, and nothing of ours to undo
+        is_down = True
+    if not is_down:
+        return None  # phase up: what people changed during the day stands
+    target = restore_config(group, og.kind, current, record)
+    if target is None:
+        return GroupSkip(group.name, "down with no record and no `up` size in the policy: not guessing", warning=True)
+    steps = steps_between(og.kind, current, target)
+    return GroupAction(group.name, og.kind, "up", reason, current, target, tuple(steps), False, record)
+
+
+def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: datetime) -> NodeGroupPlan:
+    actions: list[GroupAction] = []
+    skips: list[GroupSkip] = []
+    for og in observed:
+        outcome = _plan_group(policy, og, now)
+        if isinstance(outcome, GroupAction):
+            actions.append(outcome)
+        elif isinstance(outcome, GroupSkip):
+            skips.append(outcome)
+    return NodeGroupPlan(tuple(actions), tuple(skips))
+
+
+def _plan_group(policy: Policy, og: ObservedGroup, now: datetime) -> GroupAction | GroupSkip | None:
+    if og.config is None:
+        return GroupSkip(og.group.name, f"cannot read the group: {og.error}", warning=True)
+    if og.config.system:
+        return GroupSkip(
+            og.group.name, "AKS system pool: needs >= 1 node and cannot be stopped; never scaled", warning=True
+        )
+    desired = desired_state(policy, og.group, now)
+    current = _known(og.kind, og.config, og.record)
+    if desired.state == "down":
+        return _plan_down(policy, og, current, desired.reason, now)
+    return _plan_up(og, current, desired.reason)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+
+
+def guard(plan: NodeGroupPlan, *, max_changes: int) -> NodeGroupPlan | Refusal:
+    """Blast-radius limit: a plan that changes more groups than ``max_changes`` needs a person to raise it."""
+    changing = [a for a in plan.actions if a.steps]
+    if len(changing) > max_changes:
+        return Refusal(
+            f"the plan changes {len(changing)} node groups, more than the limit of {max_changes} per run"
+            " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
+        )
+    return plan

@@ -1,0 +1,27 @@
+"""Every label, annotation, tag key and resource name the jobs read or write, in one place."""
+
+from __future__ import annotations
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpu-jobs"
+RECORD_KIND_LABEL = "gpu-jobs.dev/record"
+NODE_GROUP_LABEL = "gpu-jobs.dev/node-group"
+RECORD_KEY = "record.json"
+
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+KEEP_ALIVE_ANNOTATION = "gpu-jobs/keep-alive"
+
+# Extended resources that mean "this pod uses a GPU": whole GPUs, MIG slices (nvidia.com/mig-1g.10gb),
+# time-sliced shared GPUs (nvidia.com/gpu.shared).
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu")
+
+# Provider node labels: how the cluster's nodes say which group they belong to.
+EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+AKS_AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
+
+# Cluster Autoscaler discovery tags on Auto Scaling groups.
+CA_ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
+CA_CLUSTER_TAG = "k8s.io/cluster-autoscaler/{cluster}"
+
+NODEGROUPS_LEASE = "gpu-jobs-nodegroups"

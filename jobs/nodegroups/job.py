@@ -1,0 +1,300 @@
+"""The nodegroups job's imperative shell: observe, plan (pure), guard, apply, report.
+
+Reads happen concurrently per group; nothing is written unless the plan has something to do, and then only
+under the Lease, after observing and planning again (the world may have moved while waiting for it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, Literal
+
+from jobs.core.nodegroup_plan import (
+    BusyPod,
+    GroupAction,
+    GroupSkip,
+    NodeGroupPlan,
+    ObservedGroup,
+    Refusal,
+    guard,
+    plan_nodegroups,
+)
+from jobs.core.nodegroups import Record
+from jobs.core.policy import NodeGroup, Policy
+from jobs.errors import Busy, CloudError
+from jobs.nodegroups.ports import CloudGroup, Cluster, Events, GpuPod, NodeGroupCloud, RecordStore, RunLock
+from jobs.retry import Backoff
+
+Status = Literal["planned", "applied", "failed", "skipped"]
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    dry_run: bool = False
+    max_changes: int = 50
+    only: str | None = None
+    workers: int = 16
+    backoff: Backoff = field(default_factory=Backoff)
+    lease_duration: timedelta = timedelta(minutes=30)
+    holder: str = "gpu-jobs"
+    drain_poll_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Ports:
+    clouds: Mapping[str, NodeGroupCloud]
+    cluster: Cluster
+    records: RecordStore
+    lock: RunLock
+    events: Events
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    group: str
+    status: Status
+    message: str
+    action: GroupAction | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    at: datetime
+    dry_run: bool
+    results: tuple[GroupResult, ...] = ()
+    skips: tuple[GroupSkip, ...] = ()
+    unmanaged: tuple[CloudGroup, ...] = ()
+    refused: str | None = None
+    lock_holder: str | None = None  # another run holds the lease: nothing done
+
+
+@dataclass(frozen=True)
+class Observation:
+    groups: tuple[ObservedGroup, ...]
+    unmanaged: tuple[CloudGroup, ...]
+
+
+def _node_label(cloud: NodeGroupCloud, group: NodeGroup) -> tuple[str, str] | None:
+    label = cloud.node_label(group)
+    if label is None and group.node_selector:
+        label = next(iter(group.node_selector.items()))
+    return label
+
+
+def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any) -> Observation:
+    groups = [g for g in policy.node_groups if settings.only in (None, g.name)]
+    records = ports.records.load()
+    nodes = ports.cluster.nodes()
+    pods_by_node: dict[str, list[GpuPod]] = {}
+    for pod in ports.cluster.gpu_pods():
+        pods_by_node.setdefault(pod.node, []).append(pod)
+
+    def one(group: NodeGroup) -> ObservedGroup:
+        cloud = ports.clouds[group.cloud]
+        kind = cloud.kind(group)
+        record = records.get(group.name)
+        try:
+            config = settings.backoff.call(lambda: cloud.describe(group))
+        except CloudError as exc:
+            return ObservedGroup(group, kind, None, record, error=str(exc))
+        label = _node_label(cloud, group)
+        if label is None:
+            log.warning(
+                "nodegroup.nodes_unknown",
+                node_group=group.name,
+                message="no node label for this group: running GPU pods cannot be seen (set nodeSelector)",
+            )
+            return ObservedGroup(group, kind, config, record)
+        mine = tuple(n.name for n in nodes if n.labels.get(label[0]) == label[1])
+        pods = tuple(
+            BusyPod(p.namespace, p.name, p.node, p.gpus, p.evictable) for n in mine for p in pods_by_node.get(n, [])
+        )
+        return ObservedGroup(group, kind, config, record, pods, mine)
+
+    with ThreadPoolExecutor(max_workers=settings.workers) as pool:
+        observed = tuple(pool.map(one, groups))
+    return Observation(observed, _unmanaged(policy, ports, groups, log) if settings.only is None else ())
+
+
+def _unmanaged(policy: Policy, ports: Ports, groups: list[NodeGroup], log: Any) -> tuple[CloudGroup, ...]:
+    listed = {
+        (g.cloud, tuple(sorted((k, str(v)) for k, v in g.locator.model_dump(by_alias=True, exclude_none=True).items())))
+        for g in policy.node_groups
+    }
+    found: list[CloudGroup] = []
+    for cloud_name, cloud in ports.clouds.items():
+        mine = [g for g in groups if g.cloud == cloud_name]
+        try:
+            discovered = cloud.discover(mine) if mine else []
+        except CloudError as exc:
+            log.warning("nodegroup.discover_failed", cloud=cloud_name, error=str(exc))
+            continue
+        found += [c for c in discovered if (c.cloud, tuple(sorted(c.locator.items()))) not in listed]
+    return tuple(found)
+
+
+def _describe_step_change(action: GroupAction) -> str:
+    steps = ", ".join(s.describe() for s in action.steps) or "bookkeeping only"
+    return f"{action.direction}: {steps}"
+
+
+class Executor:
+    """Applies one group's action: record first, then drain, then each step, then mark the record."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        ports: Ports,
+        settings: JobSettings,
+        now: datetime,
+        log: Any,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.policy, self.ports, self.settings, self.now, self.log, self.sleep = (
+            policy,
+            ports,
+            settings,
+            now,
+            log,
+            sleep,
+        )
+
+    def _retry(self, what: str, fn: Callable[[], Any], group: str) -> Any:
+        def on_retry(exc: CloudError, delay: float) -> None:
+            self.log.info("nodegroup.retry", node_group=group, call=what, error=str(exc), wait_s=round(delay, 2))
+
+        return self.settings.backoff.call(fn, sleep=self.sleep, on_retry=on_retry)
+
+    def event(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
+        try:
+            self.ports.events.emit(group, reason, message, warning=warning)
+        except CloudError as exc:  # an event is a courtesy; losing one must not fail the group
+            self.log.warning("event.failed", node_group=group, reason=reason, error=str(exc))
+
+    def apply(self, action: GroupAction) -> GroupResult:
+        try:
+            self._apply(action)
+        except CloudError as exc:
+            self.log.error(
+                "nodegroup.failed",
+                node_group=action.group,
+                direction=action.direction,
+                error=str(exc),
+                error_kind=type(exc).__name__,
+            )
+            self.event(action.group, "NodeGroupFailed", f"{action.direction} failed: {exc}", warning=True)
+            return GroupResult(action.group, "failed", str(exc), action)
+        return GroupResult(action.group, "applied", _describe_step_change(action), action)
+
+    def _apply(self, action: GroupAction) -> None:
+        group = self.policy.group(action.group)
+        cloud = self.ports.clouds[group.cloud]
+        record = action.record
+        if action.take_record:
+            live = self._retry("describe", lambda: cloud.describe(group, live_size=True), group.name)
+            record = Record(replace(live, busy=False), "stopping", self.now)
+            # Durable before anything changes: a crash from here on still knows the size to restore.
+            self._retry("save record", lambda: self.ports.records.save(group.name, record), group.name)
+            self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
+            self.event(group.name, "ConfigurationRecorded", f"pre-shutdown configuration: {record.config.to_json()}")
+        if action.evict:
+            self._drain(action)
+        for pod in action.doomed:
+            self.log.warning("nodegroup.pod_lost", node_group=group.name, pod=str(pod), reason="onBusy force")
+        for step in action.steps:
+            self._retry(step.describe(), partial(cloud.apply, group, step), group.name)
+            self.log.info(
+                "nodegroup.changed",
+                node_group=group.name,
+                direction=action.direction,
+                step=step.describe(),
+                before=action.before.to_json(),
+                after=action.after.to_json(),
+                reason=action.reason,
+            )
+            self.event(
+                group.name,
+                "NodeGroupScaled" if action.direction == "down" else "NodeGroupRestored",
+                f"{step.describe()} ({action.reason})",
+            )
+        final = Record(
+            record.config if record else action.after, action.direction, record.recorded_at if record else self.now
+        )
+        if final != record:
+            self._retry("save record", lambda: self.ports.records.save(group.name, final), group.name)
+
+    def _drain(self, action: GroupAction) -> None:
+        for node in action.cordon:
+            self._retry("cordon", partial(self.ports.cluster.cordon, node), action.group)
+        deadline = time.monotonic() + action.drain_timeout.total_seconds()
+        pending: list[BusyPod] = list(action.evict)
+        while pending:
+            still: list[BusyPod] = []
+            for pod in pending:
+                gpu_pod = GpuPod(pod.namespace, pod.name, pod.node, pod.gpus, pod.evictable)
+                try:
+                    self.ports.cluster.evict(gpu_pod)
+                    self.log.info("nodegroup.evicted", node_group=action.group, pod=str(pod))
+                except Busy:  # a PodDisruptionBudget says not now
+                    still.append(pod)
+            if still and time.monotonic() > deadline:
+                names = ", ".join(map(str, still))
+                raise Busy(f"drain timed out after {action.drain_timeout}: still running {names}", operation="drain")
+            if still:
+                self.sleep(self.settings.drain_poll_s)
+            pending = still
+
+
+def _save_skip_records(plan: NodeGroupPlan, ports: Ports, log: Any) -> list[GroupResult]:
+    failed = []
+    for skip in plan.skips:
+        if skip.save_record is None:
+            continue
+        try:
+            ports.records.save(skip.group, skip.save_record)
+        except CloudError as exc:
+            log.error("nodegroup.record_failed", node_group=skip.group, error=str(exc))
+            failed.append(GroupResult(skip.group, "failed", f"cannot save record: {exc}"))
+    return failed
+
+
+def run(
+    policy: Policy,
+    now: datetime,
+    settings: JobSettings,
+    ports: Ports,
+    log: Any,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Report:
+    observation = observe(policy, ports, settings, log)
+    planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
+    if isinstance(planned, Refusal):
+        return Report(now, settings.dry_run, refused=planned.reason, unmanaged=observation.unmanaged)
+    if settings.dry_run or not planned.writes:
+        results = tuple(GroupResult(a.group, "planned", _describe_step_change(a), a) for a in planned.actions)
+        return Report(now, settings.dry_run, results, planned.skips, observation.unmanaged)
+
+    holder = ports.lock.acquire(settings.holder, now, settings.lease_duration)
+    if holder is not None:
+        return Report(now, settings.dry_run, lock_holder=holder)
+    try:
+        # Under the lease, look again: another run may have finished what this one planned.
+        observation = observe(policy, ports, settings, log)
+        planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
+        if isinstance(planned, Refusal):
+            return Report(now, settings.dry_run, refused=planned.reason, unmanaged=observation.unmanaged)
+        failures = _save_skip_records(planned, ports, log)
+        executor = Executor(policy, ports, settings, now, log, sleep)
+        with ThreadPoolExecutor(max_workers=settings.workers) as pool:
+            results = tuple(pool.map(executor.apply, planned.actions)) + tuple(failures)
+        for skip in planned.skips:
+            if skip.save_record is not None:  # first postponement only: a steady state writes nothing
+                executor.event(skip.group, "ShutdownPostponed", skip.reason)
+    finally:
+        ports.lock.release(settings.holder)
+    return Report(now, settings.dry_run, results, planned.skips, observation.unmanaged)

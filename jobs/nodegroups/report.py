@@ -1,0 +1,87 @@
+"""The nodegroups job's report: a table a person reads at a glance, or JSON for tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jobs.core.nodegroups import GroupConfig
+from jobs.nodegroups.job import Report
+
+
+def _size(config: GroupConfig) -> str:
+    desired = "?" if config.desired is None else str(config.desired)
+    text = f"{config.min}/{desired}/{config.max}"
+    if config.autoscaling:
+        text += " autoscaled"
+    if config.stopped:
+        text += " stopped"
+    return text
+
+
+def to_text(report: Report) -> str:
+    mode = " (dry run: nothing changed)" if report.dry_run else ""
+    lines = [f"gpu-jobs nodegroups at {report.at.isoformat()}{mode}"]
+    if report.lock_holder:
+        return "\n".join([*lines, f"  another run holds the lease ({report.lock_holder}): nothing done"]) + "\n"
+    if report.refused:
+        return "\n".join([*lines, f"  REFUSED: {report.refused}. Nothing changed."]) + "\n"
+    if not report.results:
+        lines.append("  nothing to change: every node group is where the schedule wants it")
+    width = max([len(r.group) for r in report.results] + [10])
+    for r in report.results:
+        a = r.action
+        if a is None:
+            lines.append(f"  {r.group:<{width}}  {r.status:<8} {r.message}")
+            continue
+        change = f"{_size(a.before)} -> {_size(a.after)}"
+        lines.append(f"  {r.group:<{width}}  {a.kind:<4} {a.direction:<5} {r.status:<8} {change:<34} {a.reason}")
+        if r.status == "failed":
+            lines.append(f"  {'':<{width}}  error: {r.message}")
+        for pod in a.evict:
+            lines.append(f"  {'':<{width}}  drains {pod} on {pod.node}")
+        for pod in a.doomed:
+            lines.append(f"  {'':<{width}}  force: {pod} on {pod.node} goes down with its node")
+    if report.skips:
+        lines.append("  skipped:")
+        lines += [f"    {s.group}: {s.reason}" for s in report.skips]
+    if report.unmanaged:
+        lines.append("  GPU node groups in the clouds with no schedule in the policy:")
+        lines += [f"    {u.cloud} {'/'.join(u.locator.values())} ({u.instance_type})" for u in report.unmanaged]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(report: Report) -> str:
+    doc: dict[str, Any] = {
+        "at": report.at.isoformat(),
+        "dryRun": report.dry_run,
+        "refused": report.refused,
+        "lockHolder": report.lock_holder,
+        "nodeGroups": [
+            {
+                "name": r.group,
+                "status": r.status,
+                "message": r.message,
+                **(
+                    {
+                        "kind": r.action.kind,
+                        "direction": r.action.direction,
+                        "reason": r.action.reason,
+                        "before": r.action.before.to_json(),
+                        "after": r.action.after.to_json(),
+                        "steps": [s.describe() for s in r.action.steps],
+                        "evict": [str(p) for p in r.action.evict],
+                        "force": [str(p) for p in r.action.doomed],
+                    }
+                    if r.action
+                    else {}
+                ),
+            }
+            for r in report.results
+        ],
+        "skipped": [{"name": s.group, "reason": s.reason, "warning": s.warning} for s in report.skips],
+        "unmanaged": [
+            {"cloud": u.cloud, "locator": dict(u.locator), "instanceType": u.instance_type} for u in report.unmanaged
+        ],
+    }
+    return json.dumps(doc, indent=2)

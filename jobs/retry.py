@@ -1,0 +1,42 @@
+"""Retries of what is worth retrying (busy, throttled, unavailable), with exponential backoff and a deadline."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from jobs.errors import CloudError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    deadline_s: float = 600.0
+    base_s: float = 1.0
+    cap_s: float = 30.0
+
+    def call(
+        self,
+        fn: Callable[[], T],
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        on_retry: Callable[[CloudError, float], None] | None = None,
+    ) -> T:
+        """Call ``fn``; on a retryable error wait (full jitter, doubling) and try again until the deadline."""
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except CloudError as exc:
+                attempt += 1
+                delay = random.uniform(0, min(self.cap_s, self.base_s * 2 ** (attempt - 1)))  # noqa: S311 - jitter
+                if not exc.retryable or time.monotonic() - started + delay > self.deadline_s:
+                    raise
+                if on_retry is not None:
+                    on_retry(exc, delay)
+                sleep(delay)
