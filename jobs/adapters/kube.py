@@ -6,12 +6,14 @@ also how the local emulator is reached. Every ApiException is translated into ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -99,7 +101,7 @@ def call(operation: str, fn: Callable[[], T]) -> T:
 def _pages(operation: str, list_fn: Callable[..., Any], **kwargs: Any) -> Iterator[Any]:
     token = None
     while True:
-        page = call(operation, lambda: list_fn(limit=PAGE, _continue=token, **kwargs))
+        page = call(operation, partial(list_fn, limit=PAGE, _continue=token, **kwargs))
         yield from page.items
         token = page.metadata._continue
         if not token:
@@ -160,10 +162,8 @@ class KubeCluster:
             pass  # already gone
 
     def delete_pod(self, pod: GpuPod) -> None:
-        try:
+        with contextlib.suppress(errors.NotFound):
             call("delete pods", lambda: self.core.delete_namespaced_pod(pod.name, pod.namespace))
-        except errors.NotFound:
-            pass
 
     def pod_exists(self, pod: GpuPod) -> bool:
         try:
