@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from . import admission
+from . import admission, validation
 from .errors import not_found
 from .resources import RESOURCE_TYPES, ResourceType, by_kind
 
@@ -134,6 +134,7 @@ class Cluster:
         Returns a copy of what was stored.
         """
         rt = by_kind(obj["apiVersion"], obj["kind"])
+        validation.check_seed(rt, obj)
         stored = copy.deepcopy(obj)
         if rt.namespaced:
             stored["metadata"].setdefault("namespace", "default")

@@ -121,3 +121,10 @@ def kube(_kube_server: KubeHandle) -> KubeHandle:
     """A fresh, nearly empty cluster (default namespaces only), an empty request log, no faults, no RBAC limits."""
     _kube_server.reset()
     return _kube_server
+
+
+@pytest.fixture
+def kube_client(kube: KubeHandle) -> Iterator[Any]:
+    """A ``kubernetes.client.ApiClient`` for the ``kube`` cluster, loaded from its kubeconfig."""
+    with kube.api_client() as client:
+        yield client

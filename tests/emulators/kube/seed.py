@@ -42,7 +42,19 @@ def gpu_node(
             "capacity": dict(resources),
             "allocatable": dict(resources),
             "conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}],
-            "nodeInfo": {"kubeletVersion": "v1.37.0", "architecture": "amd64", "operatingSystem": "linux"},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.10"}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": "",
+                "containerRuntimeVersion": "containerd://2.1.0",
+                "kernelVersion": "6.8.0",
+                "kubeProxyVersion": "",
+                "kubeletVersion": "v1.37.0",
+                "machineID": "",
+                "operatingSystem": "linux",
+                "osImage": "Amazon Linux 2023",
+                "systemUUID": "",
+            },
         },
     }
     return node
