@@ -180,3 +180,12 @@ def test_standalone_emulator_starts_and_stops() -> None:
     finally:
         clients.close()
         emulator.stop()
+
+
+def test_retry_after_is_whole_seconds_like_arm_or_milliseconds_below_a_second() -> None:
+    from tests.emulators.azure.arm import retry_after_headers
+
+    # Retry-After: 0 would make azure-core fall back to its 30 s polling interval, so it is never sent.
+    assert retry_after_headers(1) == {"Retry-After": "1"}
+    assert retry_after_headers(0.01) == {"retry-after-ms": "10"}
+    assert retry_after_headers(0) == {"retry-after-ms": "1"}
