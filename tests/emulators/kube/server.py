@@ -175,7 +175,8 @@ class KubeEmulator(Emulator):
         args = request.args
         rt, namespace, name, sub = target.rt, target.namespace or "", target.name, target.subresource
         options = WriteOptions(
-            manager=args.get("fieldManager") or _manager_from_user_agent(request.headers.get("User-Agent", "")),
+            manager=args.get("fieldManager", ""),
+            default_manager=_manager_from_user_agent(request.headers.get("User-Agent", "")),
             field_validation=args.get("fieldValidation", "Warn"),
             dry_run=args.get("dryRun") == "All",
             force=args.get("force", "").lower() == "true",

@@ -44,11 +44,17 @@ _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 @dataclass
 class WriteOptions:
-    manager: str = "unknown"
+    #: The ``fieldManager`` query parameter; apply requires it, other writes fall back to ``default_manager``.
+    manager: str = ""
+    default_manager: str = "unknown"
     field_validation: str = "Warn"
     dry_run: bool = False
     force: bool = False
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def updater(self) -> str:
+        return self.manager or self.default_manager
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,7 @@ class Api:
             )
         self.cluster.new_metadata(obj)
         if track:
-            managed_fields.record_update(None, obj, options.manager, "", rt.api_version, self._now())
+            managed_fields.record_update(None, obj, options.updater, "", rt.api_version, self._now())
         if options.dry_run:
             obj["metadata"]["resourceVersion"] = ""
             return obj
@@ -154,7 +160,15 @@ class Api:
     ) -> Json:
         new = _merge_subresource(rt, old, new, subresource)
         meta = new["metadata"]
-        for kept in ("uid", "creationTimestamp", "generation", "managedFields", "deletionTimestamp"):
+        # Apply computed managedFields itself; other writes cannot set them (record_update starts from the old ones).
+        kept_fields = (
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "deletionTimestamp",
+            *(("managedFields",) if track else ()),
+        )
+        for kept in kept_fields:
             if kept in old["metadata"]:
                 meta[kept] = copy.deepcopy(old["metadata"][kept])
             else:
@@ -162,7 +176,7 @@ class Api:
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         validate_semantics(rt, new, old if rt.kind == "Pod" and not subresource else None)
         if track:
-            managed_fields.record_update(old, new, options.manager, subresource, rt.api_version, self._now())
+            managed_fields.record_update(old, new, options.updater, subresource, rt.api_version, self._now())
         if _without_times(new) == _without_times(old):
             return copy.deepcopy(old)  # a no-op write does not bump the resourceVersion, as on the real server
         if "generation" in meta and _spec(new) != _spec(old):
@@ -215,7 +229,7 @@ class Api:
     def _apply(
         self, rt: ResourceType, namespace: str, name: str, raw: bytes, options: WriteOptions, subresource: str
     ) -> tuple[Json, bool]:
-        if not options.manager or options.manager == "unknown":
+        if not options.manager:
             raise invalid(
                 "PatchOptions",
                 "meta.k8s.io",
