@@ -194,8 +194,9 @@ def _size_differs(kind: ProviderKind, current: GroupConfig, target: GroupConfig)
         if target.autoscaling and current.desired is not None:
             return not target.min <= current.desired <= target.max
         return current.desired != target.desired
-    if target.stopped or target.autoscaling:
+    if target.stopped or (target.autoscaling and current.autoscaling) or target.desired is None:
         return False  # a stopped pool keeps its count; an autoscaled one sizes itself
+    # Restoring: the size comes back before the autoscaler does, so the group starts at its recorded size.
     return current.desired is None or current.desired != target.desired
 
 

@@ -1,0 +1,260 @@
+"""The nodegroups planner, pure: observed configurations and records in, actions and skips out.
+
+Schedule for every case: Mon-Fri 08:00-20:00 Europe/Berlin. NIGHT is Tue 2026-12-01 21:00, DAY the same day 12:00.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from jobs.core.nodegroup_plan import BusyPod, GroupAction, GroupSkip, ObservedGroup, Refusal, guard, plan_nodegroups
+from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, SetAutoscaling, SetPower, SetSize
+from jobs.core.policy import Policy
+from tests.unit.policies import policy_from
+
+NIGHT = datetime.fromisoformat("2026-12-01T21:00:00+01:00")
+DAY = datetime.fromisoformat("2026-12-01T12:00:00+01:00")
+CA = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/ml": "owned"}
+EKS_UP = GroupConfig(min=1, desired=3, max=8, autoscaling=True, autoscaler_tags=CA)
+EKS_DOWN = GroupConfig(min=0, desired=0, max=1, autoscaling=False, autoscaler_tags=CA)
+GKE_UP = GroupConfig(min=1, desired=None, max=5, autoscaling=True, zones=3)
+AKS_UP = GroupConfig(min=1, desired=2, max=6, autoscaling=True)
+LOCATORS = {
+    "eks": "cloud: aws\naws: {region: eu-west-1, cluster: ml, nodegroup: gpu}",
+    "asg": "cloud: aws\naws: {region: eu-west-1, autoScalingGroup: gpu-asg}",
+    "gke": "cloud: gcp\ngcp: {project: p, location: europe-west4, cluster: c, nodePool: gpu}",
+    "aks": "cloud: azure\nazure: {subscription: s, resourceGroup: rg, cluster: c, agentPool: gpu}",
+}
+
+
+def policy(kind: ProviderKind, extra: str = "") -> Policy:
+    fields = "\n".join(f"    {line}" for line in f"{LOCATORS[kind]}\n{extra}".splitlines() if line.strip())
+    head = 'defaults:\n  timezone: Europe/Berlin\n  workingHours: [{days: Mon-Fri, start: "08:00", end: "20:00"}]\n'
+    return policy_from(f"{head}nodeGroups:\n  - name: g\n{fields}\n")
+
+
+def plan_one(
+    kind: ProviderKind,
+    config: GroupConfig,
+    at: datetime,
+    *,
+    record: Record | None = None,
+    pods: tuple[BusyPod, ...] = (),
+    extra: str = "",
+) -> GroupAction | GroupSkip | None:
+    p = policy(kind, extra)
+    observed = ObservedGroup(p.node_groups[0], kind, config, record, pods, ("node-1",) if pods else ())
+    plan = plan_nodegroups(p, (observed,), at)
+    assert len(plan.actions) + len(plan.skips) <= 1
+    return (plan.actions or plan.skips or (None,))[0]
+
+
+def rec(config: GroupConfig, phase: str, busy_since: datetime | None = None) -> Record:
+    return Record(config, phase, NIGHT - timedelta(days=1), busy_since)  # type: ignore[arg-type]
+
+
+def test_eks_goes_down_autoscaler_first_and_keeps_max_at_one() -> None:
+    action = plan_one("eks", EKS_UP, NIGHT)
+    assert isinstance(action, GroupAction)
+    assert (action.direction, action.take_record) == ("down", True)
+    assert action.steps == (SetAutoscaling(False), SetSize(0, 0, 1))
+    assert action.after.max == 1
+
+
+def test_plain_asg_goes_to_zero_max_too() -> None:
+    action = plan_one("asg", GroupConfig(min=2, desired=2, max=4), NIGHT)
+    assert isinstance(action, GroupAction)
+    assert action.steps == (SetSize(0, 0, 0),)
+
+
+def test_down_group_with_down_record_plans_nothing() -> None:
+    assert plan_one("eks", EKS_DOWN, NIGHT, record=rec(EKS_UP, "down")) is None
+
+
+def test_crash_after_the_last_step_finishes_the_bookkeeping_only() -> None:
+    action = plan_one("eks", EKS_DOWN, NIGHT, record=rec(EKS_UP, "stopping"))
+    assert isinstance(action, GroupAction)
+    assert (action.steps, action.take_record, action.record) == ((), False, rec(EKS_UP, "stopping"))
+
+
+def test_crash_between_steps_keeps_the_original_record() -> None:
+    # Autoscaler already off, size not yet changed: the record (phase stopping) is reused, not re-taken.
+    half = GroupConfig(min=1, desired=3, max=8, autoscaling=False, autoscaler_tags=CA)
+    action = plan_one("eks", half, NIGHT, record=rec(EKS_UP, "stopping"))
+    assert isinstance(action, GroupAction)
+    assert (action.steps, action.take_record, action.record) == ((SetSize(0, 0, 1),), False, rec(EKS_UP, "stopping"))
+
+
+def test_manual_scale_up_at_night_is_undone_without_touching_the_record() -> None:
+    action = plan_one("eks", GroupConfig(min=0, desired=2, max=4), NIGHT, record=rec(EKS_UP, "down"))
+    assert isinstance(action, GroupAction)
+    assert (action.steps, action.take_record) == ((SetSize(0, 0, 1),), False)
+
+
+def test_morning_restores_the_record_size_then_the_autoscaler() -> None:
+    action = plan_one("eks", EKS_DOWN, DAY, record=rec(EKS_UP, "down"))
+    assert isinstance(action, GroupAction)
+    assert action.direction == "up"
+    assert action.steps == (SetSize(1, 3, 8), SetAutoscaling(True, 1, 8, CA))
+    assert action.after == EKS_UP
+
+
+def test_morning_without_record_or_policy_size_does_not_guess() -> None:
+    skip = plan_one("eks", EKS_DOWN, DAY)
+    assert isinstance(skip, GroupSkip)
+    assert skip.warning
+    assert "not guessing" in skip.reason
+
+
+def test_morning_without_record_uses_the_policy_size_and_default_discovery_tags() -> None:
+    action = plan_one("eks", EKS_DOWN, DAY, extra="up: {min: 0, desired: 2, max: 6}")
+    assert isinstance(action, GroupAction)
+    assert action.steps == (SetSize(0, 2, 6), SetAutoscaling(True, 0, 6, CA))
+
+
+def test_policy_size_wins_over_the_record() -> None:
+    action = plan_one("eks", EKS_DOWN, DAY, record=rec(EKS_UP, "down"), extra="up: {min: 2, desired: 2, max: 4}")
+    assert isinstance(action, GroupAction)
+    assert action.steps[0] == SetSize(2, 2, 4)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        GroupConfig(min=1, desired=7, max=8, autoscaling=True, autoscaler_tags=CA),  # the autoscaler moved desired
+        GroupConfig(min=1, desired=3, max=12, autoscaling=True, autoscaler_tags=CA),  # someone raised max
+    ],
+)
+def test_daytime_changes_are_the_new_normal(config: GroupConfig) -> None:
+    assert plan_one("eks", config, DAY, record=rec(EKS_UP, "up")) is None
+
+
+def test_an_up_group_during_the_day_with_no_record_is_left_alone() -> None:
+    assert plan_one("eks", EKS_UP, DAY) is None
+
+
+POD = BusyPod("team-a", "train-0", "node-1", 8, evictable=True)
+KEEP = BusyPod("team-b", "serve-0", "node-1", 1, evictable=False)
+
+
+def test_busy_group_waits_and_records_when_the_wait_started() -> None:
+    skip = plan_one("eks", EKS_UP, NIGHT, pods=(POD,))
+    assert isinstance(skip, GroupSkip)
+    assert "postponed until 2026-12-01T23:00:00+01:00" in skip.reason
+    assert "team-a/train-0" in skip.reason
+    assert skip.save_record is not None
+    assert (skip.save_record.busy_since, skip.save_record.phase) == (NIGHT, "up")
+
+
+def test_busy_group_still_waiting_writes_nothing_more() -> None:
+    skip = plan_one("eks", EKS_UP, NIGHT, pods=(POD,), record=rec(EKS_UP, "up", busy_since=NIGHT - timedelta(hours=1)))
+    assert isinstance(skip, GroupSkip)
+    assert skip.save_record is None
+
+
+def test_after_max_delay_the_group_is_drained() -> None:
+    action = plan_one(
+        "eks", EKS_UP, NIGHT, pods=(POD,), record=rec(EKS_UP, "up", busy_since=NIGHT - timedelta(hours=2))
+    )
+    assert isinstance(action, GroupAction)
+    assert (action.evict, action.cordon, action.take_record) == ((POD,), ("node-1",), True)
+
+
+def test_after_max_delay_stay_keeps_the_group_up() -> None:
+    extra = "maxDelay: 30m\nafterDelay: stay"
+    skip = plan_one(
+        "eks", EKS_UP, NIGHT, pods=(POD,), record=rec(EKS_UP, "up", busy_since=NIGHT - timedelta(hours=1)), extra=extra
+    )
+    assert isinstance(skip, GroupSkip)
+    assert skip.warning
+    assert "stays up after maxDelay" in skip.reason
+
+
+def test_on_busy_drain_and_force() -> None:
+    drained = plan_one("eks", EKS_UP, NIGHT, pods=(POD,), extra="onBusy: drain")
+    forced = plan_one("eks", EKS_UP, NIGHT, pods=(POD,), extra="onBusy: force")
+    assert isinstance(drained, GroupAction)
+    assert isinstance(forced, GroupAction)
+    assert (drained.evict, drained.doomed) == ((POD,), ())
+    assert (forced.evict, forced.doomed, forced.cordon) == ((), (POD,), ())
+
+
+@pytest.mark.parametrize("mode", ["wait", "drain", "force"])
+def test_keep_alive_pods_are_never_evicted(mode: str) -> None:
+    skip = plan_one("eks", EKS_UP, NIGHT, pods=(POD, KEEP), extra=f"onBusy: {mode}")
+    assert isinstance(skip, GroupSkip)
+    assert "team-b/serve-0" in skip.reason
+
+
+def test_gke_down_disables_autoscaling_then_resizes_and_then_is_stable() -> None:
+    action = plan_one("gke", GKE_UP, NIGHT)
+    assert isinstance(action, GroupAction)
+    assert action.steps == (SetAutoscaling(False), SetSize(1, 0, 5))
+    # After the run: autoscaling off, the pool reports no size, the record says down: nothing to do.
+    after = GroupConfig(min=1, desired=None, max=5, autoscaling=False, zones=3)
+    assert plan_one("gke", after, NIGHT, record=rec(GKE_UP, "down")) is None
+    # Crash between the two steps (phase stopping): the resize is sent again, the record kept.
+    again = plan_one("gke", after, NIGHT, record=rec(GKE_UP, "stopping"))
+    assert isinstance(again, GroupAction)
+    assert (again.steps, again.take_record) == ((SetSize(1, 0, 5),), False)
+
+
+def test_gke_up_resizes_then_reenables_autoscaling() -> None:
+    recorded = GroupConfig(min=1, desired=2, max=5, autoscaling=True, zones=3)
+    after = GroupConfig(min=1, desired=None, max=5, autoscaling=False, zones=3)
+    action = plan_one("gke", after, DAY, record=rec(recorded, "down"))
+    assert isinstance(action, GroupAction)
+    assert action.steps == (SetSize(1, 2, 5), SetAutoscaling(True, 1, 5))
+
+
+def test_aks_scale_and_stop_strategies() -> None:
+    scaled = plan_one("aks", AKS_UP, NIGHT)
+    stopped = plan_one("aks", AKS_UP, NIGHT, extra="strategy: stop")
+    assert isinstance(scaled, GroupAction)
+    assert isinstance(stopped, GroupAction)
+    assert scaled.steps == (SetAutoscaling(False), SetSize(1, 0, 6))
+    assert stopped.steps == (SetAutoscaling(False), SetPower(True))
+    # Back up from stopped: power first, then the autoscaler in its own update.
+    down = GroupConfig(min=1, desired=2, max=6, autoscaling=False, stopped=True)
+    back = plan_one("aks", down, DAY, record=rec(AKS_UP, "down"), extra="strategy: stop")
+    assert isinstance(back, GroupAction)
+    assert back.steps == (SetPower(False), SetAutoscaling(True, 1, 6))
+
+
+def test_aks_system_pool_is_refused() -> None:
+    skip = plan_one("aks", GroupConfig(min=1, desired=3, max=5, autoscaling=True, system=True), NIGHT)
+    assert isinstance(skip, GroupSkip)
+    assert "system pool" in skip.reason
+
+
+def test_eks_wake_up_keeps_the_discovery_tags_and_lets_the_autoscaler_size() -> None:
+    action = plan_one("eks", EKS_UP, NIGHT, extra="autoscalerWakeUp: true")
+    assert isinstance(action, GroupAction)
+    assert action.steps == (SetSize(0, 0, 1),)
+    # The autoscaler woke the group for a pending pod: desired 1 within [0, 1] is left alone.
+    woken = GroupConfig(min=0, desired=1, max=1, autoscaling=True, autoscaler_tags=CA)
+    assert plan_one("eks", woken, NIGHT, record=rec(EKS_UP, "down"), extra="autoscalerWakeUp: true") is None
+
+
+def test_unreadable_group_is_skipped_with_the_error() -> None:
+    p = policy("eks")
+    plan = plan_nodegroups(p, (ObservedGroup(p.node_groups[0], "eks", None, error="throttled"),), NIGHT)
+    assert plan.skips == (GroupSkip("g", "cannot read the group: throttled", warning=True),)
+
+
+def test_guard_refuses_a_plan_over_the_change_limit() -> None:
+    groups = "".join(
+        f"  - {{name: g{i}, cloud: aws, aws: {{region: eu-west-1, autoScalingGroup: asg-{i}}}}}\n" for i in range(3)
+    )
+    p = policy_from(
+        'defaults: {timezone: Europe/Berlin, workingHours: [{days: Mon-Fri, start: "08:00", end: "20:00"}]}\n'
+        f"nodeGroups:\n{groups}"
+    )
+    observed = tuple(ObservedGroup(g, "asg", GroupConfig(1, 1, 2)) for g in p.node_groups)
+    plan = plan_nodegroups(p, observed, NIGHT)
+    assert isinstance(guard(plan, max_changes=3), type(plan))
+    refused = guard(plan, max_changes=2)
+    assert isinstance(refused, Refusal)
+    assert "changes 3 node groups, more than the limit of 2" in refused.reason
