@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.emulators.aws.emulator import AwsEmulator, start_aws
+if TYPE_CHECKING:
+    from tests.emulators.aws.emulator import AwsEmulator
 
 
 @pytest.fixture(scope="session")
 def aws_server() -> Iterator[AwsEmulator]:
     """The session's running emulator. Tests want :func:`aws`, which also resets it."""
+    # Imported here so that test runs which never touch AWS do not pay for importing moto.
+    from tests.emulators.aws.emulator import start_aws
+
     emulator = start_aws()
     yield emulator
     emulator.stop()
