@@ -237,20 +237,20 @@ def test_autoscaled_pool_goes_down_autoscaler_first_and_up_count_first(
     assert [r.operation for r in azure.log.writes()] == [PUT, PUT]
 
 
-@pytest.mark.xfail(
-    reason="core steps_between skips the resize when the target is autoscaled, so AKS would re-enable the "
-    "autoscaler at count 0 (< minCount 1); fix proposed to the lead in jobs/core/nodegroups._size_differs",
-    raises=Invalid,
-    strict=True,
-)
-def test_autoscaled_pool_up_through_the_core_planner_restores_the_count(adapter: AksAgentPools) -> None:
+def test_autoscaled_pool_down_then_up_through_the_core_planner_restores_the_exact_configuration(
+    azure: AzureEmulator, adapter: AksAgentPools
+) -> None:
     target = group("a100")
     original = adapter.describe(target)
     run(adapter, target, steps_between("aks", original, down_config("aks", original)))
 
-    run(adapter, target, steps_between("aks", adapter.describe(target), original))
+    up_steps = steps_between("aks", adapter.describe(target), original)
+    run(adapter, target, up_steps)
 
+    # The count comes back before the autoscaler: AKS refuses to enable it at count 0 (< minCount 1).
+    assert up_steps == [SetSize(1, 2, 4), SetAutoscaling(True, 1, 4)]
     assert adapter.describe(target) == original
+    assert pool_config(azure, "a100") == (2, True, 1, 4, "Running")
 
 
 def test_strategy_stop_and_back_restores_the_exact_configuration(azure: AzureEmulator, adapter: AksAgentPools) -> None:
