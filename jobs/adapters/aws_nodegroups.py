@@ -92,6 +92,19 @@ _DENIED_PREFIXES = ("AccessDenied", "UnauthorizedOperation", "UnrecognizedClient
 
 T = TypeVar("T")
 
+# One boto3 session per process, shared by every adapter instance: a session loads the service models on its first
+# client (~0.5 s each), and sessions are not thread-safe, so clients are created from it under this lock only.
+# The clients themselves are thread-safe.
+_SESSION_LOCK = threading.Lock()
+_SESSION: dict[str, Any] = {}
+
+
+def _new_client(service: str, region: str, config: Config) -> Any:
+    with _SESSION_LOCK:
+        if "session" not in _SESSION:
+            _SESSION["session"] = boto3.session.Session()
+        return _SESSION["session"].client(service, region_name=region, config=config)
+
 
 def translate(error: Exception, operation: str) -> CloudError:
     """The ``jobs.errors`` exception for a botocore error."""
@@ -160,7 +173,6 @@ class AwsNodeGroups:
             read_timeout=settings.request_timeout_s,
         )
         self._lock = threading.Lock()
-        self._session: Any = None
         self._clients: dict[tuple[str, str], Any] = {}
         # What describe learnt and apply/discover reuse, so they need no extra reads.
         self._backing_asg: dict[_Eks, str] = {}  # the ASG EKS created for a node group
@@ -458,11 +470,7 @@ class AwsNodeGroups:
         with self._lock:
             client = self._clients.get((service, region))
             if client is None:
-                # boto3's default session is not thread-safe; one private session, used only under the lock.
-                if self._session is None:
-                    self._session = boto3.session.Session()
-                client = self._session.client(service, region_name=region, config=self._config)
-                self._clients[(service, region)] = client
+                client = self._clients[(service, region)] = _new_client(service, region, self._config)
             return client
 
     @staticmethod

@@ -1,0 +1,449 @@
+"""The AWS node group adapter against the AWS emulator, through the real boto3 over HTTP.
+
+The adapter finds the emulator the way it finds AWS in production: boto3's standard ``AWS_ENDPOINT_URL`` and
+credential variables (set here with monkeypatch), nothing adapter-specific.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from jobs.adapters.aws_nodegroups import CA_ENABLED_TAG, IAM_ACTIONS, AwsNodeGroups
+from jobs.adapters.registry import nodegroup_cloud
+from jobs.adapters.settings import AdapterSettings
+from jobs.core.nodegroups import GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
+from jobs.core.policy import AwsLocator, NodeGroup
+from jobs.errors import Busy, CloudError, Invalid, NotFound, Throttled, Unavailable
+from jobs.nodegroups.ports import CloudGroup
+from tests.emulators.aws import AwsEmulator, UpdateTiming
+from tests.emulators.base import FaultKind
+
+pytestmark = pytest.mark.integration
+
+REGION = "eu-central-1"
+CLUSTER_TAG = "k8s.io/cluster-autoscaler/ml"
+EKS_TAGS = {CA_ENABLED_TAG: "true", CLUSTER_TAG: "owned"}  # what EKS puts on the backing ASG
+FAST = AdapterSettings(poll_interval_s=0.01, operation_timeout_s=5.0, request_timeout_s=2.0)
+
+
+@pytest.fixture
+def adapter(aws: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> AwsNodeGroups:
+    for key, value in aws.env(REGION).items():
+        monkeypatch.setenv(key, value)
+    return AwsNodeGroups(FAST)
+
+
+def eks_group(nodegroup: str = "gpu-a10g", cluster: str = "ml", **kw: Any) -> NodeGroup:
+    return NodeGroup(
+        name=nodegroup, cloud="aws", aws=AwsLocator(region=REGION, cluster=cluster, nodegroup=nodegroup), **kw
+    )
+
+
+def asg_group(name: str = "gpu-plain", **kw: Any) -> NodeGroup:
+    return NodeGroup(name=name, cloud="aws", aws=AwsLocator(region=REGION, auto_scaling_group=name), **kw)
+
+
+def seed_eks(aws: AwsEmulator, nodegroup: str = "gpu-a10g", sizes: tuple[int, int, int] = (0, 2, 4), **kw: Any) -> str:
+    """An EKS node group; returns the name of its backing ASG."""
+    return aws.add_eks_nodegroup(REGION, "ml", nodegroup, *sizes, **kw).asg_name
+
+
+def asg_tags(aws: AwsEmulator, name: str) -> dict[str, tuple[str, bool]]:
+    """All tags of an ASG as key -> (value, PropagateAtLaunch), read with a plain client."""
+    found = aws.client("autoscaling", REGION).describe_auto_scaling_groups(AutoScalingGroupNames=[name])
+    return {t["Key"]: (t["Value"], t["PropagateAtLaunch"]) for t in found["AutoScalingGroups"][0]["Tags"]}
+
+
+def eks_scaling(aws: AwsEmulator, nodegroup: str = "gpu-a10g") -> tuple[str, dict[str, int]]:
+    group = aws.client("eks", REGION).describe_nodegroup(clusterName="ml", nodegroupName=nodegroup)["nodegroup"]
+    return group["status"], group["scalingConfig"]
+
+
+WRITE_OPERATIONS = frozenset(
+    {"UpdateNodegroupConfig", "UpdateAutoScalingGroup", "CreateOrUpdateTags", "DeleteTags", "SetDesiredCapacity"}
+)
+
+
+def writes(aws: AwsEmulator) -> list[str]:
+    """Write calls in the log. By name: Auto Scaling's query protocol POSTs its reads too, so the method says
+    nothing."""
+    return [op for op in aws.log.operations() if op in WRITE_OPERATIONS]
+
+
+def converge(adapter: AwsNodeGroups, group: NodeGroup, target: GroupConfig) -> list[str]:
+    """Apply the job's steps from what the cloud says now to ``target``; the steps' descriptions."""
+    kind = adapter.kind(group)
+    steps = steps_between(kind, adapter.describe(group), target)
+    for step in steps:
+        adapter.apply(group, step)
+    return [s.describe() for s in steps]
+
+
+# --- kind, labels, registry ----------------------------------------------------------------------------------
+
+
+def test_registry_builds_the_adapter(adapter: AwsNodeGroups) -> None:
+    assert isinstance(nodegroup_cloud("aws", FAST), AwsNodeGroups)
+
+
+def test_kind_and_node_label(adapter: AwsNodeGroups) -> None:
+    labelled = asg_group(node_selector={"pool": "gpu", "zone": "a"})
+
+    assert adapter.kind(eks_group()) == "eks"
+    assert adapter.kind(asg_group()) == "asg"
+    assert adapter.node_label(eks_group()) == ("eks.amazonaws.com/nodegroup", "gpu-a10g")
+    assert adapter.node_label(labelled) == ("pool", "gpu")
+    assert adapter.node_label(asg_group()) is None
+
+
+# --- describe ------------------------------------------------------------------------------------------------
+
+
+def test_describe_eks_reads_sizes_and_discovery_tags_in_two_reads(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws)
+    aws.log.clear()
+
+    config = adapter.describe(eks_group())
+
+    assert config == GroupConfig(min=0, desired=2, max=4, autoscaling=True, autoscaler_tags=EKS_TAGS)
+    assert aws.log.operations() == ["DescribeNodegroup", "DescribeTags"]
+    assert writes(aws) == []
+
+
+def test_describe_eks_zero_sizes_without_tags(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    asg = seed_eks(aws, sizes=(0, 0, 1))
+    aws.client("autoscaling", REGION).delete_tags(
+        Tags=[{"ResourceId": asg, "ResourceType": "auto-scaling-group", "Key": k} for k in EKS_TAGS]
+    )
+
+    config = adapter.describe(eks_group())
+
+    assert (config.min, config.desired, config.max) == (0, 0, 1)
+    assert config.autoscaling is False
+    assert dict(config.autoscaler_tags) == {}
+
+
+def test_describe_eks_reports_busy_while_updating(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws)
+    aws.update_timing = UpdateTiming(polls=None, seconds=None)  # the update never finishes by itself
+    aws.client("eks", REGION).update_nodegroup_config(
+        clusterName="ml", nodegroupName="gpu-a10g", scalingConfig={"minSize": 1, "desiredSize": 1, "maxSize": 2}
+    )
+
+    config = adapter.describe(eks_group())
+
+    assert config.busy is True
+    assert (config.min, config.desired, config.max) == (0, 2, 4)  # the old config until the update completes
+
+
+def test_describe_asg_is_one_read_and_ignores_other_tags(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    aws.add_asg(
+        REGION,
+        "gpu-plain",
+        1,
+        2,
+        3,
+        tags={
+            CA_ENABLED_TAG: "true",
+            "k8s.io/cluster-autoscaler/batch": "owned",
+            # A node template tag (the autoscaler needs it to scale from zero): not a discovery tag.
+            "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu": "1",
+            "team": "research",
+        },
+    )
+    aws.log.clear()
+
+    config = adapter.describe(asg_group())
+
+    assert config == GroupConfig(
+        min=1,
+        desired=2,
+        max=3,
+        autoscaling=True,
+        autoscaler_tags={CA_ENABLED_TAG: "true", "k8s.io/cluster-autoscaler/batch": "owned"},
+    )
+    assert aws.log.operations() == ["DescribeAutoScalingGroups"]
+
+
+@pytest.mark.parametrize("group", [eks_group("absent"), asg_group("absent")], ids=["eks", "asg"])
+def test_describe_missing_group_is_not_found(aws: AwsEmulator, adapter: AwsNodeGroups, group: NodeGroup) -> None:
+    seed_eks(aws)  # the cluster exists, the group does not
+
+    with pytest.raises(NotFound) as missing:
+        adapter.describe(group)
+
+    assert missing.value.operation in ("DescribeNodegroup", "DescribeAutoScalingGroups")
+
+
+def test_describe_concurrently_from_threads(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    names = [f"gpu-{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        seed_eks(aws, name, sizes=(0, i % 3, 4))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        configs = list(pool.map(lambda n: adapter.describe(eks_group(n)), names))
+
+    assert [c.desired for c in configs] == [i % 3 for i in range(8)]
+    assert all(c.autoscaler_tags == EKS_TAGS for c in configs)
+    assert aws.log.count("DescribeNodegroup") == 8
+
+
+# --- apply: EKS ----------------------------------------------------------------------------------------------
+
+
+def test_eks_set_size_returns_only_when_the_update_succeeded(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws)
+    aws.update_timing = UpdateTiming(polls=3)
+    aws.log.clear()
+
+    adapter.apply(eks_group(), SetSize(0, 0, 1))
+
+    # Three polls see the update InProgress, the fourth sees it Successful; only then does apply return.
+    assert aws.log.operations() == ["UpdateNodegroupConfig"] + ["DescribeUpdate"] * 4
+    assert eks_scaling(aws) == ("ACTIVE", {"minSize": 0, "desiredSize": 0, "maxSize": 1})
+
+
+@pytest.mark.parametrize(
+    ("step", "code"),
+    [(SetSize(0, 0, 0), "MaxBelowFloor"), (SetSize(2, 1, 3), "SizesOutOfOrder"), (SetSize(0, 5, 4), "SizesOutOfOrder")],
+)
+def test_eks_set_size_breaking_the_rules_is_refused_before_sending(
+    aws: AwsEmulator, adapter: AwsNodeGroups, step: SetSize, code: str
+) -> None:
+    seed_eks(aws)
+    aws.log.clear()
+
+    with pytest.raises(Invalid) as refused:
+        adapter.apply(eks_group(), step)
+
+    assert refused.value.code == code
+    assert aws.log.count("UpdateNodegroupConfig") == 0
+    assert aws.log.all() == []
+    assert eks_scaling(aws)[1] == {"minSize": 0, "desiredSize": 2, "maxSize": 4}
+
+
+def test_eks_set_size_while_updating_is_busy(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws)
+    aws.update_timing = UpdateTiming(polls=None, seconds=None)
+    aws.client("eks", REGION).update_nodegroup_config(
+        clusterName="ml", nodegroupName="gpu-a10g", scalingConfig={"minSize": 1, "desiredSize": 1, "maxSize": 2}
+    )
+
+    with pytest.raises(Busy) as busy:
+        adapter.apply(eks_group(), SetSize(0, 0, 1))
+
+    assert busy.value.code == "ResourceInUseException"
+    assert busy.value.operation == "UpdateNodegroupConfig"
+    assert busy.value.retryable
+
+
+def test_eks_update_that_never_completes_times_out(aws: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in aws.env(REGION).items():
+        monkeypatch.setenv(key, value)
+    adapter = AwsNodeGroups(replace(FAST, operation_timeout_s=0.2))
+    seed_eks(aws)
+    aws.update_timing = UpdateTiming(polls=None, seconds=None)
+
+    with pytest.raises(Unavailable, match=r"still InProgress after 0.2 s") as late:
+        adapter.apply(eks_group(), SetSize(0, 0, 1))
+
+    assert late.value.code == "OperationTimeout"
+
+
+def test_eks_poll_survives_a_throttled_describe_update(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws)
+    aws.inject("DescribeUpdate", "throttle")
+
+    adapter.apply(eks_group(), SetSize(1, 1, 2))
+
+    assert eks_scaling(aws) == ("ACTIVE", {"minSize": 1, "desiredSize": 1, "maxSize": 2})
+
+
+def test_eks_autoscaling_off_and_on_touches_only_discovery_tags(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    asg = seed_eks(aws)
+    before = asg_tags(aws, asg)
+    adapter.describe(eks_group())
+
+    adapter.apply(eks_group(), SetAutoscaling(False))
+    off = asg_tags(aws, asg)
+    adapter.apply(eks_group(), SetAutoscaling(True, tags=EKS_TAGS))
+
+    assert off == {k: v for k, v in before.items() if k not in EKS_TAGS}
+    assert "eks:nodegroup-name" in off
+    assert asg_tags(aws, asg) == before  # values and PropagateAtLaunch as they were
+
+
+def test_autoscaling_off_without_tags_sends_nothing(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    aws.add_asg(REGION, "gpu-plain", 0, 1, 2, tags={"team": "research"})
+    aws.log.clear()
+
+    adapter.apply(asg_group(), SetAutoscaling(False))
+
+    assert writes(aws) == []
+
+
+@pytest.mark.parametrize(
+    ("tags", "code"),
+    [
+        ({}, "NoTags"),
+        ({**EKS_TAGS, "team": "x"}, "NotDiscoveryTag"),
+        ({"k8s.io/cluster-autoscaler/other": "owned"}, "NotDiscoveryTag"),
+    ],
+)
+def test_autoscaling_on_with_bad_tags_is_refused(
+    aws: AwsEmulator, adapter: AwsNodeGroups, tags: dict[str, str], code: str
+) -> None:
+    seed_eks(aws)
+    adapter.describe(eks_group())
+    aws.log.clear()
+
+    with pytest.raises(Invalid) as refused:
+        adapter.apply(eks_group(), SetAutoscaling(True, tags=tags))
+
+    assert refused.value.code == code
+    assert writes(aws) == []
+
+
+@pytest.mark.parametrize("group", [eks_group(), asg_group()], ids=["eks", "asg"])
+def test_set_power_is_not_an_aws_concept(aws: AwsEmulator, adapter: AwsNodeGroups, group: NodeGroup) -> None:
+    with pytest.raises(Invalid):
+        adapter.apply(group, SetPower(True))
+
+    assert aws.log.all() == []
+
+
+# --- full down and up ----------------------------------------------------------------------------------------
+
+
+def test_eks_down_then_up_restores_sizes_and_tags_exactly(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    asg = seed_eks(aws, sizes=(1, 2, 4))
+    group = eks_group()
+    original = adapter.describe(group)
+    original_tags = asg_tags(aws, asg)
+
+    down_steps = converge(adapter, group, down_config("eks", original))
+    down = adapter.describe(group)
+    up_steps = converge(adapter, group, original)
+
+    assert down_steps == ["autoscaler off", "size 0/0/1"]
+    assert down == GroupConfig(min=0, desired=0, max=1)
+    assert up_steps == ["size 1/2/4", "autoscaler discovery tags restored"]
+    assert adapter.describe(group) == original
+    assert asg_tags(aws, asg) == original_tags
+    assert steps_between("eks", adapter.describe(group), original) == []  # a second run plans nothing
+    assert set(aws.iam_actions()) <= set(IAM_ACTIONS)
+
+
+def test_eks_down_with_autoscaler_wake_up_keeps_the_tags(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws)
+    group = eks_group()
+    original = adapter.describe(group)
+
+    steps = converge(adapter, group, down_config("eks", original, wake_up=True))
+
+    assert steps == ["size 0/0/1"]
+    assert adapter.describe(group) == replace(original, min=0, desired=0, max=1)
+
+
+def test_plain_asg_down_to_zero_and_back(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    tags = {CA_ENABLED_TAG: "true", "k8s.io/cluster-autoscaler/batch": "owned", "team": "research"}
+    aws.add_asg(REGION, "gpu-plain", 1, 2, 3, tags=tags)
+    group = asg_group()
+    original = adapter.describe(group)
+
+    down_steps = converge(adapter, group, down_config("asg", original))
+    down = adapter.describe(group)
+    converge(adapter, group, original)
+
+    assert down_steps == ["autoscaler off", "size 0/0/0"]
+    assert down == GroupConfig(min=0, desired=0, max=0)
+    assert asg_tags(aws, "gpu-plain") == {k: (v, True) for k, v in tags.items()}
+    assert adapter.describe(group) == original
+
+
+def test_plain_asg_sizes_out_of_order_are_refused_before_sending(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    aws.add_asg(REGION, "gpu-plain", 1, 2, 3)
+    aws.log.clear()
+
+    with pytest.raises(Invalid):
+        adapter.apply(asg_group(), SetSize(2, 1, 3))
+
+    assert aws.log.all() == []
+
+
+# --- faults --------------------------------------------------------------------------------------------------
+
+EXPECTED: dict[FaultKind, type[CloudError]] = {
+    "throttle": Throttled,
+    "server_error": Unavailable,
+    "busy": Busy,
+    "timeout": Unavailable,  # the front end's 504
+    "conflict": Busy,  # AWS has no optimistic concurrency here: both are "another change is running"
+}
+CASES = {
+    "DescribeNodegroup": (eks_group(), None),
+    "DescribeTags": (eks_group(), None),
+    "UpdateNodegroupConfig": (eks_group(), SetSize(0, 0, 1)),
+    "DescribeAutoScalingGroups": (asg_group(), None),
+    "UpdateAutoScalingGroup": (asg_group(), SetSize(0, 0, 0)),
+    "CreateOrUpdateTags": (asg_group(), SetAutoscaling(True, tags={CA_ENABLED_TAG: "true"})),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(CASES))
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_fault_becomes_the_right_error(
+    aws: AwsEmulator, adapter: AwsNodeGroups, operation: str, kind: FaultKind
+) -> None:
+    seed_eks(aws)
+    aws.add_asg(REGION, "gpu-plain", 1, 1, 2)
+    aws.timeout_hold_s = 0.05  # then the 504; the client's read timeout (2 s) is longer
+    group, step = CASES[operation]
+    aws.inject(operation, kind)
+
+    call = (lambda: adapter.describe(group)) if step is None else (lambda: adapter.apply(group, step))
+
+    with pytest.raises(EXPECTED[kind]) as failed:
+        call()
+
+    assert failed.value.operation == operation
+    assert failed.value.code
+    assert aws.log.count(operation) == 1  # no SDK retry hid the fault
+
+
+def test_read_timeout_is_unavailable(aws: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in aws.env(REGION).items():
+        monkeypatch.setenv(key, value)
+    adapter = AwsNodeGroups(replace(FAST, request_timeout_s=0.2))
+    seed_eks(aws)
+    aws.timeout_hold_s = 0.6
+    aws.inject("DescribeNodegroup", "timeout")
+
+    with pytest.raises(Unavailable) as failed:
+        adapter.describe(eks_group())
+
+    assert failed.value.code == "ReadTimeoutError"
+    assert aws.log.count("DescribeNodegroup") == 1
+
+
+# --- discover ------------------------------------------------------------------------------------------------
+
+
+def test_discover_finds_gpu_groups_listed_or_not(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws, "gpu-a10g", instance_types=["g5.xlarge"])
+    seed_eks(aws, "gpu-h100", instance_types=["p5.48xlarge"])  # not in the policy
+    seed_eks(aws, "cpu", instance_types=["m5.large"])
+    aws.add_eks_nodegroup(REGION, "other", "gpu-elsewhere", 0, 0, 1)  # a cluster the policy does not use
+    aws.add_asg(REGION, "gpu-plain", 0, 0, 1)
+
+    found = adapter.discover([eks_group("gpu-a10g"), asg_group()])
+
+    locator = {"region": REGION, "cluster": "ml"}
+    assert sorted(found, key=lambda g: g.instance_type) == [
+        CloudGroup(cloud="aws", locator={**locator, "nodegroup": "gpu-a10g"}, instance_type="g5.xlarge"),
+        CloudGroup(cloud="aws", locator={**locator, "nodegroup": "gpu-h100"}, instance_type="p5.48xlarge"),
+    ]
