@@ -447,3 +447,22 @@ def test_discover_finds_gpu_groups_listed_or_not(aws: AwsEmulator, adapter: AwsN
         CloudGroup(cloud="aws", locator={**locator, "nodegroup": "gpu-a10g"}, instance_type="g5.xlarge"),
         CloudGroup(cloud="aws", locator={**locator, "nodegroup": "gpu-h100"}, instance_type="p5.48xlarge"),
     ]
+    assert aws.iam_actions() <= set(IAM_ACTIONS)  # seeding goes straight to moto: these are the adapter's calls
+
+
+def test_discover_recognises_a_gpu_ami_without_gpu_instance_types(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws, "cpu", instance_types=["m5.large"])  # creates the cluster
+    subnets = [s["SubnetId"] for s in aws.client("ec2", REGION).describe_subnets()["Subnets"]][:1]
+    aws.client("eks", REGION).create_nodegroup(
+        clusterName="ml",
+        nodegroupName="gpu-ami",
+        nodeRole="arn:aws:iam::123456789012:role/eks-node-role",
+        subnets=subnets,
+        instanceTypes=["m5.large"],
+        amiType="AL2_x86_64_GPU",
+        scalingConfig={"minSize": 0, "desiredSize": 0, "maxSize": 1},
+    )
+
+    found = adapter.discover([eks_group("cpu")])
+
+    assert [g.locator["nodegroup"] for g in found] == ["gpu-ami"]
