@@ -136,6 +136,7 @@ class EksExtension:
     def handlers(self) -> dict[str, Handler]:
         return {
             "CreateNodegroup": self._create_nodegroup,
+            "DeleteNodegroup": self._delete_nodegroup,
             "DescribeNodegroup": self._describe_nodegroup,
             "UpdateNodegroupConfig": self._update_nodegroup_config,
             "DescribeUpdate": self._describe_update,
@@ -321,6 +322,19 @@ class EksExtension:
             )
             if group is not None:
                 self._attach_asg(call.region, group)
+        return reply
+
+    def _delete_nodegroup(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        group = moto_state.find_nodegroup(call.region, call.path_params["name"], call.path_params["nodegroupName"])
+        asg_name = _asg_name(group) if group else None
+        reply = passthrough()
+        if reply.status == 200 and group is not None:
+            with self._lock:
+                self._open.pop((call.region, group.cluster_name, group.nodegroup_name), None)
+            asg = moto_state.find_asg(call.region, asg_name) if asg_name else None
+            if asg is not None:  # EKS removes the node group's ASG, and with it the instances
+                asg.set_desired_capacity(0)
+                moto_state.autoscaling(call.region).delete_auto_scaling_group(asg.name)
         return reply
 
     def _describe_nodegroup(self, call: AwsCall, passthrough: Passthrough) -> Reply:

@@ -313,3 +313,15 @@ def test_seeding_an_invalid_nodegroup_fails_loudly(aws: AwsEmulator) -> None:
         aws.add_eks_nodegroup(REGION, "ml", "bad", 0, 0, 0)
     with pytest.raises(ValueError, match="unknown EC2 instance type"):
         aws.add_eks_nodegroup(REGION, "ml", "bad", 0, 0, 1, instance_types=["g5.huge"])
+
+
+def test_deleting_a_nodegroup_removes_its_asg_and_instances(aws: AwsEmulator, eks: Any) -> None:
+    seeded = _gpu_group(aws)
+    autoscaling = aws.client("autoscaling", REGION)
+    ec2 = aws.client("ec2", REGION)
+
+    eks.delete_nodegroup(clusterName="ml", nodegroupName="gpu-a10g")
+
+    assert autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[seeded.asg_name])["AutoScalingGroups"] == []
+    running = ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]}])
+    assert running["Reservations"] == []
