@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -147,6 +146,18 @@ def test_zero_values_omitted_on_the_wire_read_back_as_zero(gcp: GcpEmulator, ada
     assert (got.min, got.desired, got.max) == (0, 0, 2)
 
 
+def test_total_limits_map_to_the_per_zone_bounds_inside_them(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
+    group = _seed(gcp, autoscaling=None)
+    total = {"enabled": True, "total_min_node_count": 3, "total_max_node_count": 7}
+    clients.gke(gcp.url).set_node_pool_autoscaling(request={"name": _path("a100"), "autoscaling": total})
+    gcp.finish_operations()
+
+    got = adapter.describe(group)
+
+    # 2 zones: at least 2 per zone keeps >= 3 in all, at most 3 per zone keeps <= 7 (GroupConfig has no totals).
+    assert (got.autoscaling, got.min, got.max) == (True, 2, 3)
+
+
 def test_describe_reports_a_running_operation_as_busy(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
     group = _seed(gcp)
     assert not adapter.describe(group).busy
@@ -277,29 +288,20 @@ def test_down_then_up_restores_the_exact_autoscaling_config(gcp: GcpEmulator, ad
     assert matches("gke", at_night, down)
     assert (at_night.autoscaling, at_night.desired) == (False, 0)
 
-    _apply_all(adapter, group, steps_between("gke", at_night, original))
+    going_up = steps_between("gke", at_night, original)
+    assert going_up == [SetSize(1, 2, 3), SetAutoscaling(True, 1, 3)]  # size first, autoscaler last
+    _apply_all(adapter, group, going_up)
 
-    assert adapter.describe(group) == replace(original, desired=None)  # bounds, autoscaling, zones all back
+    assert adapter.describe(group, live_size=True) == original  # bounds, autoscaling, zones and size all back
     assert matches("gke", adapter.describe(group), original)  # a second run plans nothing
-    assert _writes(gcp)[:2] == ["nodePools.setAutoscaling", "nodePools.setSize"]
-    assert _writes(gcp)[-1] == "nodePools.setAutoscaling"
-
-
-def test_the_safe_up_sequence_restores_the_live_size_too(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
-    group = _seed(gcp, per_zone=2, autoscaling=(1, 3))
-    original = adapter.describe(group, live_size=True)
-    _apply_all(adapter, group, [SetAutoscaling(False), SetSize(0, 0, 0)])
-
-    # Up as GKE wants it: resize first (warm-up brings nodes, the autoscaler need not), then re-enable.
-    _apply_all(adapter, group, [SetSize(original.min, 2, original.max), SetAutoscaling(True, 1, 3)])
-
-    assert adapter.describe(group, live_size=True) == original
     assert _writes(gcp) == [
         "nodePools.setAutoscaling",
         "nodePools.setSize",
         "nodePools.setSize",
         "nodePools.setAutoscaling",
     ]
+    bodies = [json.loads(r.body) for r in gcp.log.writes()]
+    assert bodies[-1] == {"autoscaling": {"enabled": True, "minNodeCount": 1, "maxNodeCount": 3}}
 
 
 def test_down_then_up_of_a_fixed_size_pool_restores_its_size(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
