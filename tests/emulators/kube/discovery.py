@@ -89,3 +89,43 @@ def resource_list(group: str, version: str) -> Json | None:
                 )
     group_version = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def openapi_v3_root() -> Json:
+    """Just enough OpenAPI v3 for kubectl: it reads the PATCH operations to learn that the server validates fields
+    (``fieldValidation``), and otherwise refuses ``kubectl apply`` ("failed to download openapi")."""
+    versions = {(rt.group, rt.version) for rt in RESOURCE_TYPES}
+    return {
+        "paths": {
+            _gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash=emulator"}
+            for g, v in sorted(versions)
+        }
+    }
+
+
+def openapi_v3(group: str, version: str) -> Json | None:
+    served = [rt for rt in RESOURCE_TYPES if (rt.group, rt.version) == (group, version)]
+    if not served:
+        return None
+    paths: Json = {}
+    for rt in served:
+        scope = f"/{_gv_path(group, version)}" + ("/namespaces/{namespace}" if rt.namespaced else "")
+        operation = {
+            "x-kubernetes-group-version-kind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
+            "parameters": [
+                {"name": name, "in": "query", "schema": {"type": "string"}}
+                for name in ("dryRun", "fieldManager", "fieldValidation", "force")
+            ],
+            "responses": {"200": {"description": "OK"}},
+        }
+        paths[f"{scope}/{rt.plural}/{{name}}"] = {"patch": operation}
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }

@@ -81,6 +81,7 @@ class KubeEmulator(Emulator):
         self.log.clear()
         self.faults.clear()
         self.latency_s = 0.0
+        self.timeout_hold_s = type(self).timeout_hold_s
         self.allowed = None
 
     # WSGI ------------------------------------------------------------------------------------------------------
@@ -140,6 +141,10 @@ class KubeEmulator(Emulator):
             document = discovery.api_group(parts[1])
         elif parts[:1] == ["apis"] and len(parts) == 3:
             document = discovery.resource_list(parts[1], parts[2])
+        elif path == "/openapi/v3":
+            document = discovery.openapi_v3_root()
+        elif parts[:2] == ["openapi", "v3"] and len(parts) in (4, 5):
+            document = discovery.openapi_v3(parts[3] if len(parts) == 5 else "", parts[-1])
         if document is None:
             # Also /openapi/v2 and /openapi/v3: kubectl get/describe do without them.
             return _json(
