@@ -196,12 +196,13 @@ class GkeNodePools:
             return self._gke
 
     def _igm_client(self) -> InstanceGroupManagersClient:
+        # Imported here, not at the top: compute_v1 costs ~10 s and ~90 MiB to import (every Compute service and
+        # type), and only the record taken before a shutdown needs it. Outside the lock, so that GKE calls of
+        # other threads do not wait for it (Python's import lock makes it run once).
+        from google.cloud.compute_v1 import InstanceGroupManagersClient  # noqa: PLC0415
+
         with self._lock:
             if self._igms is None:
-                # Imported here, not at the top: compute_v1 costs ~10 s and ~90 MiB to import (every Compute
-                # service and type), and only the record taken before a shutdown needs it.
-                from google.cloud.compute_v1 import InstanceGroupManagersClient  # noqa: PLC0415
-
                 with _translated("client", "compute.googleapis.com"):
                     self._igms = InstanceGroupManagersClient(transport="rest", **self._client_kwargs())
             return self._igms
@@ -278,7 +279,8 @@ def _raise_if_failed(ref: _PoolRef, op: container_v1.Operation, what: str) -> No
     if not code and not message:
         return
     error = _RPC_CODE_ERRORS.get(code, Unavailable)
-    raise error(f"{ref.path}: {what} failed: {message or f'code {code}'}", operation="operations.get", code=str(code))
+    text = f"{ref.path}: {what} failed: {message or f'code {code}'}"
+    raise error(text, operation="operations.get", code=str(code) if code else "OPERATION_FAILED")
 
 
 @contextmanager
@@ -302,7 +304,8 @@ def _from_api_error(err: api_exceptions.GoogleAPICallError, operation: str, targ
     reason = err.reason or ""
     code = reason or status or str(err.code)
     message = f"{target}: {err.message}"
-    if reason == BUSY_REASON or BUSY_REASON in err.message:
+    # The ErrorInfo reason is the contract; the message check covers answers that carry no ErrorInfo.
+    if reason == BUSY_REASON or BUSY_REASON in err.message or "running incompatible operation" in err.message:
         return Busy(message, operation=operation, code=BUSY_REASON)
     kinds: list[tuple[type[api_exceptions.GoogleAPICallError], type[CloudError]]] = [
         (api_exceptions.TooManyRequests, Throttled),  # 429 RESOURCE_EXHAUSTED
