@@ -1,0 +1,278 @@
+"""The sample fleet the sandbox seeds: pure data, derived from the policy, no I/O.
+
+Every node group of the policy gets hardware from :data:`HARDWARE` (by name; a cloud default for groups this
+table does not know, so an edited policy still seeds a consistent world) and a realistic working size: the
+policy's ``up`` where given, otherwise the table's. Around them: one unmanaged GPU group per cloud (in a cluster
+the policy uses, so discovery reports it), an AKS System pool, GPU pods in ~20 namespaces and untagged GPU
+instances for the future sweep job.
+
+The pods tell the evening story the demo shows: most groups are idle after work and really go down;
+``research-h100`` still runs a training job, so its shutdown is postponed (onBusy ``wait``); serving pods on the
+always-on group and on the unmanaged groups carry keep-alive / safe-to-evict annotations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from jobs.core.policy import NodeGroup, Policy
+from jobs.labels import KEEP_ALIVE_ANNOTATION, SAFE_TO_EVICT_ANNOTATION
+
+Cloud = Literal["aws", "gcp", "azure"]
+Profile = Literal["busy", "idle"]
+
+JOB_NAMESPACE = "gpu-jobs"
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What one node of a group is. ``machine``: EC2 instance type, GCE machine type or Azure VM size."""
+
+    machine: str
+    gpus: int
+    model: str  # DCGM modelName
+    accelerator: str = ""  # GKE accelerator type
+    zones: tuple[str, ...] = ()  # GKE: the pool's zones (node counts are per zone)
+    autoscaling: tuple[int, int] | None = None  # GKE (per zone) / AKS autoscaler bounds
+    spot: bool = False
+    size: int = 2  # working size when the policy gives no `up` (per zone for GKE)
+
+
+A100 = "NVIDIA A100-SXM4-80GB"
+H100 = "NVIDIA H100 80GB HBM3"
+L4 = "NVIDIA L4"
+T4 = "Tesla T4"
+A10G = "NVIDIA A10G"
+
+#: Hardware of the policy's groups, by name. Sizes here apply only where the policy has no `up`.
+HARDWARE: dict[str, Hardware] = {
+    "training-a100": Hardware("p4d.24xlarge", 8, A100, spot=True),
+    "inference-l4": Hardware("g6.xlarge", 1, L4, size=10),
+    "batch-nightly-g5": Hardware("g5.12xlarge", 4, A10G),
+    "research-h100": Hardware(
+        "a3-highgpu-8g",
+        8,
+        H100,
+        accelerator="nvidia-h100-80gb",
+        zones=("europe-west4-a", "europe-west4-b"),
+        autoscaling=(1, 3),
+        size=1,
+    ),
+    "notebooks-t4": Hardware(
+        "n1-standard-8", 1, T4, accelerator="nvidia-tesla-t4", zones=("europe-west4-a",), autoscaling=(1, 6), size=3
+    ),
+    "finetune-a100": Hardware("Standard_NC24ads_A100_v4", 1, A100, autoscaling=(0, 6)),
+    "vision-t4": Hardware("Standard_NC4as_T4_v3", 1, T4, size=3),
+}
+DEFAULT_HARDWARE: dict[Cloud, Hardware] = {
+    "aws": Hardware("g5.2xlarge", 1, A10G),
+    "gcp": Hardware("g2-standard-8", 1, L4, accelerator="nvidia-l4", zones=("{location}-a",)),
+    "azure": Hardware("Standard_NC4as_T4_v3", 1, T4),
+}
+
+
+@dataclass(frozen=True)
+class Group:
+    """One node group of the seeded world (policy-managed or not), with everything needed to seed it."""
+
+    name: str  # policy name, or a descriptive one for unmanaged groups
+    cloud: Cloud
+    kind: Literal["eks", "asg", "gke", "aks"]
+    locator: dict[str, str]
+    hardware: Hardware
+    min: int
+    desired: int  # nodes (GKE: per zone)
+    max: int
+    managed: bool = True
+    system: bool = False  # AKS System pool (not GPU)
+    node_labels: dict[str, str] = field(default_factory=dict)  # the provider labels its nodes carry
+
+    @property
+    def nodes(self) -> int:
+        """Nodes at the working size (GKE counts are per zone)."""
+        return self.desired * max(1, len(self.hardware.zones)) if self.kind == "gke" else self.desired
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    name: str
+    group: str  # Group.name whose nodes run it
+    gpus: int
+    profile: Profile
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A stand-alone GPU instance (not in any node group), for the sweep job."""
+
+    cloud: Cloud
+    name: str
+    machine: str
+    where: str  # AWS region, GCE zone, Azure location
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    groups: tuple[Group, ...]
+    pods: tuple[Pod, ...]
+    instances: tuple[Instance, ...]
+    namespaces: tuple[str, ...]
+
+    def group(self, name: str) -> Group:
+        return next(g for g in self.groups if g.name == name)
+
+
+def _hardware(group: NodeGroup) -> Hardware:
+    hw = HARDWARE.get(group.name) or DEFAULT_HARDWARE[group.cloud]
+    if group.gcp is not None:
+        hw = Hardware(**{**hw.__dict__, "zones": tuple(z.format(location=group.gcp.location) for z in hw.zones)})
+        if not hw.zones:  # a zonal cluster's pool lives in that zone; a regional one in its -a zone
+            zone = group.gcp.location if group.gcp.location.count("-") == 2 else f"{group.gcp.location}-a"
+            hw = Hardware(**{**hw.__dict__, "zones": (zone,)})
+    if group.gpus_per_node and group.gpus_per_node != hw.gpus:
+        hw = Hardware(**{**hw.__dict__, "gpus": group.gpus_per_node})
+    return hw
+
+
+def _policy_group(group: NodeGroup) -> Group:
+    hw = _hardware(group)
+    if group.up is not None:
+        low, want, high = group.up.min, group.up.desired, group.up.max
+    elif hw.autoscaling is not None:
+        low, want, high = hw.autoscaling[0], hw.size, hw.autoscaling[1]
+    else:
+        low, want, high = hw.size, hw.size, max(hw.size, 2 * hw.size)
+    if group.aws is not None:
+        if group.aws.nodegroup and group.aws.cluster:
+            locator = {"region": group.aws.region, "cluster": group.aws.cluster, "nodegroup": group.aws.nodegroup}
+            labels = {"eks.amazonaws.com/nodegroup": group.aws.nodegroup}
+            labels["eks.amazonaws.com/capacityType"] = "SPOT" if hw.spot else "ON_DEMAND"
+            return Group(group.name, "aws", "eks", locator, hw, low, want, high, node_labels=labels)
+        asg = group.aws.auto_scaling_group or group.name
+        locator = {"region": group.aws.region, "autoScalingGroup": asg}
+        # A plain ASG has no provider node label; a policy nodeSelector says how its nodes are found.
+        return Group(group.name, "aws", "asg", locator, hw, low, want, high, node_labels=dict(group.node_selector or {}))
+    if group.gcp is not None:
+        g = group.gcp
+        locator = {"project": g.project, "location": g.location, "cluster": g.cluster, "nodePool": g.node_pool}
+        labels = {"cloud.google.com/gke-nodepool": g.node_pool, "cloud.google.com/gke-accelerator": hw.accelerator}
+        if hw.spot:
+            labels["cloud.google.com/gke-spot"] = "true"
+        return Group(group.name, "gcp", "gke", locator, hw, low, want, high, node_labels=labels)
+    assert group.azure is not None  # the policy model requires the locator of the group's cloud
+    a = group.azure
+    locator = {"subscription": a.subscription, "resourceGroup": a.resource_group, "cluster": a.cluster}
+    locator["agentPool"] = a.agent_pool
+    labels = {"kubernetes.azure.com/agentpool": a.agent_pool}
+    labels["kubernetes.azure.com/scalesetpriority"] = "spot" if hw.spot else "regular"
+    return Group(group.name, "azure", "aks", locator, hw, low, want, high, node_labels=labels)
+
+
+def _extra_groups(managed: list[Group]) -> list[Group]:
+    """One unmanaged GPU group per cloud, in a cluster the policy uses (discovery lists those), plus AKS System."""
+    extra: list[Group] = []
+    eks = next((g for g in managed if g.kind == "eks"), None)
+    if eks:
+        loc = {"region": eks.locator["region"], "cluster": eks.locator["cluster"], "nodegroup": "gpu-experiments"}
+        labels = {"eks.amazonaws.com/nodegroup": "gpu-experiments", "eks.amazonaws.com/capacityType": "ON_DEMAND"}
+        extra.append(Group("eks/gpu-experiments", "aws", "eks", loc, HARDWARE_EXTRA["aws"], 0, 1, 2, False, False, labels))
+    gke = next((g for g in managed if g.kind == "gke"), None)
+    if gke:
+        loc = {**gke.locator, "nodePool": "l4-adhoc"}
+        hw = Hardware(**{**HARDWARE_EXTRA["gcp"].__dict__, "zones": gke.hardware.zones[:1]})
+        labels = {"cloud.google.com/gke-nodepool": "l4-adhoc", "cloud.google.com/gke-accelerator": hw.accelerator}
+        extra.append(Group("gke/l4-adhoc", "gcp", "gke", loc, hw, 1, 1, 1, False, False, labels))
+    aks = next((g for g in managed if g.kind == "aks"), None)
+    if aks:
+        for pool, hw, system in (("gpuspare", HARDWARE_EXTRA["azure"], False), ("system", SYSTEM_POOL, True)):
+            loc = {**aks.locator, "agentPool": pool}
+            labels = {"kubernetes.azure.com/agentpool": pool, "kubernetes.azure.com/mode": "system" if system else "user"}
+            size = 3 if system else 1
+            extra.append(Group(f"aks/{pool}", "azure", "aks", loc, hw, size, size, size, False, system, labels))
+    return extra
+
+
+HARDWARE_EXTRA: dict[Cloud, Hardware] = {
+    "aws": Hardware("g5.12xlarge", 4, A10G),
+    "gcp": Hardware("g2-standard-48", 4, L4, accelerator="nvidia-l4"),
+    "azure": Hardware("Standard_NC24ads_A100_v4", 1, A100),
+}
+SYSTEM_POOL = Hardware("Standard_D4s_v5", 0, "")
+
+#: (namespace, pod, group, gpus, profile, annotations). Groups missing from an edited policy lose their pods.
+_KEEP = {KEEP_ALIVE_ANNOTATION: "true"}
+_NO_EVICT = {SAFE_TO_EVICT_ANNOTATION: "false"}
+PODS: tuple[Pod, ...] = (
+    # Production serving on the always-on L4 group: busy, and marked as never to be evicted.
+    Pod("serving-search", "embedder-0", "inference-l4", 1, "busy", _NO_EVICT),
+    Pod("serving-search", "reranker-0", "inference-l4", 1, "busy", _NO_EVICT),
+    Pod("serving-chat", "llm-gateway-0", "inference-l4", 1, "busy", _KEEP),
+    Pod("serving-ads", "ctr-model-0", "inference-l4", 1, "busy"),
+    Pod("serving-recs", "two-tower-0", "inference-l4", 1, "busy"),
+    Pod("fraud", "scorer-0", "inference-l4", 1, "busy", _NO_EVICT),
+    Pod("speech", "asr-streaming-0", "inference-l4", 1, "idle"),
+    Pod("ranking", "ranker-canary-0", "inference-l4", 1, "idle"),
+    Pod("ads-ml", "feature-embed-0", "inference-l4", 1, "busy"),
+    # A long training run that did not finish by the evening: research-h100 is postponed, not killed.
+    Pod("ml-research", "train-llm-7b-0", "research-h100", 8, "busy"),
+    Pod("ml-research", "train-llm-7b-1", "research-h100", 4, "busy"),
+    Pod("nlp", "eval-harness-0", "research-h100", 1, "busy"),
+    Pod("genai", "diffusion-sweep-0", "research-h100", 2, "idle"),
+    # Unmanaged groups: nobody scheduled them, the job reports them; some pods there are forgotten (idle).
+    Pod("robotics", "sim-rollouts-0", "eks/gpu-experiments", 2, "busy"),
+    Pod("notebooks-alice", "jupyter-alice", "eks/gpu-experiments", 1, "idle"),
+    Pod("notebooks-bob", "jupyter-bob", "eks/gpu-experiments", 1, "idle", _KEEP),
+    Pod("vision", "detector-train-0", "gke/l4-adhoc", 2, "busy"),
+    Pod("data-science", "jupyter-carol", "gke/l4-adhoc", 1, "idle"),
+    Pod("forecasting", "prophet-gpu-0", "gke/l4-adhoc", 1, "idle"),
+    Pod("biotech", "fold-0", "aks/gpuspare", 1, "busy", _NO_EVICT),
+    Pod("mlops", "gpu-smoke-test", "vision-t4", 1, "idle"),
+    Pod("platform-eval", "bench-a100-0", "finetune-a100", 1, "idle"),
+)
+#: Namespaces without GPU pods right now (their teams work by day); they exist all the same.
+QUIET_NAMESPACES = ("batch", "finetune", "research-notebooks")
+
+#: Finished pods on the evening's groups would not block a shutdown; `PODS` leaves those groups empty, except
+#: the two below, which the seeding moves to `Succeeded` so they show how finished work is ignored.
+FINISHED = {("platform-eval", "bench-a100-0"), ("mlops", "gpu-smoke-test")}
+
+
+def _instances(managed: list[Group]) -> list[Instance]:
+    """Stand-alone GPU instances: most without an owner (sweep candidates), one owned, per cloud used."""
+    found: list[Instance] = []
+    clouds = {g.cloud: g for g in managed}
+    if aws := clouds.get("aws"):
+        region = aws.locator["region"]
+        found += [
+            Instance("aws", "forgotten-g6", "g6.xlarge", region),
+            Instance("aws", "hackathon-g4dn", "g4dn.xlarge", region, {"Name": "hackathon"}),
+            Instance("aws", "owned-g5", "g5.xlarge", region, {"owner": "vision-team", "Name": "owned-g5"}),
+        ]
+    if gcp := clouds.get("gcp"):
+        zone = gcp.hardware.zones[0]
+        found += [
+            Instance("gcp", "forgotten-gpu-box", "g2-standard-8", zone),
+            Instance("gcp", "old-t4-debug", "n1-standard-4", zone),
+            Instance("gcp", "owned-l4", "g2-standard-8", zone, {"owner": "research"}),
+        ]
+    if clouds.get("azure"):
+        found += [
+            Instance("azure", "vm-gpu-scratch1", "Standard_NC4as_T4_v3", "westeurope"),
+            Instance("azure", "vm-gpu-scratch2", "Standard_NC6s_v3", "westeurope"),
+            Instance("azure", "vm-gpu-owned", "Standard_NC4as_T4_v3", "westeurope", {"owner": "ml-platform"}),
+        ]
+    return found
+
+
+def build_fleet(policy: Policy) -> Fleet:
+    """The whole sample fleet for ``policy``: its groups at working size, extras, pods, instances."""
+    managed = [_policy_group(g) for g in policy.node_groups]
+    groups = (*managed, *_extra_groups(managed))
+    names = {g.name for g in groups}
+    pods = tuple(p for p in PODS if p.group in names)
+    namespaces = tuple(sorted({p.namespace for p in PODS} | set(QUIET_NAMESPACES) | {JOB_NAMESPACE}))
+    return Fleet(groups, pods, tuple(_instances(managed)), namespaces)

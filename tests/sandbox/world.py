@@ -1,0 +1,406 @@
+"""The sandbox world: every emulator in one process on 127.0.0.1, seeded with the sample fleet.
+
+``World.start()`` runs the Kubernetes API emulator (and writes its kubeconfig), AWS (moto + extras), GCP, Azure
+and a real Prometheus (DCGM series of the fleet's pods), all on ephemeral ports, and seeds them from
+:mod:`tests.sandbox.fleet`. ``world.env()`` is what a ``gpu-jobs`` or ``kubectl`` subprocess needs.
+
+A small reconciler (:meth:`World.sync_nodes`, run by a background thread) keeps the cluster's Node objects in
+step with the emulated clouds' live sizes, as the cloud controllers would: when a group goes to zero its nodes
+(and the pods still bound to them) disappear; when it comes back, fresh nodes join. It works in-process on the
+emulators' state, so it never shows up in their request logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from jobs.core.policy import Policy
+from jobs.policy_file import load_policy
+from tests.emulators.kube import seed
+from tests.emulators.kube.fixtures import KubeHandle, start_kube
+from tests.sandbox.fleet import FINISHED, JOB_NAMESPACE, Fleet, Group, build_fleet
+
+if TYPE_CHECKING:
+    from tests.emulators.aws.emulator import AwsEmulator
+    from tests.emulators.azure.emulator import AzureEmulator
+    from tests.emulators.base import RequestLog
+    from tests.emulators.gcp.emulator import GcpEmulator
+    from tests.emulators.prometheus.server import PrometheusServer
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_POLICY = REPO / "gitops" / "policy.yaml"
+#: Which fleet group a node belongs to (label values cannot hold "/": eks/x becomes eks.x).
+GROUP_LABEL = "sandbox.gpu-jobs.dev/group"
+SYNC_INTERVAL_S = 0.2
+log = logging.getLogger(__name__)
+
+
+def _label_value(group: str) -> str:
+    return group.replace("/", ".")
+
+
+def _suffix(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+@dataclass
+class Placement:
+    """Which node runs which pod, and which GPU indexes it holds there (for the DCGM series)."""
+
+    node: str
+    gpus: tuple[int, ...]
+
+
+@dataclass
+class World:
+    policy_path: Path
+    policy: Policy
+    fleet: Fleet
+    workdir: Path
+    kube: KubeHandle
+    aws: AwsEmulator
+    gcp: GcpEmulator
+    azure: AzureEmulator
+    prometheus: PrometheusServer | None
+    placements: dict[tuple[str, str], Placement] = field(default_factory=dict)
+    asg_names: dict[str, str] = field(default_factory=dict)  # group -> the ASG holding its instances
+    _serial: dict[str, int] = field(default_factory=dict)  # group -> next node index
+    _nodes: dict[str, list[str]] = field(default_factory=dict)  # group -> its Node names, oldest first
+    _sync_lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _sync_thread: threading.Thread | None = None
+    _own_workdir: bool = False
+
+    # --- lifecycle -----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        policy_path: Path | str = DEFAULT_POLICY,
+        workdir: Path | str | None = None,
+        *,
+        prometheus: bool = True,
+        sync: bool = True,
+    ) -> World:
+        """Start and seed everything; on any failure, stop what was already started and re-raise."""
+        # Heavy SDK imports only here: importing this module (e.g. for its constants) stays cheap.
+        from tests.emulators.aws.emulator import start_aws
+        from tests.emulators.azure.emulator import start_azure_emulator
+        from tests.emulators.gcp.emulator import start_gcp
+        from tests.emulators.prometheus.server import start_prometheus
+
+        path = Path(policy_path).resolve()
+        policy = load_policy(path)
+        fleet = build_fleet(policy)
+        own = workdir is None
+        work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="gpu-jobs-sandbox-"))
+        work.mkdir(parents=True, exist_ok=True)
+        nodes, placements = _layout(fleet)
+        started: list[Callable[[], None]] = []
+        try:
+            with ThreadPoolExecutor(max_workers=5) as pool:
+                # Prometheus (promtool + a process) and moto's warm-up take the longest: start them side by side.
+                prom = pool.submit(
+                    start_prometheus, _workloads(fleet, placements), datetime.now(UTC)
+                ) if prometheus else None
+                aws_f = pool.submit(start_aws, 0, "eu-west-1")
+                # 10 ms between ARM long-running-operation polls (real ARM says 1 s+): the demo stays fast.
+                azure_f = pool.submit(start_azure_emulator, 0, retry_after_s=0.01)
+                gcp_f = pool.submit(start_gcp, 0)
+                kube = start_kube(work / "kubeconfig")
+                started.append(kube.stop)
+                futures = [f for f in (aws_f, azure_f, gcp_f, prom) if f is not None]
+                for future in futures:
+                    with contextlib.suppress(BaseException):
+                        started.append(future.result().stop)
+                aws, azure, gcp = aws_f.result(), azure_f.result(), gcp_f.result()
+                prom_server = prom.result() if prom else None
+            world = cls(path, policy, fleet, work, kube, aws, gcp, azure, prom_server, placements, _own_workdir=own)
+            world._seed(nodes)
+        except BaseException:
+            for stop in reversed(started):
+                with contextlib.suppress(Exception):
+                    stop()
+            if own:
+                shutil.rmtree(work, ignore_errors=True)
+            raise
+        if sync:
+            world._sync_thread = threading.Thread(target=world._sync_loop, name="sandbox-node-sync", daemon=True)
+            world._sync_thread.start()
+        return world
+
+    def stop(self) -> None:
+        """Stop everything this world started (idempotent)."""
+        self._stop.set()
+        if self._sync_thread is not None:
+            self._sync_thread.join(timeout=5)
+            self._sync_thread = None
+        for stop in (self.kube.stop, self.aws.stop, self.gcp.stop, self.azure.stop):
+            with contextlib.suppress(Exception):
+                stop()
+        if self.prometheus is not None:
+            self.prometheus.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # --- what clients need -----------------------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        """Every variable a ``gpu-jobs`` subprocess (and ``kubectl``) needs to reach this world."""
+        variables = {
+            "KUBECONFIG": str(self.kube.kubeconfig),
+            **self.aws.env("eu-west-1"),
+            **self.gcp.env(),
+            **self.azure.env(),
+            "GPU_JOBS_POLICY": str(self.policy_path),
+            "GPU_JOBS_NAMESPACE": JOB_NAMESPACE,
+            "GPU_JOBS_POLL_INTERVAL": "0.05",
+        }
+        if self.prometheus is not None:
+            variables["GPU_JOBS_PROMETHEUS_URL"] = self.prometheus.url
+        return variables
+
+    def logs(self) -> dict[str, RequestLog]:
+        """The request log of every emulator that has one (the real Prometheus has none)."""
+        return {"kube": self.kube.log, "aws": self.aws.log, "gcp": self.gcp.log, "azure": self.azure.log}
+
+    # --- the clouds' truth -----------------------------------------------------------------------------------
+
+    def live_nodes(self, group: Group) -> int:
+        """How many nodes the cloud runs for ``group`` right now (what its controllers would register)."""
+        from tests.emulators.aws import moto_state
+
+        loc = group.locator
+        if group.kind in ("eks", "asg"):
+            asg = moto_state.find_asg(loc["region"], self.asg_names[group.name])
+            return int(asg.desired_capacity) if asg is not None else 0
+        if group.kind == "gke":
+            size = self.gcp.node_pool_size(loc["project"], loc["location"], loc["cluster"], loc["nodePool"])
+            return size * len(group.hardware.zones)
+        pool = self.azure.agent_pool(loc["subscription"], loc["resourceGroup"], loc["cluster"], loc["agentPool"])
+        return 0 if pool.power_state == "Stopped" else pool.count
+
+    def nodes_of(self, group: Group) -> list[dict[str, Any]]:
+        return [
+            n for n in self.kube.list("Node") if n["metadata"]["labels"].get(GROUP_LABEL) == _label_value(group.name)
+        ]
+
+    # --- seeding -----------------------------------------------------------------------------------------------
+
+    def _seed(self, nodes: dict[str, list[str]]) -> None:
+        for group in self.fleet.groups:
+            self._seed_cloud(group)
+        self._seed_instances()
+        for namespace in self.fleet.namespaces:
+            self.kube.create(seed.namespace(namespace, {"team": namespace}))
+        for group in self.fleet.groups:
+            for name in nodes[group.name]:
+                self.kube.create(_node(group, name))
+            self._nodes[group.name] = list(nodes[group.name])
+            self._serial[group.name] = len(nodes[group.name])
+        for pod in self.fleet.pods:
+            placement = self.placements.get((pod.namespace, pod.name))
+            if placement is None:
+                continue
+            finished = (pod.namespace, pod.name) in FINISHED
+            manifest = seed.gpu_pod(
+                pod.name,
+                pod.namespace,
+                placement.node,
+                pod.gpus,
+                labels={"app": pod.name.rsplit("-", 1)[0]},
+                annotations=pod.annotations,
+                phase="Succeeded" if finished else "Running",
+            )
+            self.kube.create(manifest)
+
+    def _seed_cloud(self, group: Group) -> None:
+        loc, hw = group.locator, group.hardware
+        if group.kind == "eks":
+            seeded = self.aws.add_eks_nodegroup(
+                loc["region"],
+                loc["cluster"],
+                loc["nodegroup"],
+                group.min,
+                group.desired,
+                group.max,
+                [hw.machine],
+                capacity_type="SPOT" if hw.spot else "ON_DEMAND",
+                tags={"team": group.name.split("-")[0]},
+            )
+            self.asg_names[group.name] = seeded.asg_name
+        elif group.kind == "asg":
+            self.aws.add_asg(
+                loc["region"], loc["autoScalingGroup"], group.min, group.desired, group.max, hw.machine, {"team": "batch"}
+            )
+            self.asg_names[group.name] = loc["autoScalingGroup"]
+        elif group.kind == "gke":
+            self.gcp.add_node_pool(
+                loc["project"],
+                loc["location"],
+                loc["cluster"],
+                loc["nodePool"],
+                zones=hw.zones,
+                per_zone_count=group.desired,
+                machine_type=hw.machine,
+                accelerator_type=hw.accelerator,
+                accelerator_count=hw.gpus,
+                autoscaling=(group.min, group.max) if hw.autoscaling else None,
+                spot=hw.spot,
+            )
+        else:
+            self.azure.add_agent_pool(
+                loc["subscription"],
+                loc["resourceGroup"],
+                loc["cluster"],
+                loc["agentPool"],
+                hw.machine,
+                group.desired,
+                mode="System" if group.system else "User",
+                autoscaling=(group.min, group.max) if hw.autoscaling else None,
+                spot=hw.spot,
+            )
+
+    def _seed_instances(self) -> None:
+        gcp_project = next((g.locator["project"] for g in self.fleet.groups if g.kind == "gke"), "sandbox")
+        azure_sub = next((g.locator["subscription"] for g in self.fleet.groups if g.kind == "aks"), "")
+        for inst in self.fleet.instances:
+            if inst.cloud == "aws":
+                self.aws.add_instance(inst.where, inst.machine, inst.tags)
+            elif inst.cloud == "gcp":
+                accelerator = "nvidia-tesla-t4" if inst.machine.startswith("n1-") else "nvidia-l4"
+                self.gcp.add_instance(
+                    gcp_project,
+                    inst.where,
+                    inst.name,
+                    machine_type=inst.machine,
+                    accelerators=((accelerator, 1),),
+                    labels=inst.tags,
+                )
+            else:
+                self.azure.add_vm(azure_sub, "rg-ml-scratch", inst.name, inst.machine, inst.where, inst.tags)
+
+    # --- node reconciler ---------------------------------------------------------------------------------------
+
+    def sync_nodes(self) -> None:
+        """Add or remove Node objects so each group has as many as its cloud runs (pods on removed nodes go).
+
+        Cheap when nothing changed (one in-memory read per group): the world is the only writer of Nodes'
+        existence, so it keeps their names itself instead of listing the cluster on every pass.
+        """
+        with self._sync_lock:
+            for group in self.fleet.groups:
+                names = self._nodes[group.name]
+                want = self.live_nodes(group)
+                while len(names) < want:
+                    index = self._serial.get(group.name, 0)
+                    self._serial[group.name] = index + 1
+                    names.append(self.kube.create(_node(group, _node_name(group, index)))["metadata"]["name"])
+                if len(names) > want:
+                    # The newest go first, as a scale-in picks them; their pods go with them.
+                    gone, names[:] = set(names[want:]), names[:want]
+                    for pod in self.kube.list("Pod"):
+                        if pod["spec"].get("nodeName") in gone:
+                            with contextlib.suppress(Exception):
+                                self.kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+                    for name in gone:
+                        with contextlib.suppress(Exception):
+                            self.kube.cluster.delete("Node", name)
+
+    def _sync_loop(self) -> None:
+        while not self._stop.wait(SYNC_INTERVAL_S):
+            try:
+                self.sync_nodes()
+            except Exception:  # a hiccup reading an emulator mid-update must not end the reconciler
+                log.debug("node sync failed; retrying", exc_info=True)
+
+
+# --- pure helpers ---------------------------------------------------------------------------------------------
+
+
+def _node_name(group: Group, index: int) -> str:
+    key = _suffix(group.name)
+    if group.kind in ("eks", "asg"):
+        octet = int(key[:2], 16)
+        return f"ip-10-{octet}-{index // 250}-{index % 250 + 4}.{group.locator['region']}.compute.internal"
+    if group.kind == "gke":
+        zone = group.hardware.zones[index % len(group.hardware.zones)]
+        return f"gke-{group.locator['cluster']}-{group.locator['nodePool']}-{_suffix(zone)}-{index:04x}"[:63]
+    return f"aks-{group.locator['agentPool']}-{int(key, 16) % 10**8:08d}-vmss{index:06x}"
+
+
+def _node(group: Group, name: str) -> dict[str, Any]:
+    labels = {
+        **group.node_labels,
+        GROUP_LABEL: _label_value(group.name),
+        "node.kubernetes.io/instance-type": group.hardware.machine,
+    }
+    if group.kind == "gke":
+        zones = group.hardware.zones
+        labels["topology.kubernetes.io/zone"] = zones[int(name.rsplit("-", 1)[1], 16) % len(zones)]
+    node = seed.gpu_node(name, gpus=group.hardware.gpus, labels=labels)
+    if not group.hardware.gpus:  # the AKS System pool: no GPU resource at all
+        for key in ("capacity", "allocatable"):
+            node["status"][key].pop(seed.GPU)
+    return node
+
+
+def _layout(fleet: Fleet) -> tuple[dict[str, list[str]], dict[tuple[str, str], Placement]]:
+    """Node names per group at working size, and a first-fit placement of the pods on them."""
+    nodes = {g.name: [_node_name(g, i) for i in range(g.nodes)] for g in fleet.groups}
+    free = {name: list(range(g.hardware.gpus)) for g in fleet.groups for name in nodes[g.name]}
+    placements: dict[tuple[str, str], Placement] = {}
+    for pod in fleet.pods:
+        for node in nodes.get(pod.group, []):
+            if len(free[node]) >= pod.gpus:
+                taken, free[node] = free[node][: pod.gpus], free[node][pod.gpus :]
+                placements[(pod.namespace, pod.name)] = Placement(node, tuple(taken))
+                break
+        else:
+            log.warning("no room for %s/%s on %s", pod.namespace, pod.name, pod.group)
+    return nodes, placements
+
+
+def _workloads(fleet: Fleet, placements: dict[tuple[str, str], Placement]) -> list[Any]:
+    """DCGM series for every running pod's GPUs (busy or idle as the fleet says)."""
+    from tests.emulators.prometheus.dcgm import Workload
+
+    found = []
+    for pod in fleet.pods:
+        placement = placements.get((pod.namespace, pod.name))
+        if placement is None or (pod.namespace, pod.name) in FINISHED:
+            continue
+        model = fleet.group(pod.group).hardware.model
+        for gpu in placement.gpus:
+            found.append(Workload(pod.name, pod.namespace, "main", gpu, placement.node, model, profile=pod.profile))
+    return found
+
+
+def default_env_file() -> Path:
+    return REPO / ".sandbox" / "env"
+
+
+def child_env(world: World) -> dict[str, str]:
+    """The current environment plus the world's: what a ``gpu-jobs`` child process runs with."""
+    return {**os.environ, **world.env()}
