@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from . import admission, validation
+from . import admission, managed_fields, validation
 from .errors import not_found
 from .resources import RESOURCE_TYPES, ResourceType, by_kind
 
@@ -127,11 +127,12 @@ class Cluster:
 
     # Seeding and reading API for tests -------------------------------------------------------------------------
 
-    def create(self, obj: Json) -> Json:
+    def create(self, obj: Json, manager: str | None = None) -> Json:
         """Store an object as is (status, node, timestamps kept; no admission), with uid and resourceVersion.
 
         ``obj`` needs ``apiVersion``, ``kind`` and ``metadata.name`` (and ``metadata.namespace`` if namespaced).
-        Returns a copy of what was stored.
+        With ``manager`` (e.g. ``"kubectl-create"``) its fields are owned by that Update manager, so a later
+        server-side apply meets the conflicts it would meet on a real cluster. Returns a copy of what was stored.
         """
         rt = by_kind(obj["apiVersion"], obj["kind"])
         validation.check_seed(rt, obj)
@@ -140,6 +141,8 @@ class Cluster:
             stored["metadata"].setdefault("namespace", "default")
         with self.lock:
             self.new_metadata(stored)
+            if manager:
+                managed_fields.record_update(None, stored, manager, "", rt.api_version, timestamp(self.now()))
             if rt.kind == "Namespace":
                 stored.setdefault("spec", {"finalizers": ["kubernetes"]})
                 stored.setdefault("status", {"phase": "Active"})

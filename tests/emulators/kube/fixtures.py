@@ -72,9 +72,9 @@ class KubeHandle:
         """RBAC: permit only these ``(verb, resource)`` pairs, e.g. ``("list", "pods")``; the rest is 403."""
         self.emulator.allowed = set(rules)
 
-    def create(self, obj: Json) -> Json:
-        """Seed an object without HTTP or admission (status kept). Returns the stored copy."""
-        return self.cluster.create(obj)
+    def create(self, obj: Json, manager: str | None = None) -> Json:
+        """Seed an object without HTTP or admission (status kept), optionally owned by an Update ``manager``."""
+        return self.cluster.create(obj, manager)
 
     def put(self, obj: Json) -> Json:
         return self.cluster.put(obj)

@@ -231,3 +231,16 @@ def test_apply_needs_a_field_manager(kube_client: Any) -> None:
     status = json.loads(caught.value.body)
     assert (status["code"], status["reason"]) == (422, "Invalid")
     assert "fieldManager: Required value: is required for apply requests" in status["message"]
+
+
+def test_apply_conflicts_with_the_update_manager_of_a_seeded_object(kube: KubeHandle, kube_client: Any) -> None:
+    kube.create(seed.resource_quota("gpu", "default", {"requests.nvidia.com/gpu": "4"}), manager="kubectl-create")
+    with pytest.raises(ApiException) as caught:
+        client.CoreV1Api(kube_client).patch_namespaced_resource_quota(
+            "gpu",
+            "default",
+            _quota_config({"requests.nvidia.com/gpu": "2"}),
+            field_manager="quotas",
+            _content_type=APPLY,
+        )
+    assert 'conflict with "kubectl-create" using v1' in json.loads(caught.value.body)["message"]
