@@ -61,7 +61,8 @@ def api_client(timeout_s: float = 30.0) -> client.ApiClient:
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped in the client
     else:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
+        # The client reads KUBECONFIG once, at import; read it now so the current environment counts.
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = 32  # the job works on many groups at once
     configuration.retries = False  # the job retries what is worth retrying

@@ -20,6 +20,8 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 FaultKind = Literal["throttle", "server_error", "busy", "timeout", "conflict"]
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# AWS query and JSON protocols send every call as a POST: their reads are told apart by the operation name.
+READ_OPERATION_PREFIXES = ("Describe", "List", "Get")
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class RecordedRequest:
 
     @property
     def is_write(self) -> bool:
-        return self.method in WRITE_METHODS
+        return self.method in WRITE_METHODS and not self.operation.startswith(READ_OPERATION_PREFIXES)
 
 
 @dataclass

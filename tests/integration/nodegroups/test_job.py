@@ -1,0 +1,230 @@
+"""The nodegroups job end to end: real adapters, real SDKs, over HTTP to the emulators."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from jobs.core.nodegroups import Record
+from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
+from tests.emulators.aws.emulator import AwsEmulator
+from tests.emulators.azure.emulator import AzureEmulator
+from tests.emulators.gcp.emulator import GcpEmulator
+from tests.emulators.kube.fixtures import KubeHandle
+from tests.integration.nodegroups.world import EVENING, MORNING, Fleet, gpu_pod, make_fleet
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fleet(
+    kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmulator, monkeypatch: pytest.MonkeyPatch
+) -> Fleet:
+    return make_fleet(kube, aws, gcp, azure, monkeypatch)
+
+
+def records(fleet: Fleet) -> dict[str, Record]:
+    out = {}
+    for cm in fleet.kube.list("ConfigMap", "gpu-jobs"):
+        group = cm["metadata"].get("labels", {}).get(NODE_GROUP_LABEL)
+        if group:
+            out[group] = Record.from_json(json.loads(cm["data"][RECORD_KEY]))
+    return out
+
+
+def statuses(report: object) -> dict[str, str]:
+    return {r.group: r.status for r in report.results}  # type: ignore[attr-defined]
+
+
+def test_a_night_down_and_up_restores_every_provider_exactly(fleet: Fleet) -> None:
+    original = fleet.configs()
+    evening = fleet.run(EVENING)
+    assert statuses(evening) == dict.fromkeys(("train", "batch", "research", "finetune", "vision"), "applied")
+    assert {s.group for s in evening.skips} == set()
+    down = fleet.configs()
+    assert (down["train"].min, down["train"].desired, down["train"].max, down["train"].autoscaling) == (0, 0, 1, False)
+    assert (down["batch"].min, down["batch"].desired, down["batch"].max) == (0, 0, 0)
+    assert (down["research"].desired, down["research"].autoscaling) == (0, False)
+    assert (down["finetune"].desired, down["finetune"].autoscaling) == (0, False)
+    assert down["vision"].stopped
+    assert all(r.phase == "down" for r in records(fleet).values())
+    # EKS was never asked for maxSize 0.
+    sent = [json.loads(r.body) for r in fleet.aws.log.all() if r.operation == "UpdateNodegroupConfig"]
+    assert sent
+    assert all(body["scalingConfig"]["maxSize"] >= 1 for body in sent)
+
+    morning = fleet.run(MORNING)
+    assert set(statuses(morning).values()) == {"applied"}
+    assert fleet.configs() == original
+    assert all(r.phase == "up" for r in records(fleet).values())
+
+
+def test_a_second_run_plans_nothing_and_writes_nothing(fleet: Fleet) -> None:
+    fleet.run(EVENING)
+    fleet.clear_logs()
+    again = fleet.run(EVENING)
+    assert (again.results, fleet.all_writes()) == ((), 0)
+    fleet.run(MORNING)
+    fleet.clear_logs()
+    assert fleet.run(MORNING).results == ()
+    assert fleet.all_writes() == 0
+
+
+def test_dry_run_plans_and_writes_nothing(fleet: Fleet) -> None:
+    report = fleet.run(EVENING, dry_run=True)
+    assert set(statuses(report).values()) == {"planned"}
+    assert fleet.all_writes() == 0
+
+
+def test_a_crash_between_record_and_scale_loses_nothing(fleet: Fleet) -> None:
+    original = fleet.configs()
+    # Every EKS update fails (beyond the retry deadline) right after the record was written.
+    fleet.aws.inject("UpdateNodegroupConfig", "server_error", times=1000)
+    first = fleet.run(EVENING, only="train")
+    assert statuses(first) == {"train": "failed"}
+    assert records(fleet)["train"].phase == "stopping"
+    assert records(fleet)["train"].config.desired == 3
+    fleet.aws.faults.clear()
+    assert statuses(fleet.run(EVENING, only="train")) == {"train": "applied"}
+    assert records(fleet)["train"].config == original["train"]
+    fleet.run(MORNING, only="train")
+    assert fleet.configs()["train"] == original["train"]
+
+
+@pytest.mark.parametrize(
+    ("group", "operation", "emulator"),
+    [
+        ("research", "nodePools.setSize", "gcp"),
+        ("finetune", "agentPools.createOrUpdate", "azure"),
+    ],
+)
+def test_a_crash_between_the_two_steps_converges(fleet: Fleet, group: str, operation: str, emulator: str) -> None:
+    original = fleet.configs()
+    target = getattr(fleet, emulator)
+    if emulator == "azure":
+        # The first PUT (autoscaler off) succeeds; every later one fails until the deadline.
+        real = fleet.ports.clouds["azure"].apply
+        calls = {"n": 0}
+
+        def flaky(g, step):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            if calls["n"] == 2:
+                target.faults.inject(operation, "server_error", times=1000)
+            return real(g, step)
+
+        fleet.ports.clouds["azure"].apply = flaky  # type: ignore[method-assign]
+    else:
+        target.faults.inject(operation, "server_error", times=1000)
+    assert statuses(fleet.run(EVENING, only=group)) == {group: "failed"}
+    half = fleet.configs()[group]
+    assert not half.autoscaling
+    assert records(fleet)[group].phase == "stopping"
+    target.faults.clear()
+    assert statuses(fleet.run(EVENING, only=group)) == {group: "applied"}
+    assert records(fleet)[group].config == original[group]
+    fleet.run(MORNING, only=group)
+    assert fleet.configs()[group] == original[group]
+
+
+def test_busy_and_throttling_are_retried(fleet: Fleet) -> None:
+    fleet.aws.inject("UpdateNodegroupConfig", "busy", times=2)
+    fleet.aws.inject("DescribeNodegroup", "throttle", times=1)
+    fleet.gcp.faults.inject("nodePools.setSize", "busy", times=2)
+    fleet.azure.faults.inject("agentPools.createOrUpdate", "busy", times=2)
+    report = fleet.run(EVENING)
+    assert set(statuses(report).values()) == {"applied"}
+    assert fleet.aws.log.count("UpdateNodegroupConfig") == 3
+
+
+def test_aks_system_pool_in_the_policy_is_refused(fleet: Fleet) -> None:
+    from jobs.policy_file import parse_policy
+    from tests.integration.nodegroups.world import POLICY, SUB
+
+    text = POLICY + (
+        f"  - name: sys\n    cloud: azure\n"
+        f"    azure: {{subscription: {SUB}, resourceGroup: rg-ml, cluster: aks-ml, agentPool: system}}\n"
+    )
+    report = fleet.run(EVENING, policy=parse_policy(text, "p.yaml"), only="sys")
+    assert report.results == ()
+    assert [s.reason for s in report.skips] == ["AKS system pool: needs >= 1 node and cannot be stopped; never scaled"]
+    assert fleet.azure.agent_pool("00000000-0000-0000-0000-000000000001", "rg-ml", "aks-ml", "system").count == 3
+
+
+def test_wait_postpones_and_records_when(fleet: Fleet) -> None:
+    fleet.kube.create(gpu_pod("train-0", "team-a", node="ip-10-0-1-1", gpus=8))
+    report = fleet.run(EVENING, only="train")
+    assert report.results == ()
+    assert (
+        "shutdown postponed until 2026-12-01T22:05:00+01:00: GPU pods running (team-a/train-0)"
+        in report.skips[0].reason
+    )
+    assert records(fleet)["train"].busy_since == EVENING
+    fleet.clear_logs()
+    assert fleet.run(EVENING + timedelta(minutes=10), only="train").skips
+    assert fleet.all_writes() == 0  # still waiting: nothing new to write
+    # After maxDelay (2h), afterDelay drain: cordon, evict, scale down.
+    late = fleet.run(EVENING + timedelta(hours=2), only="train")
+    assert statuses(late) == {"train": "applied"}
+    assert fleet.kube.get("Pod", "train-0", "team-a") is None
+    assert fleet.kube.get("Node", "ip-10-0-1-1")["spec"]["unschedulable"] is True
+
+
+def test_drain_respects_disruption_budgets_and_times_out(fleet: Fleet) -> None:
+    from tests.emulators.kube.seed import disruption_budget
+
+    fleet.kube.create(gpu_pod("serve-0", "team-a", node="ip-10-0-1-1", labels={"app": "serve"}))
+    fleet.kube.create(disruption_budget("serve", "team-a", {"app": "serve"}, min_available=1))
+    policy = fleet.policy.model_copy(
+        update={
+            "node_groups": tuple(
+                g.model_copy(update={"on_busy": "drain", "drain_timeout": "1s"}) for g in fleet.policy.node_groups
+            )
+        }
+    )
+    report = fleet.run(EVENING, policy=policy, only="train")
+    assert statuses(report) == {"train": "failed"}
+    assert "drain timed out" in report.results[0].message
+    assert fleet.kube.get("Pod", "serve-0", "team-a") is not None
+    assert fleet.configs()["train"].desired == 3  # not scaled while work was protected
+
+
+def test_force_scales_down_with_pods_running_but_keep_alive_never(fleet: Fleet) -> None:
+    fleet.kube.create(gpu_pod("train-0", "team-a", node="ip-10-0-1-1"))
+    policy = fleet.policy.model_copy(
+        update={"node_groups": tuple(g.model_copy(update={"on_busy": "force"}) for g in fleet.policy.node_groups)}
+    )
+    assert statuses(fleet.run(EVENING, policy=policy, only="train")) == {"train": "applied"}
+    fleet.kube.create(gpu_pod("keep-0", "team-b", node="aks-a100-1", annotations={"gpu-jobs/keep-alive": "true"}))
+    kept = fleet.run(EVENING, policy=policy, only="finetune")
+    assert kept.results == ()
+    assert "team-b/keep-0" in kept.skips[0].reason
+
+
+def test_the_lease_holds_against_a_concurrent_run(fleet: Fleet) -> None:
+    other = type(fleet.ports.lock)  # a second run, as the CronJob and a manual Job would be
+    from jobs.adapters import kube as kube_adapter
+
+    rival = other(kube_adapter.api_client(), "gpu-jobs", "gpu-jobs-nodegroups")
+    assert rival.acquire("manual-run", EVENING, timedelta(minutes=30)) is None
+    fleet.clear_logs()
+    report = fleet.run(EVENING)
+    assert report.lock_holder == "manual-run"
+    assert fleet.cloud_writes() == 0
+    rival.release("manual-run")
+    assert set(statuses(fleet.run(EVENING)).values()) == {"applied"}
+
+
+def test_unmanaged_gpu_groups_are_reported(fleet: Fleet) -> None:
+    fleet.aws.add_eks_nodegroup("eu-west-1", "ml-prod", "gpu-spare", 0, 1, 2, instance_types=("g5.xlarge",))
+    report = fleet.run(EVENING, dry_run=True)
+    found = {(u.cloud, tuple(u.locator.values())) for u in report.unmanaged}
+    assert ("aws", ("eu-west-1", "ml-prod", "gpu-spare")) in found
+
+
+def test_events_say_what_changed(fleet: Fleet) -> None:
+    fleet.run(EVENING, only="train")
+    reasons = [(e["involvedObject"]["name"], e["reason"]) for e in fleet.kube.list("Event", "gpu-jobs")]
+    assert ("gpu-jobs-nodegroup-train", "ConfigurationRecorded") in reasons
+    assert ("gpu-jobs-nodegroup-train", "NodeGroupScaled") in reasons
