@@ -1,0 +1,257 @@
+"""``make demo``: start the sandbox world, run every job that exists as a separate ``gpu-jobs`` process, show
+what happened at a glance, stop everything.
+
+Phases: ``validate``; ``calendar`` at a weekday 07:29; then a full night of ``nodegroups --at``: an evening
+instant just after the groups' end of working hours, the same instant again (must change nothing), and a
+morning instant inside warm-up. The instants come from the calendar's JSON, not from hard-coded times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from tests.sandbox.world import World, child_env
+
+GPU_JOBS = [sys.executable, "-m", "jobs"]  # the `gpu-jobs` console script, from this very venv
+EVENING_FROM = 17  # local hour: "end of working hours" changes are looked for from here to midnight
+MORNING_WITHIN = timedelta(hours=14)
+
+
+@dataclass
+class Phase:
+    name: str
+    argv: list[str]
+    code: int
+    seconds: float
+    stdout: str
+    stderr: str
+    expected: tuple[int, ...] = (0,)
+    requests: dict[str, tuple[int, int]] = field(default_factory=dict)  # emulator -> (reads, writes)
+    nodes: dict[str, tuple[int, int]] = field(default_factory=dict)  # group -> (before, after)
+    at: datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code in self.expected
+
+    @property
+    def report(self) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.stdout)
+        return parsed
+
+    def writes(self) -> int:
+        return sum(w for _, w in self.requests.values())
+
+
+def run_gpu_jobs(world: World, name: str, *args: str, expected: tuple[int, ...] = (0,)) -> Phase:
+    """One ``gpu-jobs`` process against the world, with request counts and node counts around it."""
+    logs = world.logs()
+    before = {k: (len(v.reads()), len(v.writes())) for k, v in logs.items()}
+    nodes_before = {g.name: len(world.nodes_of(g)) for g in world.fleet.groups}
+    began = time.perf_counter()
+    done = subprocess.run(
+        [*GPU_JOBS, *args], env=child_env(world), capture_output=True, text=True, timeout=300, check=False
+    )
+    seconds = time.perf_counter() - began
+    world.sync_nodes()  # the clouds' new sizes, reflected in the cluster now rather than at the next tick
+    after = {k: (len(v.reads()), len(v.writes())) for k, v in logs.items()}
+    requests = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in logs}
+    nodes = {g.name: (nodes_before[g.name], len(world.nodes_of(g))) for g in world.fleet.groups}
+    return Phase(name, list(args), done.returncode, seconds, done.stdout, done.stderr, expected, requests, nodes)
+
+
+# --- picking the instants from the calendar ----------------------------------------------------------------------
+
+
+def _changes(calendar: dict[str, Any]) -> dict[str, list[tuple[datetime, str, str]]]:
+    found: dict[str, list[tuple[datetime, str, str]]] = {}
+    for group in calendar["nodeGroups"]:
+        start = datetime.fromisoformat(calendar["at"])
+        entries = [(start, group["state"], group["reason"])]
+        entries += [(datetime.fromisoformat(c["at"]), c["state"], c["reason"]) for c in group.get("changes", [])]
+        found[group["name"]] = sorted(entries, key=lambda e: e[0])
+    return found
+
+
+def state_at(calendar: dict[str, Any], group: str, at: datetime) -> tuple[str, str]:
+    """The desired (state, reason) of ``group`` at ``at``, read off the calendar's changes."""
+    current = ("?", "")
+    for moment, state, reason in _changes(calendar)[group]:
+        if moment <= at:
+            current = (state, reason)
+    return current
+
+
+def pick_night(calendar: dict[str, Any], tz: ZoneInfo) -> tuple[datetime, datetime] | None:
+    """Evening: a minute after the last down-change between 17:00 and midnight of the calendar's day.
+    Morning: a minute after the last up-change (warm-up included) of the groups that were down that evening."""
+    day = datetime.fromisoformat(calendar["at"]).astimezone(tz).date()
+    evening_from = datetime(day.year, day.month, day.day, EVENING_FROM, tzinfo=tz)
+    midnight = evening_from.replace(hour=0) + timedelta(days=1)
+    changes = _changes(calendar)
+    downs = [m for entries in changes.values() for m, s, _ in entries[1:] if s == "down" and evening_from <= m < midnight]
+    if not downs:
+        return None
+    evening = max(downs) + timedelta(minutes=1)
+    down_then = [g for g in changes if state_at(calendar, g, evening)[0] == "down"]
+    ups = [
+        m
+        for g in down_then
+        for m, s, _ in changes[g][1:]
+        if s == "up" and evening < m <= evening + MORNING_WITHIN
+    ]
+    if not ups:
+        return None
+    return evening.astimezone(tz), (max(ups) + timedelta(minutes=1)).astimezone(tz)
+
+
+def candidate_days(today: date) -> list[date]:
+    """Mon-Thu after today (so the morning after is a weekday too)."""
+    days = [today + timedelta(days=n) for n in range(1, 15)]
+    return [d for d in days if d.weekday() < 4]
+
+
+# --- the night --------------------------------------------------------------------------------------------------
+
+
+def run_night(world: World, evening: datetime, morning: datetime) -> list[Phase]:
+    """Evening, the same evening again, morning: three real ``nodegroups`` runs (JSON reports)."""
+    phases = []
+    for name, at in (("evening", evening), ("evening again", evening), ("morning", morning)):
+        phase = run_gpu_jobs(world, name, "nodegroups", "--at", at.isoformat(), "--output", "json")
+        phase.at = at
+        phases.append(phase)
+    return phases
+
+
+# --- rendering --------------------------------------------------------------------------------------------------
+
+
+def _size(config: dict[str, Any]) -> str:
+    desired = "?" if config.get("desired") is None else str(config["desired"])
+    text = f"{config['min']}/{desired}/{config['max']}"
+    if config.get("autoscaling"):
+        text += " as"
+    if config.get("stopped"):
+        text += " stopped"
+    return text
+
+
+def _requests(phase: Phase) -> str:
+    return "  ".join(f"{k} {r}r/{w}w" for k, (r, w) in phase.requests.items())
+
+
+def render_night_phase(world: World, phase: Phase, calendar: dict[str, Any]) -> list[str]:
+    lines = [f"== {phase.name}: nodegroups --at {phase.at.isoformat() if phase.at else '?'}"]
+    lines[0] += f"   (exit {phase.code}, {phase.seconds:.1f} s)"
+    if not phase.stdout.strip().startswith("{"):
+        return [*lines, "  no JSON report; stderr:", *("    " + s for s in phase.stderr.strip().splitlines()[-8:])]
+    report = phase.report
+    acted = {g["name"]: g for g in report["nodeGroups"]}
+    skipped = {s["name"]: s for s in report["skipped"]}
+    if not acted:
+        lines.append("  nothing to change: every node group is where the schedule wants it")
+    lines.append(f"  {'group':<18} {'cloud':<6} {'nodes':<8} {'config before -> after':<30} status")
+    for group in world.policy.node_groups:
+        before, after = phase.nodes.get(group.name, (0, 0))
+        nodes = f"{before} -> {after}" if before != after else f"{before}"
+        if group.name in acted:
+            g = acted[group.name]
+            change = f"{_size(g['before'])} -> {_size(g['after'])}" if "before" in g else ""
+            status = f"{g['status']} {g.get('direction', '')}".strip()
+            if g["status"] == "failed":
+                status += f": {g['message']}"
+        elif group.name in skipped:
+            change, status = "", "postponed" if "postponed" in skipped[group.name]["reason"] else "skipped"
+        else:
+            state, reason = state_at(calendar, group.name, phase.at) if phase.at else ("?", "")
+            change, status = "", f"unchanged ({state}: {reason})"
+        lines.append(f"  {group.name:<18} {group.cloud:<6} {nodes:<8} {change:<30} {status}")
+    for name, skip in skipped.items():
+        lines.append(f"  - {name}: {skip['reason']}")
+    if report["unmanaged"]:
+        found = ", ".join(f"{u['cloud']} {'/'.join(u['locator'].values())}" for u in report["unmanaged"])
+        lines.append(f"  unmanaged GPU groups (no schedule): {found}")
+    total_before = sum(b for b, _ in phase.nodes.values())
+    total_after = sum(a for _, a in phase.nodes.values())
+    lines.append(f"  cluster nodes {total_before} -> {total_after};  requests: {_requests(phase)}")
+    return lines
+
+
+def render_calendar(calendar: dict[str, Any]) -> list[str]:
+    lines = [f"  {'group':<18} {'cloud':<6} {'now':<5} {'next change':<27} reason"]
+    for g in calendar["nodeGroups"]:
+        lines.append(f"  {g['name']:<18} {g['cloud']:<6} {g['state']:<5} {g['nextChange'] or '-':<27} {g['reason']}")
+    return lines
+
+
+# --- main -------------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--policy", default=None, help="policy file (default gitops/policy.yaml)")
+    parser.add_argument("--day", type=date.fromisoformat, help="the weekday to play (default: the next Mon-Thu)")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    print("starting the sandbox world (Kubernetes API, AWS, GCP, Azure emulators, real Prometheus)...", flush=True)
+    world = World.start(args.policy) if args.policy else World.start()
+    phases: list[Phase] = []
+    try:
+        fleet = world.fleet
+        print(
+            f"  up in {time.perf_counter() - began:.1f} s: {len(fleet.groups)} node groups, "
+            f"{len(world.kube.list('Node'))} nodes, {len(fleet.pods)} GPU pods in {len(fleet.namespaces)} namespaces, "
+            f"{len(fleet.instances)} stand-alone GPU instances",
+            flush=True,
+        )
+        phase = run_gpu_jobs(world, "validate", "validate", str(world.policy_path))
+        phases.append(phase)
+        print(f"\n== validate   (exit {phase.code}, {phase.seconds:.1f} s)\n  {phase.stdout.strip() or 'policy OK'}")
+
+        tz = ZoneInfo(world.policy.defaults.timezone)
+        days = [args.day] if args.day else candidate_days(datetime.now(tz).date())
+        night = None
+        for day in days:
+            at = datetime(day.year, day.month, day.day, 7, 29, tzinfo=tz).isoformat()
+            phase = run_gpu_jobs(world, "calendar", "calendar", "--at", at, "--output", "json", "--days", "2")
+            if not phase.ok:
+                break
+            calendar = phase.report
+            night = pick_night(calendar, tz)
+            if night:
+                break
+        phases.append(phase)
+        print(f"\n== calendar --at {at}   (exit {phase.code}, {phase.seconds:.1f} s)")
+        if not phase.ok or night is None:
+            print("  no usable night found in the calendar" if phase.ok else phase.stderr[-2000:])
+            return 1
+        print("\n".join(render_calendar(calendar)))
+        evening, morning = night
+        print(f"  -> the night played below: evening {evening:%a %H:%M}, morning {morning:%a %H:%M} ({tz.key})")
+
+        for phase in run_night(world, evening, morning):
+            phases.append(phase)
+            print()
+            print("\n".join(render_night_phase(world, phase, calendar)), flush=True)
+            if not phase.ok:
+                print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
+    finally:
+        world.stop()
+    bad = [p for p in phases if not p.ok]
+    print(f"\ndemo finished in {time.perf_counter() - began:.1f} s", end="")
+    print(f"; UNEXPECTED exit codes: {', '.join(f'{p.name}={p.code}' for p in bad)}" if bad else "")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
