@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# gpu-jobs: one image for every job (`gpu-jobs nodegroups`, ...); the CronJob picks the command via args.
+#
+# Two stages: the first builds a wheel and installs it with its dependencies into a venv; the final stage copies
+# only that venv, so no compiler, pip cache or source tree ships.
+
+ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+RUN python -m venv /opt/gpu-jobs
+# Only what the wheel needs: the package and its metadata (see .dockerignore).
+COPY pyproject.toml README.md ./
+COPY jobs ./jobs
+# pip and wheel are removed from the venv afterwards: the runtime never installs anything.
+RUN /opt/gpu-jobs/bin/pip install --no-cache-dir "pip==24.3.1" "wheel==0.45.1" \
+ && /opt/gpu-jobs/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
+ && /opt/gpu-jobs/bin/pip install --no-cache-dir /wheels/gpu_jobs-*.whl \
+ && /opt/gpu-jobs/bin/pip uninstall --yes pip wheel
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="gpu-jobs" \
+      org.opencontainers.image.description="Kubernetes CronJobs that enforce GPU cost controls from one policy file" \
+      org.opencontainers.image.source="https://github.com/example/gpu-jobs" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PATH=/opt/gpu-jobs/bin:$PATH \
+    # The root filesystem is read-only in the pod; SDKs that want a home or a temp dir get the /tmp emptyDir.
+    HOME=/tmp
+# 65532 is the conventional "nonroot" uid/gid (distroless); the CronJob's runAsNonRoot checks the numeric uid.
+RUN groupadd --system --gid 65532 nonroot \
+ && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot
+COPY --from=build /opt/gpu-jobs /opt/gpu-jobs
+USER 65532:65532
+WORKDIR /tmp
+ENTRYPOINT ["gpu-jobs"]
+CMD ["--help"]
