@@ -9,7 +9,6 @@ import copy
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,7 +46,8 @@ class Cluster:
 
     def __init__(self, now: Callable[[], datetime] | None = None) -> None:
         #: The clock for creationTimestamp and managedFields times; tests may replace it.
-        self.now: Callable[[], datetime] = now or (lambda: datetime.now(UTC))
+        self._default_now: Callable[[], datetime] = now or (lambda: datetime.now(UTC))
+        self.now = self._default_now
         self.lock = threading.RLock()
         self._objects: dict[str, dict[tuple[str, str], Json]] = {}
         self._rv = 0
@@ -55,6 +55,7 @@ class Cluster:
 
     def reset(self) -> None:
         with self.lock:
+            self.now = self._default_now
             self._objects = {rt.key: {} for rt in RESOURCE_TYPES}
             self._rv = 0
             for name in DEFAULT_NAMESPACES:
@@ -174,8 +175,3 @@ class Cluster:
         with self.lock:
             self.require(rt, namespace or ("default" if rt.namespaced else ""), name)
             self.remove(rt, namespace or ("default" if rt.namespaced else ""), name)
-
-    @contextmanager
-    def locked(self) -> Iterator[None]:
-        with self.lock:
-            yield
