@@ -46,3 +46,20 @@ bench:
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache
+
+# The local sandbox: every emulator seeded with a fleet matching gitops/policy.yaml (tests/sandbox/).
+.PHONY: demo sandbox
+
+prometheus-binaries := $(shell command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && echo yes)
+
+demo: install
+ifneq ($(prometheus-binaries),yes)
+	bash .ci/install-prometheus
+endif
+	$(BIN)/python -m tests.sandbox.demo
+
+sandbox: install
+ifneq ($(prometheus-binaries),yes)
+	bash .ci/install-prometheus
+endif
+	$(BIN)/python -m tests.sandbox

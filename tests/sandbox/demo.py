@@ -15,7 +15,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -98,17 +97,14 @@ def pick_night(calendar: dict[str, Any], tz: ZoneInfo) -> tuple[datetime, dateti
     evening_from = datetime(day.year, day.month, day.day, EVENING_FROM, tzinfo=tz)
     midnight = evening_from.replace(hour=0) + timedelta(days=1)
     changes = _changes(calendar)
-    downs = [m for entries in changes.values() for m, s, _ in entries[1:] if s == "down" and evening_from <= m < midnight]
+    downs = [
+        m for entries in changes.values() for m, s, _ in entries[1:] if s == "down" and evening_from <= m < midnight
+    ]
     if not downs:
         return None
     evening = max(downs) + timedelta(minutes=1)
     down_then = [g for g in changes if state_at(calendar, g, evening)[0] == "down"]
-    ups = [
-        m
-        for g in down_then
-        for m, s, _ in changes[g][1:]
-        if s == "up" and evening < m <= evening + MORNING_WITHIN
-    ]
+    ups = [m for g in down_then for m, s, _ in changes[g][1:] if s == "up" and evening < m <= evening + MORNING_WITHIN]
     if not ups:
         return None
     return evening.astimezone(tz), (max(ups) + timedelta(minutes=1)).astimezone(tz)

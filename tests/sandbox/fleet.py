@@ -13,7 +13,7 @@ always-on group and on the unmanaged groups carry keep-alive / safe-to-evict ann
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from jobs.core.policy import NodeGroup, Policy
@@ -129,12 +129,12 @@ class Fleet:
 def _hardware(group: NodeGroup) -> Hardware:
     hw = HARDWARE.get(group.name) or DEFAULT_HARDWARE[group.cloud]
     if group.gcp is not None:
-        hw = Hardware(**{**hw.__dict__, "zones": tuple(z.format(location=group.gcp.location) for z in hw.zones)})
+        hw = replace(hw, zones=tuple(z.format(location=group.gcp.location) for z in hw.zones))
         if not hw.zones:  # a zonal cluster's pool lives in that zone; a regional one in its -a zone
             zone = group.gcp.location if group.gcp.location.count("-") == 2 else f"{group.gcp.location}-a"
-            hw = Hardware(**{**hw.__dict__, "zones": (zone,)})
+            hw = replace(hw, zones=(zone,))
     if group.gpus_per_node and group.gpus_per_node != hw.gpus:
-        hw = Hardware(**{**hw.__dict__, "gpus": group.gpus_per_node})
+        hw = replace(hw, gpus=group.gpus_per_node)
     return hw
 
 
@@ -155,7 +155,9 @@ def _policy_group(group: NodeGroup) -> Group:
         asg = group.aws.auto_scaling_group or group.name
         locator = {"region": group.aws.region, "autoScalingGroup": asg}
         # A plain ASG has no provider node label; a policy nodeSelector says how its nodes are found.
-        return Group(group.name, "aws", "asg", locator, hw, low, want, high, node_labels=dict(group.node_selector or {}))
+        return Group(
+            group.name, "aws", "asg", locator, hw, low, want, high, node_labels=dict(group.node_selector or {})
+        )
     if group.gcp is not None:
         g = group.gcp
         locator = {"project": g.project, "location": g.location, "cluster": g.cluster, "nodePool": g.node_pool}
@@ -179,18 +181,23 @@ def _extra_groups(managed: list[Group]) -> list[Group]:
     if eks:
         loc = {"region": eks.locator["region"], "cluster": eks.locator["cluster"], "nodegroup": "gpu-experiments"}
         labels = {"eks.amazonaws.com/nodegroup": "gpu-experiments", "eks.amazonaws.com/capacityType": "ON_DEMAND"}
-        extra.append(Group("eks/gpu-experiments", "aws", "eks", loc, HARDWARE_EXTRA["aws"], 0, 1, 2, False, False, labels))
+        extra.append(
+            Group("eks/gpu-experiments", "aws", "eks", loc, HARDWARE_EXTRA["aws"], 0, 1, 2, False, False, labels)
+        )
     gke = next((g for g in managed if g.kind == "gke"), None)
     if gke:
         loc = {**gke.locator, "nodePool": "l4-adhoc"}
-        hw = Hardware(**{**HARDWARE_EXTRA["gcp"].__dict__, "zones": gke.hardware.zones[:1]})
+        hw = replace(HARDWARE_EXTRA["gcp"], zones=gke.hardware.zones[:1])
         labels = {"cloud.google.com/gke-nodepool": "l4-adhoc", "cloud.google.com/gke-accelerator": hw.accelerator}
         extra.append(Group("gke/l4-adhoc", "gcp", "gke", loc, hw, 1, 1, 1, False, False, labels))
     aks = next((g for g in managed if g.kind == "aks"), None)
     if aks:
         for pool, hw, system in (("gpuspare", HARDWARE_EXTRA["azure"], False), ("system", SYSTEM_POOL, True)):
             loc = {**aks.locator, "agentPool": pool}
-            labels = {"kubernetes.azure.com/agentpool": pool, "kubernetes.azure.com/mode": "system" if system else "user"}
+            labels = {
+                "kubernetes.azure.com/agentpool": pool,
+                "kubernetes.azure.com/mode": "system" if system else "user",
+            }
             size = 3 if system else 1
             extra.append(Group(f"aks/{pool}", "azure", "aks", loc, hw, size, size, size, False, system, labels))
     return extra

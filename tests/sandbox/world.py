@@ -113,9 +113,11 @@ class World:
         try:
             with ThreadPoolExecutor(max_workers=5) as pool:
                 # Prometheus (promtool + a process) and moto's warm-up take the longest: start them side by side.
-                prom = pool.submit(
-                    start_prometheus, _workloads(fleet, placements), datetime.now(UTC)
-                ) if prometheus else None
+                prom = (
+                    pool.submit(start_prometheus, _workloads(fleet, placements), datetime.now(UTC))
+                    if prometheus
+                    else None
+                )
                 aws_f = pool.submit(start_aws, 0, "eu-west-1")
                 # 10 ms between ARM long-running-operation polls (real ARM says 1 s+): the demo stays fast.
                 azure_f = pool.submit(start_azure_emulator, 0, retry_after_s=0.01)
@@ -194,7 +196,7 @@ class World:
         loc = group.locator
         if group.kind in ("eks", "asg"):
             asg = moto_state.find_asg(loc["region"], self.asg_names[group.name])
-            return int(asg.desired_capacity) if asg is not None else 0
+            return int(asg.desired_capacity or 0) if asg is not None else 0
         if group.kind == "gke":
             size = self.gcp.node_pool_size(loc["project"], loc["location"], loc["cluster"], loc["nodePool"])
             return size * len(group.hardware.zones)
@@ -252,7 +254,13 @@ class World:
             self.asg_names[group.name] = seeded.asg_name
         elif group.kind == "asg":
             self.aws.add_asg(
-                loc["region"], loc["autoScalingGroup"], group.min, group.desired, group.max, hw.machine, {"team": "batch"}
+                loc["region"],
+                loc["autoScalingGroup"],
+                group.min,
+                group.desired,
+                group.max,
+                hw.machine,
+                {"team": "batch"},
             )
             self.asg_names[group.name] = loc["autoScalingGroup"]
         elif group.kind == "gke":

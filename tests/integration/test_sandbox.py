@@ -1,0 +1,134 @@
+"""The sandbox world and the demo's night, end to end: real ``gpu-jobs`` processes against every emulator.
+
+One world for the module (starting it costs seconds: moto, Prometheus, three SDK stacks); the tests that only
+read run first, the night (which changes the clouds) last.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from tests.sandbox.demo import GPU_JOBS, pick_night, run_gpu_jobs, run_night, state_at
+from tests.sandbox.fleet import FINISHED, Group
+from tests.sandbox.world import World, child_env
+
+# A plain Tuesday: no holiday in DE-BE, GB-ENG or US-NY that week, no DST change, no override of the policy.
+DAY = "2027-03-09T07:29:00+01:00"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    with World.start(sync=False) as started:  # the test syncs nodes itself, at known moments
+        yield started
+
+
+def cloud_state(world: World, group: Group) -> tuple[Any, ...]:
+    """What the emulated cloud holds for a group, read in-process (the truth, not what gpu-jobs reports)."""
+    from tests.emulators.aws import moto_state
+
+    loc = group.locator
+    if group.kind in ("eks", "asg"):
+        asg = moto_state.find_asg(loc["region"], world.asg_names[group.name])
+        assert asg is not None
+        tags = tuple(sorted((t["Key"], t["Value"]) for t in asg.tags))
+        sizes = (asg.min_size, asg.desired_capacity, asg.max_size)
+        if group.kind == "asg":
+            return sizes, tags
+        nodegroup = moto_state.find_nodegroup(loc["region"], loc["cluster"], loc["nodegroup"])
+        assert nodegroup is not None
+        return dict(nodegroup.scaling_config), sizes, tags
+    if group.kind == "gke":
+        pool = world.gcp.node_pool(loc["project"], loc["location"], loc["cluster"], loc["nodePool"])
+        scaling = pool.autoscaling
+        return pool.size, scaling and (scaling.enabled, scaling.min_node_count, scaling.max_node_count)
+    aks = world.azure.agent_pool(loc["subscription"], loc["resourceGroup"], loc["cluster"], loc["agentPool"])
+    return aks.count, aks.enable_auto_scaling, aks.min_count, aks.max_count, aks.power_state
+
+
+def test_every_policy_group_exists_in_its_cloud_with_labelled_gpu_nodes(world: World) -> None:
+    managed = [g for g in world.fleet.groups if g.managed]
+    assert [g.name for g in managed] == [g.name for g in world.policy.node_groups]
+    for group in world.fleet.groups:
+        nodes = world.nodes_of(group)
+        assert world.live_nodes(group) == group.nodes == len(nodes) > 0, group.name
+        for node in nodes:
+            labels = node["metadata"]["labels"]
+            assert group.node_labels.items() <= labels.items(), group.name
+            if not group.system:
+                assert node["status"]["capacity"]["nvidia.com/gpu"] == str(group.hardware.gpus)
+    provider_labels = {"eks": "eks.amazonaws.com/nodegroup", "gke": "cloud.google.com/gke-nodepool"}
+    provider_labels["aks"] = "kubernetes.azure.com/agentpool"
+    for group in managed:
+        if group.kind in provider_labels:
+            assert provider_labels[group.kind] in group.node_labels
+    assert world.kube.get("Namespace", "gpu-jobs") is not None
+    assert len(world.fleet.namespaces) >= 20
+
+
+def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) -> None:
+    at = "2027-03-09T22:01:00+01:00"  # after every Berlin/London group's end of day; New York still works
+    done = subprocess.run(
+        [*GPU_JOBS, "nodegroups", "--dry-run", "--output", "json", "--at", at],
+        env=child_env(world),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    planned = {g["name"]: g for g in report["nodeGroups"]}
+    assert set(planned) == {"training-a100", "batch-nightly-g5", "notebooks-t4", "finetune-a100"}
+    assert all(g["status"] == "planned" and g["direction"] == "down" for g in planned.values())
+    assert planned["training-a100"]["after"]["max"] == 1  # EKS keeps maxSize >= 1
+    skipped = {s["name"]: s["reason"] for s in report["skipped"]}
+    assert "postponed" in skipped["research-h100"]
+    assert "ml-research/train-llm-7b-0" in skipped["research-h100"]
+    unmanaged = {(u["cloud"], next(reversed(u["locator"].values()))) for u in report["unmanaged"]}
+    assert unmanaged == {("aws", "gpu-experiments"), ("gcp", "l4-adhoc"), ("azure", "gpuspare")}
+    assert all(not log.writes() for log in world.logs().values() if log is not world.kube.log)
+
+
+def test_the_night_goes_down_changes_nothing_twice_and_restores_exactly(world: World) -> None:
+    tz = ZoneInfo(world.policy.defaults.timezone)
+    calendar_phase = run_gpu_jobs(world, "calendar", "calendar", "--at", DAY, "--output", "json", "--days", "2")
+    assert calendar_phase.ok, calendar_phase.stderr
+    calendar = calendar_phase.report
+    night = pick_night(calendar, tz)
+    assert night is not None
+    evening, morning = night
+    assert (evening, morning) == (datetime(2027, 3, 9, 22, 1, tzinfo=tz), datetime(2027, 3, 10, 8, 16, tzinfo=tz))
+    groups = {g.name: g for g in world.fleet.groups if g.managed}
+    before = {name: cloud_state(world, g) for name, g in groups.items()}
+
+    tonight, again, tomorrow = run_night(world, evening, morning)
+
+    for phase in (tonight, again, tomorrow):
+        assert phase.ok, phase.stderr
+    busy = {p.group for p in world.fleet.pods if (p.namespace, p.name) not in FINISHED}
+    expect_down = {n for n in groups if state_at(calendar, n, evening)[0] == "down" and n not in busy}
+    results = {g["name"]: g for g in tonight.report["nodeGroups"]}
+    assert set(results) == expect_down
+    assert all(r["status"] == "applied" and r["direction"] == "down" for r in results.values())
+    for name in expect_down:  # node counts are the clouds' live sizes, synced into the cluster after each run
+        assert tonight.nodes[name] == (groups[name].nodes, 0), name
+    assert "postponed" in {s["name"]: s["reason"] for s in tonight.report["skipped"]}["research-h100"]
+    assert tonight.nodes["research-h100"] == (2, 2)
+
+    assert again.report["nodeGroups"] == []
+    assert again.writes() == 0, again.requests
+    assert all(after == before for before, after in again.nodes.values())
+
+    restored = {g["name"] for g in tomorrow.report["nodeGroups"] if g["direction"] == "up"}
+    assert restored == {n for n in expect_down if state_at(calendar, n, morning)[0] == "up"}
+    assert {"training-a100", "notebooks-t4", "finetune-a100", "batch-nightly-g5"} <= restored
+    for name in restored:
+        assert cloud_state(world, groups[name]) == before[name], name
+        assert tomorrow.nodes[name] == (0, groups[name].nodes), name
