@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from jobs.adapters.settings import AdapterSettings
@@ -38,6 +40,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=int(env("WORKERS", "16") or 16),
         help="groups worked on at once [GPU_JOBS_WORKERS]",
     )
+
+
+def _peak_rss_mib() -> float | None:
+    """This process's peak resident memory (VmHWM: of this program only, not what was forked before exec)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
+    return round(kib / 1024, 1) if kib is not None else None
 
 
 def _ports(clouds: set[str], settings: AdapterSettings) -> Ports:
@@ -75,7 +87,15 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[Report, Outcome]:
         drain_poll_s=adapter_settings.poll_interval_s,
     )
     ports = _ports({g.cloud for g in policy.node_groups if args.only in (None, g.name)}, adapter_settings)
+    started = time.monotonic()
     report = job.run(policy, now, settings, ports, log)
+    # The job's own time, without interpreter start-up and SDK imports: what concurrency can change.
+    log.info(
+        "nodegroups.timing",
+        run_s=round(time.monotonic() - started, 3),
+        workers=settings.workers,
+        peak_rss_mib=_peak_rss_mib(),
+    )
     applied = sum(r.status == "applied" for r in report.results)
     failed = sum(r.status == "failed" for r in report.results)
     code = ExitCode.REFUSED if report.refused else ExitCode.ITEM_FAILED if failed else ExitCode.OK

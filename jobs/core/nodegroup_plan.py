@@ -192,6 +192,10 @@ def _plan_down(
 
 def _plan_up(og: ObservedGroup, current: GroupConfig, reason: str) -> GroupAction | GroupSkip | None:
     group, record = og.group, og.record
+    if record is not None and record.phase == "up" and record.busy_since is not None:
+        # A postponed shutdown never happened and working hours are back: forget when the wait began, or the
+        # next evening would start with the wait already used up.
+        return GroupAction(group.name, og.kind, "up", reason, current, current, (), False, record)
     is_down = record is not None and record.phase in ("stopping", "down")
     if record is None:
         looks_down = not steps_between(

@@ -118,24 +118,38 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any) -> Ob
 
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
         observed = tuple(pool.map(one, groups))
-    return Observation(observed, _unmanaged(policy, ports, groups, log) if settings.only is None else ())
+        unmanaged = _unmanaged(policy, ports, groups, pool, log) if settings.only is None else ()
+    return Observation(observed, unmanaged)
 
 
-def _unmanaged(policy: Policy, ports: Ports, groups: list[NodeGroup], log: Any) -> tuple[CloudGroup, ...]:
+def _cluster_key(group: NodeGroup) -> tuple[str, ...]:
+    loc = group.locator.model_dump(exclude_none=True)
+    return (group.cloud, *(str(loc[k]) for k in ("region", "project", "subscription", "cluster") if k in loc))
+
+
+def _unmanaged(
+    policy: Policy, ports: Ports, groups: list[NodeGroup], pool: ThreadPoolExecutor, log: Any
+) -> tuple[CloudGroup, ...]:
+    """GPU node groups in the same clusters as the policy's, that the policy does not list (one list per cluster,
+    clusters concurrently)."""
     listed = {
         (g.cloud, tuple(sorted((k, str(v)) for k, v in g.locator.model_dump(by_alias=True, exclude_none=True).items())))
         for g in policy.node_groups
     }
-    found: list[CloudGroup] = []
-    for cloud_name, cloud in ports.clouds.items():
-        mine = [g for g in groups if g.cloud == cloud_name]
+    clusters: dict[tuple[str, ...], list[NodeGroup]] = {}
+    for group in groups:
+        clusters.setdefault(_cluster_key(group), []).append(group)
+
+    def one(members: list[NodeGroup]) -> list[CloudGroup]:
         try:
-            discovered = cloud.discover(mine) if mine else []
+            return ports.clouds[members[0].cloud].discover(members)
         except CloudError as exc:
-            log.warning("nodegroup.discover_failed", cloud=cloud_name, error=str(exc))
-            continue
-        found += [c for c in discovered if (c.cloud, tuple(sorted(c.locator.items()))) not in listed]
-    return tuple(found)
+            log.warning("nodegroup.discover_failed", cloud=members[0].cloud, error=str(exc))
+            return []
+
+    found = [c for batch in pool.map(one, clusters.values()) for c in batch]
+    unique = {(c.cloud, tuple(sorted(c.locator.items()))): c for c in found}
+    return tuple(c for key, c in unique.items() if key not in listed)
 
 
 def _describe_step_change(action: GroupAction) -> str:

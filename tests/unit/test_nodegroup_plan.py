@@ -258,3 +258,10 @@ def test_guard_refuses_a_plan_over_the_change_limit() -> None:
     refused = guard(plan, max_changes=2)
     assert isinstance(refused, Refusal)
     assert "changes 3 node groups, more than the limit of 2" in refused.reason
+
+
+def test_a_wait_that_never_ended_in_a_shutdown_is_forgotten_in_the_morning() -> None:
+    waited = rec(EKS_UP, "up", busy_since=NIGHT)
+    action = plan_one("eks", EKS_UP, DAY + timedelta(days=1), record=waited)
+    assert isinstance(action, GroupAction)
+    assert (action.steps, action.direction, action.record) == ((), "up", waited)

@@ -1,0 +1,163 @@
+"""The nodegroups job against the emulators with a fleet of node groups across the three clouds.
+
+Prints, per run: API calls (reads and writes, per emulator), wall time, and the job process's peak RSS. The job
+runs as a separate ``gpu-jobs`` process, as in a CronJob; every cloud call is given an injected latency.
+
+    .venv/bin/python bench/nodegroups_fleet.py [--groups 200] [--latency-ms 50]
+
+Targets (issue 4): a steady-state run makes zero writes and at most two reads per group; concurrent processing is
+at least 4x faster than one group at a time with 50 ms per cloud call; peak RSS under 200 MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.emulators.aws.emulator import start_aws
+from tests.emulators.azure.emulator import start_azure_emulator
+from tests.emulators.gcp.emulator import start_gcp
+from tests.emulators.kube.fixtures import start_kube
+from tests.emulators.kube.seed import namespace
+
+SUB = "00000000-0000-0000-0000-0000000000b1"
+EVENING = "2026-12-01T20:05:00+01:00"
+MORNING = "2026-12-02T07:55:00+01:00"
+
+
+def seed(count: int, aws: Any, gcp: Any, azure: Any) -> str:
+    """``count`` groups, a third per cloud; GKE/AKS one pool per cluster (both lock a whole cluster per update)."""
+    lines = [
+        "apiVersion: gpu-jobs/v1",
+        "kind: GpuPolicy",
+        "defaults:",
+        "  timezone: Europe/Berlin",
+        '  workingHours: [{days: Mon-Fri, start: "08:00", end: "20:00"}]',
+        "  warmUp: 15m",
+        "nodeGroups:",
+    ]
+    for i in range(count):
+        cloud = ("aws", "gcp", "azure")[i % 3]
+        if cloud == "aws" and i % 9 == 0:
+            aws.add_asg("eu-west-1", f"asg-{i}", 1, 2, 4, instance_type="g5.xlarge")
+            loc = f"aws: {{region: eu-west-1, autoScalingGroup: asg-{i}}}"
+        elif cloud == "aws":
+            aws.add_eks_nodegroup("eu-west-1", f"eks-{i // 30}", f"ng-{i}", 1, 2, 6, instance_types=("g5.xlarge",))
+            loc = f"aws: {{region: eu-west-1, cluster: eks-{i // 30}, nodegroup: ng-{i}}}"
+        elif cloud == "gcp":
+            gcp.add_node_pool(
+                "bench",
+                "europe-west4",
+                f"gke-{i}",
+                "gpu",
+                zones=("europe-west4-a",),
+                per_zone_count=2,
+                autoscaling=(1, 4),
+            )
+            loc = f"gcp: {{project: bench, location: europe-west4, cluster: gke-{i}, nodePool: gpu}}"
+        else:
+            azure.add_agent_pool(SUB, "rg", f"aks-{i}", "gpu", "Standard_NC4as_T4_v3", 2, autoscaling=(1, 4))
+            loc = f"azure: {{subscription: {SUB}, resourceGroup: rg, cluster: aks-{i}, agentPool: gpu}}"
+        lines += [f"  - name: g{i:03d}", f"    cloud: {cloud}", f"    {loc}"]
+    return "\n".join(lines) + "\n"
+
+
+def calls(emulators: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    return {name: (len(e.log.reads()), len(e.log.writes())) for name, e in emulators.items()}
+
+
+def run_job(env: dict[str, str], policy: Path, at: str, workers: int) -> tuple[float, float, float]:
+    """Run the job once; return process wall time, the job's own run time (after imports) and its peak RSS.
+
+    The peak RSS comes from the job itself (VmHWM): getrusage on a child forked from this large process would
+    count this process's pages from before the exec.
+    """
+    job = [
+        sys.executable,
+        "-m",
+        "jobs",
+        "--log-format",
+        "json",
+        "nodegroups",
+        "--policy",
+        str(policy),
+        "--at",
+        at,
+        "--output",
+        "json",
+        "--workers",
+        str(workers),
+        "--max-changes",
+        "1000",
+    ]
+    started = time.perf_counter()
+    done = subprocess.run(job, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    lines = done.stderr.splitlines()
+    if done.returncode != 0:
+        sys.exit("job failed:\n" + "\n".join(lines[-20:]))
+    timing = next(json.loads(line) for line in lines if '"nodegroups.timing"' in line)
+    return wall, timing["run_s"], timing["peak_rss_mib"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="gpu-jobs-bench-"))
+    kube = start_kube(tmp / "kubeconfig")
+    aws, gcp, azure = start_aws(), start_gcp(operation_polls=1), start_azure_emulator(retry_after_s=0.01)
+    try:
+        aws.update_timing = type(aws.update_timing)(polls=1, seconds=None)
+        kube.create(namespace("gpu-jobs"))
+        policy = tmp / "policy.yaml"
+        policy.write_text(seed(args.groups, aws, gcp, azure))
+        env = {
+            **os.environ,
+            **aws.env(),
+            "KUBECONFIG": str(kube.kubeconfig),
+            "GPU_JOBS_GCP_ENDPOINT": gcp.url,
+            "GPU_JOBS_AZURE_ENDPOINT": azure.url,
+            "GPU_JOBS_NAMESPACE": "gpu-jobs",
+            "GPU_JOBS_POLL_INTERVAL": "0.01",
+            "GPU_JOBS_LOG_LEVEL": "info",
+        }
+        emulators = {"kube": kube, "aws": aws, "gcp": gcp, "azure": azure}
+        for cloud in (aws, gcp, azure):
+            cloud.latency_s = args.latency_ms / 1000
+        print(f"nodegroups benchmark: {args.groups} node groups (aws/gcp/azure), {args.latency_ms:g} ms per cloud call")
+        print(f"{'run':<34} {'process s':>9} {'job s':>6} {'RSS MiB':>8}  API calls (reads/writes)")
+        for label, at, workers in [
+            ("evening: all go down (16 workers)", EVENING, 16),
+            ("steady state (16 workers)", EVENING, 16),
+            ("steady state (1 worker)", EVENING, 1),
+            ("morning: all come back (16 wkrs)", MORNING, 16),
+            ("steady state after (16 workers)", MORNING, 16),
+        ]:
+            for e in emulators.values():
+                e.log.clear()
+            wall, job_s, rss = run_job(env, policy, at, workers)
+            counts = calls(emulators)
+            cloud_reads = sum(counts[c][0] for c in ("aws", "gcp", "azure"))
+            summary = "  ".join(f"{k} {r}/{w}" for k, (r, w) in counts.items())
+            print(
+                f"{label:<34} {wall:>9.2f} {job_s:>6.2f} {rss:>8.1f}  {summary}  "
+                f"(cloud reads/group {cloud_reads / args.groups:.2f})"
+            )
+    finally:
+        for e in (kube, aws, gcp, azure):
+            e.stop()
+
+
+if __name__ == "__main__":
+    main()
