@@ -26,10 +26,10 @@ LABEL org.opencontainers.image.title="gpu-jobs" \
       org.opencontainers.image.description="Kubernetes CronJobs that enforce GPU cost controls from one policy file" \
       org.opencontainers.image.source="https://github.com/example/gpu-jobs" \
       org.opencontainers.image.licenses="Apache-2.0"
+# HOME=/tmp: the root filesystem is read-only in the pod; SDKs that want a home or a temp dir get the /tmp emptyDir.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/opt/gpu-jobs/bin:$PATH \
-    # The root filesystem is read-only in the pod; SDKs that want a home or a temp dir get the /tmp emptyDir.
     HOME=/tmp
 # 65532 is the conventional "nonroot" uid/gid (distroless); the CronJob's runAsNonRoot checks the numeric uid.
 RUN groupadd --system --gid 65532 nonroot \
