@@ -6,7 +6,6 @@ also how the local emulator is reached. Every ApiException is translated into ``
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -38,7 +37,7 @@ from jobs.nodegroups.ports import GpuPod, NodeInfo
 # What the code below calls, for the shipped RBAC Role/ClusterRole (checked by a test).
 RBAC_RULES = {
     ("", "nodes"): ("list", "patch"),
-    ("", "pods"): ("list", "get", "delete"),
+    ("", "pods"): ("list", "get"),
     ("", "pods/eviction"): ("create",),
     ("", "configmaps"): ("list", "create", "update"),
     ("", "events"): ("create",),
@@ -161,10 +160,6 @@ class KubeCluster:
             raise errors.Busy(str(exc), operation=exc.operation, code="DisruptionBudget") from exc
         except errors.NotFound:
             pass  # already gone
-
-    def delete_pod(self, pod: GpuPod) -> None:
-        with contextlib.suppress(errors.NotFound):
-            call("delete pods", lambda: self.core.delete_namespaced_pod(pod.name, pod.namespace))
 
     def pod_exists(self, pod: GpuPod) -> bool:
         try:

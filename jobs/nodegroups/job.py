@@ -246,18 +246,24 @@ class Executor:
         for node in action.cordon:
             self._retry("cordon", partial(self.ports.cluster.cordon, node), action.group)
         deadline = time.monotonic() + action.drain_timeout.total_seconds()
-        pending: list[BusyPod] = list(action.evict)
+        pending: list[GpuPod] = [GpuPod(p.namespace, p.name, p.node, p.gpus, p.evictable) for p in action.evict]
+        evicted: set[GpuPod] = set()
         while pending:
-            still: list[BusyPod] = []
+            still: list[GpuPod] = []
             for pod in pending:
-                gpu_pod = GpuPod(pod.namespace, pod.name, pod.node, pod.gpus, pod.evictable)
-                try:
-                    self.ports.cluster.evict(gpu_pod)
-                    self.log.info("nodegroup.evicted", node_group=action.group, pod=str(pod))
-                except Busy:  # a PodDisruptionBudget says not now
+                if pod not in evicted:
+                    try:
+                        self.ports.cluster.evict(pod)
+                        evicted.add(pod)
+                        self.log.info("nodegroup.evicted", node_group=action.group, pod=f"{pod.namespace}/{pod.name}")
+                    except Busy:  # a PodDisruptionBudget says not now
+                        still.append(pod)
+                        continue
+                # Scaling down before an evicted pod has terminated would cut its grace period short.
+                if self.ports.cluster.pod_exists(pod):
                     still.append(pod)
             if still and time.monotonic() > deadline:
-                names = ", ".join(map(str, still))
+                names = ", ".join(f"{p.namespace}/{p.name}" for p in still)
                 raise Busy(f"drain timed out after {action.drain_timeout}: still running {names}", operation="drain")
             if still:
                 self.sleep(self.settings.drain_poll_s)

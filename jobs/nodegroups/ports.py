@@ -88,7 +88,9 @@ class Cluster(Protocol):
         """Through the Eviction API, so PodDisruptionBudgets hold; raises ``Busy`` when one refuses."""
         ...
 
-    def delete_pod(self, pod: GpuPod) -> None: ...
+    def pod_exists(self, pod: GpuPod) -> bool:
+        """Whether the pod is still there (an evicted pod terminates within its grace period)."""
+        ...
 
 
 class RecordStore(Protocol):

@@ -40,7 +40,9 @@ def test_plain_asg_scales_to_zero_and_back(aws: AwsEmulator) -> None:
         "UpdateAutoScalingGroup",
         "DescribeAutoScalingGroups",
     ]
-    assert [r.is_write for r in aws.log.all()] == [True, True, True, True]  # query protocol: all POST
+    # The query protocol sends every call as a POST; the log still tells reads from writes by operation.
+    assert [r.method for r in aws.log.all()] == ["POST"] * 4
+    assert [r.is_write for r in aws.log.all()] == [True, False, True, False]
 
 
 def test_asg_size_rules_are_enforced(aws: AwsEmulator) -> None:
