@@ -20,25 +20,23 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable
 from enum import Enum
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
-from azure.core.credentials import AccessToken, TokenCredential
+from azure.core.credentials import TokenCredential
 from azure.core.exceptions import (
     AzureError,
     ClientAuthenticationError,
     HttpResponseError,
     ResourceNotFoundError,
 )
-from azure.core.pipeline import PipelineRequest
-from azure.core.pipeline.policies import SansIOHTTPPolicy
 from azure.identity import DefaultAzureCredential
 from azure.mgmt.containerservice import ContainerServiceClient
 from azure.mgmt.containerservice.models import AgentPool, PowerState
 
+from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
@@ -64,43 +62,11 @@ MAX_COUNT = 1000  # AKS's per-pool node limit (VMSS pools)
 #: Upgrading, Starting, Stopping, Creating, Deleting...) means an operation is in progress.
 SETTLED_STATES = frozenset({"succeeded", "failed", "canceled"})
 
-#: Stands in for an Entra ID token when the endpoint is overridden (the local emulator checks only that a
-#: bearer token is present).
-STATIC_TOKEN = "gpu-jobs-static-token"  # noqa: S105 - not a secret: never sent to Azure
-
 _OP_GET = "agentPools.get"
 _OP_PUT = "agentPools.createOrUpdate"
 _OP_LIST = "agentPools.list"
 
 T = TypeVar("T")
-
-
-class StaticTokenCredential:
-    """A ``TokenCredential`` with one fixed token, for an overridden endpoint: no Entra ID round-trip."""
-
-    def __init__(self, token: str = STATIC_TOKEN) -> None:
-        self._token = token
-
-    def get_token(
-        self,
-        *scopes: str,
-        claims: str | None = None,
-        tenant_id: str | None = None,
-        enable_cae: bool = False,
-        **kwargs: Any,
-    ) -> AccessToken:
-        return AccessToken(self._token, int(time.time()) + 3600)
-
-
-class AllowHttpPolicy(SansIOHTTPPolicy[Any, Any]):
-    """Sets azure-core's documented per-request ``enforce_https=False`` option on every request of a client.
-
-    ARM's bearer-token policy refuses to send a token over plain http unless a request carries that option;
-    a per-call policy sets it on every call and LRO poll while leaving the SDK's own auth policy in place.
-    """
-
-    def on_request(self, request: PipelineRequest[Any]) -> None:
-        request.context.options["enforce_https"] = False
 
 
 class AksAgentPools:

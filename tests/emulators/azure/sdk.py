@@ -36,42 +36,16 @@ Product sketch (behind one setting, ``GPU_JOBS_AZURE_ENDPOINT``)::
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from azure.core.credentials import AccessToken
-from azure.core.pipeline import PipelineRequest
-from azure.core.pipeline.policies import SansIOHTTPPolicy
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.containerservice import ContainerServiceClient
 from azure.mgmt.quota import QuotaMgmtClient
 
+from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
+
 EMULATOR_TOKEN = "gpu-jobs-emulator-token"
-
-
-class StaticTokenCredential:
-    """A ``TokenCredential`` returning one fixed bearer token that never needs refreshing."""
-
-    def __init__(self, token: str = EMULATOR_TOKEN) -> None:
-        self._token = token
-
-    def get_token(
-        self,
-        *scopes: str,
-        claims: str | None = None,
-        tenant_id: str | None = None,
-        enable_cae: bool = False,
-        **kwargs: Any,
-    ) -> AccessToken:
-        return AccessToken(self._token, int(time.time()) + 3600)
-
-
-class AllowHttpPolicy(SansIOHTTPPolicy[Any, Any]):
-    """Sets azure-core's per-request ``enforce_https=False`` option on every request of a client."""
-
-    def on_request(self, request: PipelineRequest[Any]) -> None:
-        request.context.options["enforce_https"] = False
 
 
 def emulator_client_kwargs(endpoint: str, token: str = EMULATOR_TOKEN) -> dict[str, Any]:
