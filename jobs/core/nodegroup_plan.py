@@ -195,7 +195,11 @@ def _plan_up(og: ObservedGroup, current: GroupConfig, reason: str) -> GroupActio
     if record is not None and record.phase == "up" and record.busy_since is not None:
         # A postponed shutdown never happened and working hours are back: forget when the wait began, or the
         # next evening would start with the wait already used up.
-        return GroupAction(group.name, og.kind, "up", reason, current, current, (), False, record)
+        return GroupSkip(
+            group.name,
+            "working hours are back before the postponed shutdown happened: wait cleared",
+            save_record=replace(record, busy_since=None),
+        )
     is_down = record is not None and record.phase in ("stopping", "down")
     if record is None:
         looks_down = not steps_between(

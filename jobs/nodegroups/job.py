@@ -313,8 +313,8 @@ def run(
         with ThreadPoolExecutor(max_workers=settings.workers) as pool:
             results = tuple(pool.map(executor.apply, planned.actions)) + tuple(failures)
         for skip in planned.skips:
-            if skip.save_record is not None:  # first postponement only: a steady state writes nothing
-                executor.event(skip.group, "ShutdownPostponed", skip.reason)
+            if skip.save_record is not None and skip.save_record.busy_since is not None:
+                executor.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
     finally:
         ports.lock.release(settings.holder)
     return Report(now, settings.dry_run, results, planned.skips, observation.unmanaged)

@@ -126,8 +126,7 @@ def test_the_night_goes_down_changes_nothing_twice_and_restores_exactly(world: W
     assert again.writes() == 0, again.requests
     assert all(after == before for before, after in again.nodes.values())
 
-    # A group whose shutdown stayed postponed all night only has its wait forgotten (no steps): not a restore.
-    restored = {g["name"] for g in tomorrow.report["nodeGroups"] if g["direction"] == "up" and g["steps"]}
+    restored = {g["name"] for g in tomorrow.report["nodeGroups"] if g["direction"] == "up"}
     assert restored == {n for n in expect_down if state_at(calendar, n, morning)[0] == "up"}
     assert {"training-a100", "notebooks-t4", "finetune-a100", "batch-nightly-g5"} <= restored
     for name in restored:

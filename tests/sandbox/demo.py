@@ -196,7 +196,9 @@ def render_calendar(calendar: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--policy", default=None, help="policy file (default gitops/policy.yaml)")
-    parser.add_argument("--day", type=date.fromisoformat, help="the weekday to play (default: the next Mon-Thu)")
+    parser.add_argument(
+        "--day", type=date.fromisoformat, help="the weekday to play (default: the next Mon-Thu with no override)"
+    )
     args = parser.parse_args(argv)
     began = time.perf_counter()
     print("starting the sandbox world (Kubernetes API, AWS, GCP, Azure emulators, real Prometheus)...", flush=True)
@@ -215,7 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== validate   (exit {phase.code}, {phase.seconds:.1f} s)\n  {phase.stdout.strip() or 'policy OK'}")
 
         tz = ZoneInfo(world.policy.defaults.timezone)
-        days = [args.day] if args.day else candidate_days(datetime.now(tz).date())
+        # The first Mon-Thu after every override has expired: then each group follows its own schedule, and the
+        # night shows every provider (an override keeping a group up is already visible in the calendar).
+        start = max([datetime.now(tz).date(), *(o.until.astimezone(tz).date() for o in world.policy.overrides)])
+        days = [args.day] if args.day else candidate_days(start)
         night = None
         for day in days:
             at = datetime(day.year, day.month, day.day, 7, 29, tzinfo=tz).isoformat()
