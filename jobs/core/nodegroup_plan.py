@@ -197,7 +197,7 @@ def _plan_up(og: ObservedGroup, current: GroupConfig, reason: str) -> GroupActio
         # next evening would start with the wait already used up.
         return GroupSkip(
             group.name,
-            "working hours are back before the postponed shutdown happened: wait cleared",
+            "working hours are back: the wait for running GPU pods is over",
             save_record=replace(record, busy_since=None),
         )
     is_down = record is not None and record.phase in ("stopping", "down")
