@@ -35,7 +35,7 @@ MORNING = "2026-12-02T07:55:00+01:00"
 
 
 def seed(count: int, aws: Any, gcp: Any, azure: Any) -> str:
-    """``count`` groups, a third per cloud; GKE/AKS one pool per cluster (both lock a whole cluster per update)."""
+    """``count`` groups, a third per cloud; 4 GKE/AKS pools per cluster (each cluster runs one update at a time)."""
     lines = [
         "apiVersion: gpu-jobs/v1",
         "kind: GpuPolicy",
@@ -57,16 +57,16 @@ def seed(count: int, aws: Any, gcp: Any, azure: Any) -> str:
             gcp.add_node_pool(
                 "bench",
                 "europe-west4",
-                f"gke-{i}",
-                "gpu",
+                f"gke-{i // 12}",
+                f"gpu-{i}",
                 zones=("europe-west4-a",),
                 per_zone_count=2,
                 autoscaling=(1, 4),
             )
-            loc = f"gcp: {{project: bench, location: europe-west4, cluster: gke-{i}, nodePool: gpu}}"
+            loc = f"gcp: {{project: bench, location: europe-west4, cluster: gke-{i // 12}, nodePool: gpu-{i}}}"
         else:
-            azure.add_agent_pool(SUB, "rg", f"aks-{i}", "gpu", "Standard_NC4as_T4_v3", 2, autoscaling=(1, 4))
-            loc = f"azure: {{subscription: {SUB}, resourceGroup: rg, cluster: aks-{i}, agentPool: gpu}}"
+            azure.add_agent_pool(SUB, "rg", f"aks-{i // 12}", f"gpu{i}", "Standard_NC4as_T4_v3", 2, autoscaling=(1, 4))
+            loc = f"azure: {{subscription: {SUB}, resourceGroup: rg, cluster: aks-{i // 12}, agentPool: gpu{i}}}"
         lines += [f"  - name: g{i:03d}", f"    cloud: {cloud}", f"    {loc}"]
     return "\n".join(lines) + "\n"
 

@@ -176,10 +176,6 @@ class AwsNodeGroups:
         self._clients: dict[tuple[str, str], Any] = {}
         # What describe learnt and apply/discover reuse, so they need no extra reads.
         self._backing_asg: dict[_Eks, str] = {}  # the ASG EKS created for a node group
-        # PropagateAtLaunch of discovery tags as last seen, to restore them as they were. GroupConfig only carries
-        # key -> value, so after a process restart a restored tag gets PropagateAtLaunch False (the autoscaler
-        # reads the ASG's tags, not the instances').
-        self._propagate: dict[tuple[str, str, str], bool] = {}
 
     # --- NodeGroupCloud -------------------------------------------------------------------------------------
 
@@ -210,7 +206,7 @@ class AwsNodeGroups:
         asg = self._asg_of(target)
         cluster = target.cluster if isinstance(target, _Eks) else None
         if step.enabled:
-            self._create_tags(asg, step.tags, cluster)
+            self._create_tags(asg, step.tags, step.propagate, cluster)
         else:
             self._delete_discovery_tags(asg, cluster)
 
@@ -254,13 +250,16 @@ class AwsNodeGroups:
         )["nodegroup"]
         scaling = facts.get("scalingConfig") or {}
         asg = self._remember_backing_asg(target, facts)
-        tags = self._discovery_tags(asg, target.cluster, keys=(CA_ENABLED_TAG, CA_TAG_PREFIX + target.cluster))
+        tags, propagated = self._discovery_tags(
+            asg, target.cluster, keys=(CA_ENABLED_TAG, CA_TAG_PREFIX + target.cluster)
+        )
         return GroupConfig(
             min=int(scaling.get("minSize", 0)),
             desired=int(scaling.get("desiredSize", 0)),
             max=int(scaling.get("maxSize", 0)),
             autoscaling=bool(tags),
             autoscaler_tags=tags,
+            propagated_tags=propagated,
             busy=facts.get("status") == "UPDATING",
         )
 
@@ -335,13 +334,14 @@ class AwsNodeGroups:
 
     def _describe_asg(self, target: _Asg) -> GroupConfig:
         asg = self._describe_auto_scaling_group(target)
-        tags = self._remember_tags(target, asg.get("Tags") or [], cluster=None)
+        tags, propagated = _discovery(asg.get("Tags") or [], cluster=None)
         return GroupConfig(
             min=int(asg["MinSize"]),
             desired=int(asg["DesiredCapacity"]),
             max=int(asg["MaxSize"]),
             autoscaling=bool(tags),
             autoscaler_tags=tags,
+            propagated_tags=propagated,
         )
 
     def _describe_auto_scaling_group(self, target: _Asg) -> dict[str, Any]:
@@ -387,26 +387,18 @@ class AwsNodeGroups:
             return self._remember_backing_asg(target, facts)
         return _Asg(target.region, name)
 
-    def _discovery_tags(self, asg: _Asg, cluster: str | None, keys: Iterable[str] = ()) -> dict[str, str]:
+    def _discovery_tags(
+        self, asg: _Asg, cluster: str | None, keys: Iterable[str] = ()
+    ) -> tuple[dict[str, str], frozenset[str]]:
         """The ASG's discovery tags, through ``DescribeTags`` filtered by group (and by key when known)."""
         autoscaling = self._client("autoscaling", asg.region)
         filters: list[dict[str, Any]] = [{"Name": ASG_RESOURCE_TYPE, "Values": [asg.name]}]
         if keys:
             filters.append({"Name": "key", "Values": list(keys)})
         tags = self._paged("DescribeTags", autoscaling.describe_tags, "Tags", "NextToken", Filters=filters)
-        return self._remember_tags(asg, tags, cluster)
+        return _discovery(tags, cluster)
 
-    def _remember_tags(self, asg: _Asg, tags: Iterable[Mapping[str, Any]], cluster: str | None) -> dict[str, str]:
-        found: dict[str, str] = {}
-        with self._lock:
-            for tag in tags:
-                key = str(tag["Key"])
-                if is_discovery_tag(key, cluster):
-                    found[key] = str(tag.get("Value", ""))
-                    self._propagate[(asg.region, asg.name, key)] = bool(tag.get("PropagateAtLaunch", False))
-        return found
-
-    def _create_tags(self, asg: _Asg, tags: Mapping[str, str], cluster: str | None) -> None:
+    def _create_tags(self, asg: _Asg, tags: Mapping[str, str], propagate: frozenset[str], cluster: str | None) -> None:
         if not tags:
             raise Invalid(
                 f"cannot re-enable the Cluster Autoscaler on {asg.name}: no discovery tags were recorded",
@@ -421,8 +413,6 @@ class AwsNodeGroups:
                 operation="CreateOrUpdateTags",
                 code="NotDiscoveryTag",
             )
-        with self._lock:
-            propagate = {k: self._propagate.get((asg.region, asg.name, k), False) for k in tags}
         autoscaling = self._client("autoscaling", asg.region)
         self._call(
             "CreateOrUpdateTags",
@@ -433,7 +423,7 @@ class AwsNodeGroups:
                     "ResourceType": ASG_RESOURCE_TYPE,
                     "Key": key,
                     "Value": value,
-                    "PropagateAtLaunch": propagate[key],
+                    "PropagateAtLaunch": key in propagate,
                 }
                 for key, value in sorted(tags.items())
             ],
@@ -441,7 +431,7 @@ class AwsNodeGroups:
 
     def _delete_discovery_tags(self, asg: _Asg, cluster: str | None) -> None:
         # Read first: a plain ASG's cluster tag key is unknown, and deleting nothing should send nothing.
-        present = self._discovery_tags(asg, cluster)
+        present, _ = self._discovery_tags(asg, cluster)
         if not present:
             return
         autoscaling = self._client("autoscaling", asg.region)
@@ -508,3 +498,10 @@ def _check_sizes(step: SetSize, *, floor_max: int, where: str) -> None:
             operation="SetSize",
             code="SizesOutOfOrder",
         )
+
+
+def _discovery(tags: Iterable[Mapping[str, Any]], cluster: str | None) -> tuple[dict[str, str], frozenset[str]]:
+    """The Cluster Autoscaler discovery tags among ``tags``, and which of them propagate at launch."""
+    found = {str(t["Key"]): str(t.get("Value", "")) for t in tags if is_discovery_tag(str(t["Key"]), cluster)}
+    propagated = frozenset(str(t["Key"]) for t in tags if str(t["Key"]) in found and t.get("PropagateAtLaunch"))
+    return found, propagated

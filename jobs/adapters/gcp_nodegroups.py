@@ -122,6 +122,7 @@ class GkeNodePools:
             desired=self._live_size(ref, pool) if live_size else None,
             max=high,
             autoscaling=bool(pool.autoscaling.enabled),
+            autoscaler_profile=_location_policy(pool.autoscaling),
             zones=zones,
             busy=pool.status in _BUSY_STATUSES,
         )
@@ -142,6 +143,8 @@ class GkeNodePools:
             if step.enabled:
                 _check_bounds(step.min, step.max, ref)
                 autoscaling = {"enabled": True, "min_node_count": step.min, "max_node_count": step.max}
+                if step.profile:
+                    autoscaling["location_policy"] = step.profile
             with _translated(operation, ref.path):
                 op = client.set_node_pool_autoscaling(
                     request={"name": ref.path, "autoscaling": autoscaling}, **self._call_options()
@@ -245,6 +248,14 @@ class GkeNodePools:
             except (Throttled, Unavailable):
                 continue
         _raise_if_failed(ref, op, what)
+
+
+def _location_policy(autoscaling: container_v1.NodePoolAutoscaling) -> str | None:
+    """BALANCED or ANY while the autoscaler is on; None otherwise (or when GKE reports none)."""
+    policy = autoscaling.location_policy
+    if not autoscaling.enabled or not policy:
+        return None
+    return str(container_v1.NodePoolAutoscaling.LocationPolicy(policy).name)
 
 
 def _bounds(autoscaling: container_v1.NodePoolAutoscaling, zones: int) -> tuple[int, int]:

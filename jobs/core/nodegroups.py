@@ -39,6 +39,8 @@ class GroupConfig:
     max: int
     autoscaling: bool = False
     autoscaler_tags: Mapping[str, str] = field(default_factory=dict)
+    propagated_tags: frozenset[str] = frozenset()  # EKS/ASG: discovery tags with PropagateAtLaunch
+    autoscaler_profile: str | None = None  # GKE: the autoscaler's location policy (BALANCED, ANY)
     stopped: bool = False
     system: bool = False  # AKS System mode pool: refused
     zones: int = 1  # GKE: node counts are per zone
@@ -51,6 +53,8 @@ class GroupConfig:
             "max": self.max,
             "autoscaling": self.autoscaling,
             "autoscalerTags": dict(self.autoscaler_tags),
+            "propagatedTags": sorted(self.propagated_tags),
+            "autoscalerProfile": self.autoscaler_profile,
             "stopped": self.stopped,
             "system": self.system,
             "zones": self.zones,
@@ -64,6 +68,8 @@ class GroupConfig:
             max=int(data["max"]),
             autoscaling=bool(data.get("autoscaling", False)),
             autoscaler_tags=dict(data.get("autoscalerTags", {})),
+            propagated_tags=frozenset(data.get("propagatedTags", ())),
+            autoscaler_profile=data.get("autoscalerProfile"),
             stopped=bool(data.get("stopped", False)),
             system=bool(data.get("system", False)),
             zones=int(data.get("zones", 1)),
@@ -81,6 +87,8 @@ class SetAutoscaling:
     min: int = 0
     max: int = 0
     tags: Mapping[str, str] = field(default_factory=dict)
+    propagate: frozenset[str] = frozenset()  # tags set with PropagateAtLaunch
+    profile: str | None = None  # GKE location policy
 
     def describe(self) -> str:
         if not self.enabled:
@@ -176,14 +184,26 @@ def steps_between(kind: ProviderKind, current: GroupConfig, target: GroupConfig)
     if _size_differs(kind, current, target):
         steps.append(SetSize(target.min, target.desired or 0, target.max))
     if autoscaler_differs and target.autoscaling:
-        steps.append(SetAutoscaling(True, target.min, target.max, dict(target.autoscaler_tags)))
+        steps.append(
+            SetAutoscaling(
+                True,
+                target.min,
+                target.max,
+                dict(target.autoscaler_tags),
+                target.propagated_tags,
+                target.autoscaler_profile,
+            )
+        )
     if target.stopped and not current.stopped:
         steps.append(SetPower(True))
     return steps
 
 
-def _bounds(kind: ProviderKind, config: GroupConfig) -> tuple[int, int] | Mapping[str, str]:
-    return config.autoscaler_tags if kind in ("eks", "asg") else (config.min, config.max)
+def _bounds(kind: ProviderKind, config: GroupConfig) -> tuple[object, ...]:
+    """What the autoscaler's configuration consists of, per provider: restored only when it differs."""
+    if kind in ("eks", "asg"):
+        return (dict(config.autoscaler_tags), config.propagated_tags)
+    return (config.min, config.max, config.autoscaler_profile)
 
 
 def _size_differs(kind: ProviderKind, current: GroupConfig, target: GroupConfig) -> bool:

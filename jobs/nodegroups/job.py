@@ -6,6 +6,8 @@ under the Lease, after observing and planning again (the world may have moved wh
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +33,7 @@ from jobs.nodegroups.ports import CloudGroup, Cluster, Events, GpuPod, NodeGroup
 from jobs.retry import Backoff
 
 Status = Literal["planned", "applied", "failed", "skipped"]
+CLUSTER_SERIAL_KINDS = frozenset({"gke", "aks"})
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,16 @@ class Executor:
             log,
             sleep,
         )
+        self._cluster_locks: dict[tuple[str, ...], threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _cluster_lock(self, group: NodeGroup, kind: str) -> threading.Lock | contextlib.nullcontext[None]:
+        """GKE and AKS run one operation per cluster at a time: updates to groups of one cluster take turns
+        here, instead of racing into each other's busy errors."""
+        if kind not in CLUSTER_SERIAL_KINDS:
+            return contextlib.nullcontext()
+        with self._locks_guard:
+            return self._cluster_locks.setdefault(_cluster_key(group), threading.Lock())
 
     def _retry(self, what: str, fn: Callable[[], Any], group: str) -> Any:
         def on_retry(exc: CloudError, delay: float) -> None:
@@ -221,7 +234,8 @@ class Executor:
         for pod in action.doomed:
             self.log.warning("nodegroup.pod_lost", node_group=group.name, pod=str(pod), reason="onBusy force")
         for step in action.steps:
-            self._retry(step.describe(), partial(cloud.apply, group, step), group.name)
+            with self._cluster_lock(group, action.kind):
+                self._retry(step.describe(), partial(cloud.apply, group, step), group.name)
             self.log.info(
                 "nodegroup.changed",
                 node_group=group.name,

@@ -109,7 +109,9 @@ def test_describe_eks_reads_sizes_and_discovery_tags_in_two_reads(aws: AwsEmulat
 
     config = adapter.describe(eks_group())
 
-    assert config == GroupConfig(min=0, desired=2, max=4, autoscaling=True, autoscaler_tags=EKS_TAGS)
+    assert config == GroupConfig(
+        min=0, desired=2, max=4, autoscaling=True, autoscaler_tags=EKS_TAGS, propagated_tags=frozenset(EKS_TAGS)
+    )
     assert aws.log.operations() == ["DescribeNodegroup", "DescribeTags"]
     assert writes(aws) == []
 
@@ -165,6 +167,7 @@ def test_describe_asg_is_one_read_and_ignores_other_tags(aws: AwsEmulator, adapt
         max=3,
         autoscaling=True,
         autoscaler_tags={CA_ENABLED_TAG: "true", "k8s.io/cluster-autoscaler/batch": "owned"},
+        propagated_tags=frozenset({CA_ENABLED_TAG, "k8s.io/cluster-autoscaler/batch"}),
     )
     assert aws.log.operations() == ["DescribeAutoScalingGroups"]
 
@@ -270,7 +273,7 @@ def test_eks_autoscaling_off_and_on_touches_only_discovery_tags(aws: AwsEmulator
 
     adapter.apply(eks_group(), SetAutoscaling(False))
     off = asg_tags(aws, asg)
-    adapter.apply(eks_group(), SetAutoscaling(True, tags=EKS_TAGS))
+    adapter.apply(eks_group(), SetAutoscaling(True, tags=EKS_TAGS, propagate=frozenset(EKS_TAGS)))
 
     assert off == {k: v for k, v in before.items() if k not in EKS_TAGS}
     assert "eks:nodegroup-name" in off

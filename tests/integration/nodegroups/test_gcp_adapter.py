@@ -116,7 +116,7 @@ def test_describe_reads_autoscaling_bounds_per_zone_in_one_read(gcp: GcpEmulator
 
     got = adapter.describe(group)
 
-    assert got == GroupConfig(min=1, desired=None, max=3, autoscaling=True, zones=2)
+    assert got == GroupConfig(min=1, desired=None, max=3, autoscaling=True, autoscaler_profile="BALANCED", zones=2)
     assert gcp.log.operations() == ["nodePools.get"]  # one read: a pool reports no live count, none is fetched
 
 
@@ -132,7 +132,8 @@ def test_live_size_reads_the_instance_group_managers(gcp: GcpEmulator, adapter: 
 
     got = adapter.describe(group, live_size=True)
 
-    assert got == GroupConfig(min=1, desired=3, max=5, autoscaling=True, zones=2)  # per zone: 6 nodes in all
+    # Per zone: 6 nodes in all.
+    assert got == GroupConfig(min=1, desired=3, max=5, autoscaling=True, autoscaler_profile="BALANCED", zones=2)
     assert gcp.log.operations() == ["nodePools.get", "instanceGroupManagers.get", "instanceGroupManagers.get"]
 
 
@@ -209,8 +210,10 @@ def test_set_autoscaling_off_then_on_with_bounds(gcp: GcpEmulator, adapter: GkeN
     assert gcp.node_pool(PROJECT, REGION, CLUSTER, "a100").autoscaling is None
     assert not adapter.describe(group).autoscaling
 
-    adapter.apply(group, SetAutoscaling(True, 0, 4))
-    assert adapter.describe(group) == GroupConfig(min=0, desired=None, max=4, autoscaling=True, zones=2)
+    adapter.apply(group, SetAutoscaling(True, 0, 4, profile="ANY"))
+    assert adapter.describe(group) == GroupConfig(
+        min=0, desired=None, max=4, autoscaling=True, autoscaler_profile="ANY", zones=2
+    )
     assert _writes(gcp) == ["nodePools.setAutoscaling", "nodePools.setAutoscaling"]
 
 
@@ -289,7 +292,8 @@ def test_down_then_up_restores_the_exact_autoscaling_config(gcp: GcpEmulator, ad
     assert (at_night.autoscaling, at_night.desired) == (False, 0)
 
     going_up = steps_between("gke", at_night, original)
-    assert going_up == [SetSize(1, 2, 3), SetAutoscaling(True, 1, 3)]  # size first, autoscaler last
+    # Size first, autoscaler last, with its location policy as it was.
+    assert going_up == [SetSize(1, 2, 3), SetAutoscaling(True, 1, 3, profile="BALANCED")]
     _apply_all(adapter, group, going_up)
 
     assert adapter.describe(group, live_size=True) == original  # bounds, autoscaling, zones and size all back
@@ -301,7 +305,8 @@ def test_down_then_up_restores_the_exact_autoscaling_config(gcp: GcpEmulator, ad
         "nodePools.setAutoscaling",
     ]
     bodies = [json.loads(r.body) for r in gcp.log.writes()]
-    assert bodies[-1] == {"autoscaling": {"enabled": True, "minNodeCount": 1, "maxNodeCount": 3}}
+    # The REST transport sends enums as numbers: 1 is BALANCED.
+    assert bodies[-1] == {"autoscaling": {"enabled": True, "minNodeCount": 1, "maxNodeCount": 3, "locationPolicy": 1}}
 
 
 def test_down_then_up_of_a_fixed_size_pool_restores_its_size(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
