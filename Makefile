@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 LINTENV := .tools/lint
 
-.PHONY: install test lint typecheck imports unit schema calendar bench clean
+.PHONY: install test lint typecheck imports unit schema calendar bench bench-fleet clean
 
 install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
 
@@ -43,6 +43,10 @@ calendar:
 
 bench:
 	$(BIN)/python bench/validate_startup.py
+	$(BIN)/python bench/emulator_startup.py
+
+bench-fleet:
+	$(BIN)/python bench/nodegroups_fleet.py --groups 200 --latency-ms 50
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache
