@@ -226,7 +226,6 @@ class LeaseLock:
         self.coordination = client.CoordinationV1Api(api)
         self.namespace = namespace
         self.name = name
-        self._version: str | None = None
 
     def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
         spec = client.V1LeaseSpec(
@@ -240,10 +239,9 @@ class LeaseLock:
         except errors.NotFound:
             body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=spec)
             try:
-                created = call("create leases", lambda: self.coordination.create_namespaced_lease(self.namespace, body))
+                call("create leases", lambda: self.coordination.create_namespaced_lease(self.namespace, body))
             except errors.Conflict:
                 return "another run (lease created concurrently)"
-            self._version = _version(created)
             return None
         current = lease.spec
         if current and current.holder_identity and current.holder_identity != holder and current.renew_time:
@@ -252,12 +250,10 @@ class LeaseLock:
                 return str(current.holder_identity)
         lease.spec = spec
         try:
-            updated = call(
-                "update leases", lambda: self.coordination.replace_namespaced_lease(self.name, self.namespace, lease)
-            )
+            # The lease read above carries its resourceVersion: a rival that took it meanwhile makes this a 409.
+            call("update leases", lambda: self.coordination.replace_namespaced_lease(self.name, self.namespace, lease))
         except errors.Conflict:
             return "another run (lease taken concurrently)"
-        self._version = _version(updated)
         return None
 
     def release(self, holder: str) -> None:
