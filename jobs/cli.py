@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = Outcome(ExitCode.BAD_CONFIG)
     log.info(
         "run.summary",
-        dry_run=bool(getattr(args, "dry_run", False)),
+        dry_run=outcome.dry_run,
         planned=outcome.planned,
         applied=outcome.applied,
         failed=outcome.failed,

@@ -20,3 +20,4 @@ class Outcome:
     applied: int = 0
     failed: int = 0
     skipped: int = 0
+    dry_run: bool = False

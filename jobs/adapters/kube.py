@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
 
 from jobs import errors
 from jobs.core.nodegroups import Record
@@ -33,6 +34,8 @@ from jobs.labels import (
     SAFE_TO_EVICT_ANNOTATION,
 )
 from jobs.nodegroups.ports import GpuPod, NodeInfo
+
+__all__ = ["ConfigException", "ConfigMapRecords", "KubeCluster", "KubeEvents", "LeaseLock", "api_client"]
 
 # What the code below calls, for the shipped RBAC Role/ClusterRole (checked by a test).
 RBAC_RULES = {

@@ -58,7 +58,10 @@ def _ports(clouds: set[str], settings: AdapterSettings) -> Ports:
     from jobs.adapters.registry import nodegroup_cloud  # noqa: PLC0415
     from jobs.labels import NODEGROUPS_LEASE  # noqa: PLC0415
 
-    api = kube.api_client(settings.request_timeout_s)
+    try:
+        api = kube.api_client(settings.request_timeout_s)
+    except kube.ConfigException as exc:
+        raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
     namespace = kube.job_namespace()
     return Ports(
         clouds={name: nodegroup_cloud(name, settings) for name in sorted(clouds)},
@@ -103,7 +106,9 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[Report, Outcome]:
         log.error("nodegroups.refused", reason=report.refused)
     if report.lock_holder:
         log.info("nodegroups.locked", holder=report.lock_holder, message="another run holds the lease; exiting")
-    outcome = Outcome(code, planned=len(report.results), applied=applied, failed=failed, skipped=len(report.skips))
+    outcome = Outcome(
+        code, planned=len(report.results), applied=applied, failed=failed, skipped=len(report.skips), dry_run=dry_run
+    )
     return report, outcome
 
 

@@ -105,6 +105,9 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any) -> Ob
             config = settings.backoff.call(lambda: cloud.describe(group))
         except CloudError as exc:
             return ObservedGroup(group, kind, None, record, error=str(exc))
+        except Exception as exc:  # a bug or an untranslated SDK error: this group only, not the run
+            log.error("nodegroup.describe_crashed", node_group=group.name, error=repr(exc), exc_info=True)
+            return ObservedGroup(group, kind, None, record, error=f"unexpected error: {exc!r}")
         label = _node_label(cloud, group)
         if label is None:
             log.warning(
@@ -206,13 +209,14 @@ class Executor:
     def apply(self, action: GroupAction) -> GroupResult:
         try:
             self._apply(action)
-        except CloudError as exc:
+        except Exception as exc:  # one group's failure, whatever it is, must not stop the others
             self.log.error(
                 "nodegroup.failed",
                 node_group=action.group,
                 direction=action.direction,
                 error=str(exc),
                 error_kind=type(exc).__name__,
+                exc_info=not isinstance(exc, CloudError),
             )
             self.event(action.group, "NodeGroupFailed", f"{action.direction} failed: {exc}", warning=True)
             return GroupResult(action.group, "failed", str(exc), action)

@@ -1,0 +1,106 @@
+"""``gpu-jobs nodegroups`` as a CronJob runs it: a separate process, settings from the environment, honest exit
+codes and one ``run.summary`` event."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.emulators.aws.emulator import AwsEmulator
+from tests.emulators.azure.emulator import AzureEmulator
+from tests.emulators.gcp.emulator import GcpEmulator
+from tests.emulators.kube.fixtures import KubeHandle
+from tests.integration.nodegroups.world import EVENING, POLICY, Fleet, make_fleet
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fleet(
+    kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmulator, monkeypatch: pytest.MonkeyPatch
+) -> Fleet:
+    return make_fleet(kube, aws, gcp, azure, monkeypatch)
+
+
+def gpu_jobs(fleet: Fleet, tmp_path: Path, *args: str, **env: str) -> tuple[int, dict[str, Any], str]:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    environ = {
+        **os.environ,
+        **fleet.aws.env(),
+        "KUBECONFIG": str(fleet.kube.kubeconfig),
+        "GPU_JOBS_GCP_ENDPOINT": fleet.gcp.url,
+        "GPU_JOBS_AZURE_ENDPOINT": fleet.azure.url,
+        "GPU_JOBS_NAMESPACE": "gpu-jobs",
+        "GPU_JOBS_POLL_INTERVAL": "0.01",
+        "GPU_JOBS_RETRY_DEADLINE": "1",
+        "GPU_JOBS_POLICY": str(policy),
+        **env,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs", "--log-format", "json", "nodegroups", "--at", EVENING.isoformat(), *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    summary = next(e for e in events if e["event"] == "run.summary")
+    return done.returncode, summary, done.stdout
+
+
+def counts(summary: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(summary[k] for k in ("job", "dry_run", "planned", "applied", "failed", "exit_code"))
+
+
+def test_dry_run_from_the_environment(fleet: Fleet, tmp_path: Path) -> None:
+    code, summary, out = gpu_jobs(fleet, tmp_path, GPU_JOBS_DRY_RUN="true")
+    assert (code, counts(summary)) == (0, ("nodegroups", True, 5, 0, 0, 0))
+    assert "dry run: nothing changed" in out
+    assert fleet.cloud_writes() == 0
+
+
+def test_a_real_run_then_a_second_one(fleet: Fleet, tmp_path: Path) -> None:
+    code, summary, _ = gpu_jobs(fleet, tmp_path, "--output", "json")
+    assert (code, counts(summary)) == (0, ("nodegroups", False, 5, 5, 0, 0))
+    code, summary, out = gpu_jobs(fleet, tmp_path)
+    assert (code, counts(summary)) == (0, ("nodegroups", False, 0, 0, 0, 0))
+    assert "nothing to change" in out
+
+
+def test_one_failed_group_exits_1_and_the_others_are_done(fleet: Fleet, tmp_path: Path) -> None:
+    fleet.aws.faults.inject("UpdateNodegroupConfig", "server_error", times=1000)
+    code, summary, out = gpu_jobs(fleet, tmp_path)
+    assert (code, counts(summary)) == (1, ("nodegroups", False, 5, 4, 1, 1))
+    assert "error:" in out
+
+
+def test_a_plan_over_the_change_limit_is_refused_with_exit_3(fleet: Fleet, tmp_path: Path) -> None:
+    code, summary, out = gpu_jobs(fleet, tmp_path, "--max-changes", "2")
+    assert (code, summary["exit_code"]) == (3, 3)
+    assert "REFUSED: the plan changes 5 node groups, more than the limit of 2" in out
+    assert fleet.cloud_writes() == 0
+
+
+def test_a_held_lease_exits_0_and_changes_nothing(fleet: Fleet, tmp_path: Path) -> None:
+    assert fleet.ports.lock.acquire("manual-run", EVENING, timedelta(hours=1)) is None
+    fleet.clear_logs()
+    code, _, out = gpu_jobs(fleet, tmp_path)
+    assert code == 0
+    assert "another run holds the lease (manual-run)" in out
+    assert fleet.cloud_writes() == 0
+
+
+def test_bad_settings_exit_2(fleet: Fleet, tmp_path: Path) -> None:
+    code, summary, _ = gpu_jobs(fleet, tmp_path, "--only", "no-such-group")
+    assert (code, summary["exit_code"]) == (2, 2)
+    code, summary, _ = gpu_jobs(fleet, tmp_path, KUBECONFIG=str(tmp_path / "missing"))
+    assert (code, summary["exit_code"]) == (2, 2)
