@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
@@ -301,6 +301,10 @@ def _save_skip_records(plan: NodeGroupPlan, ports: Ports, log: Any) -> list[Grou
     return failed
 
 
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
 def run(
     policy: Policy,
     now: datetime,
@@ -308,7 +312,10 @@ def run(
     ports: Ports,
     log: Any,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], datetime] | None = None,
 ) -> Report:
+    """One run at the schedule instant ``now``. The Lease runs on the real ``clock`` (default: the system's),
+    not on ``now``: a run evaluated ``--at`` another instant must still exclude the runs happening now."""
     observation = observe(policy, ports, settings, log)
     planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
     if isinstance(planned, Refusal):
@@ -317,7 +324,7 @@ def run(
         results = tuple(GroupResult(a.group, "planned", _describe_step_change(a), a) for a in planned.actions)
         return Report(now, settings.dry_run, results, planned.skips, observation.unmanaged)
 
-    holder = ports.lock.acquire(settings.holder, now, settings.lease_duration)
+    holder = ports.lock.acquire(settings.holder, (clock or _system_clock)(), settings.lease_duration)
     if holder is not None:
         return Report(now, settings.dry_run, lock_holder=holder)
     try:

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,8 @@ def test_a_plan_over_the_change_limit_is_refused_with_exit_3(fleet: Fleet, tmp_p
 
 
 def test_a_held_lease_exits_0_and_changes_nothing(fleet: Fleet, tmp_path: Path) -> None:
-    assert fleet.ports.lock.acquire("manual-run", EVENING, timedelta(hours=1)) is None
+    # Held now, on the real clock: a run evaluated --at another instant must still respect it.
+    assert fleet.ports.lock.acquire("manual-run", datetime.now(UTC), timedelta(hours=1)) is None
     fleet.clear_logs()
     code, _, out = gpu_jobs(fleet, tmp_path)
     assert code == 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -207,7 +207,8 @@ def test_the_lease_holds_against_a_concurrent_run(fleet: Fleet) -> None:
     from jobs.adapters import kube as kube_adapter
 
     rival = other(kube_adapter.api_client(), "gpu-jobs", "gpu-jobs-nodegroups")
-    assert rival.acquire("manual-run", EVENING, timedelta(minutes=30)) is None
+    # Held now, on the real clock: the run below is evaluated at EVENING, days away, and must still wait.
+    assert rival.acquire("manual-run", datetime.now(UTC), timedelta(minutes=30)) is None
     fleet.clear_logs()
     report = fleet.run(EVENING)
     assert report.lock_holder == "manual-run"
