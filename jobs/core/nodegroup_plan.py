@@ -224,6 +224,10 @@ def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: da
     skips: list[GroupSkip] = []
     for og in observed:
         outcome = _plan_group(policy, og, now)
+        if isinstance(outcome, GroupAction) and outcome.steps and og.config is not None and og.config.busy:
+            # Someone else's update is running (a console change, an upgrade): converge on the next run rather
+            # than queue behind it.
+            outcome = GroupSkip(og.group.name, "an update is already running on the group: next run")
         if isinstance(outcome, GroupAction):
             actions.append(outcome)
         elif isinstance(outcome, GroupSkip):

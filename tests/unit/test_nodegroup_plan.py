@@ -265,3 +265,16 @@ def test_a_wait_that_never_ended_in_a_shutdown_is_forgotten_in_the_morning() -> 
     skip = plan_one("eks", EKS_UP, DAY + timedelta(days=1), record=waited)
     assert isinstance(skip, GroupSkip)
     assert skip.save_record == rec(EKS_UP, "up")  # the same record, without busy_since
+
+
+def test_a_group_with_an_update_running_waits_for_the_next_run() -> None:
+    busy = GroupConfig(min=1, desired=3, max=8, autoscaling=True, autoscaler_tags=CA, busy=True)
+    skip = plan_one("eks", busy, NIGHT)
+    assert isinstance(skip, GroupSkip)
+    assert (skip.reason, skip.warning, skip.save_record) == (
+        "an update is already running on the group: next run",
+        False,
+        None,
+    )
+    # Nothing to change: busy or not, nothing is planned.
+    assert plan_one("eks", GroupConfig(min=1, desired=3, max=8, busy=True), DAY) is None
