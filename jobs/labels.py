@@ -21,7 +21,8 @@ GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 AKS_AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
 
 # Cluster Autoscaler discovery tags on Auto Scaling groups.
-CA_ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
-CA_CLUSTER_TAG = "k8s.io/cluster-autoscaler/{cluster}"
+CA_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
+CA_ENABLED_TAG = CA_TAG_PREFIX + "enabled"
+CA_CLUSTER_TAG = CA_TAG_PREFIX + "{cluster}"
 
 NODEGROUPS_LEASE = "gpu-jobs-nodegroups"

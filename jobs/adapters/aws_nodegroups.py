@@ -34,6 +34,7 @@ from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import EKS_MIN_MAX_SIZE, GroupConfig, ProviderKind, SetPower, SetSize, Step
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.labels import CA_ENABLED_TAG, CA_TAG_PREFIX, EKS_NODEGROUP_LABEL
 from jobs.nodegroups.ports import CloudGroup
 
 #: Every API action this module calls, for checking the shipped IAM policy against the code.
@@ -49,9 +50,6 @@ IAM_ACTIONS = (
     "autoscaling:DeleteTags",
 )
 
-CA_ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
-CA_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
-EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 ASG_RESOURCE_TYPE = "auto-scaling-group"
 
 # EKS amiTypes with GPU drivers: AL2_x86_64_GPU, AL2023_x86_64_NVIDIA, BOTTLEROCKET_x86_64_NVIDIA...

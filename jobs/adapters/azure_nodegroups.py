@@ -41,6 +41,7 @@ from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.labels import AKS_AGENTPOOL_LABEL
 from jobs.nodegroups.ports import CloudGroup
 
 #: Exactly the ARM actions this module calls: the pool GET and list, the PUT, and the GETs of the PUT's
@@ -50,8 +51,6 @@ AZURE_ACTIONS = (
     "Microsoft.ContainerService/managedClusters/agentPools/write",
     "Microsoft.ContainerService/locations/operations/read",
 )
-
-NODE_LABEL = "kubernetes.azure.com/agentpool"
 
 #: Azure's GPU VM families all start with N: NC (compute), ND (deep learning), NV (visualisation), NG.
 GPU_VM_SIZE = re.compile(r"^Standard_N[A-Z]", re.IGNORECASE)
@@ -124,7 +123,7 @@ class AksAgentPools:
             )
 
     def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
-        return NODE_LABEL, _locator(group).agent_pool
+        return AKS_AGENTPOOL_LABEL, _locator(group).agent_pool
 
     def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
         clusters: dict[tuple[str, str, str], AzureLocator] = {}

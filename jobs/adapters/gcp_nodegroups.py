@@ -33,6 +33,7 @@ from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
 from jobs.core.policy import GcpLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.labels import GKE_NODEPOOL_LABEL
 from jobs.nodegroups.ports import CloudGroup
 
 COMPUTE_ENDPOINT = "https://compute.googleapis.com"
@@ -46,7 +47,6 @@ GCP_PERMISSIONS = (
     "compute.instanceGroupManagers.get",  # instanceGroupManagers.get (live size)
 )
 
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"
 MAX_NODES_PER_ZONE = 1000  # GKE's per-zone node pool limit
 
@@ -109,7 +109,7 @@ class GkeNodePools:
         return "gke"
 
     def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
-        return (NODE_POOL_LABEL, _PoolRef.of(group).node_pool)
+        return (GKE_NODEPOOL_LABEL, _PoolRef.of(group).node_pool)
 
     def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
         ref = _PoolRef.of(group)

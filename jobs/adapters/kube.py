@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from jobs import errors
+from jobs.core.nodegroup_plan import GpuPod
 from jobs.core.nodegroups import Record
 from jobs.labels import (
     GPU_RESOURCE_PREFIXES,
@@ -33,7 +34,7 @@ from jobs.labels import (
     RECORD_KIND_LABEL,
     SAFE_TO_EVICT_ANNOTATION,
 )
-from jobs.nodegroups.ports import GpuPod, NodeInfo
+from jobs.nodegroups.ports import NodeInfo
 
 __all__ = ["ConfigException", "ConfigMapRecords", "KubeCluster", "KubeEvents", "LeaseLock", "api_client"]
 

@@ -7,12 +7,13 @@ markdown (for a pull-request comment).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from zoneinfo import ZoneInfo
 
 from jobs.core.policy import NodeGroup, Policy
-from jobs.core.schedule import GroupSchedule, State
+from jobs.core.schedule import GroupSchedule, Segment, State
 
 WEEK = timedelta(days=7)
 HOURS_PER_WEEK = 168.0
@@ -96,16 +97,12 @@ def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -
     )
 
 
-def _slot(day: date, slot: int, tz: Any) -> datetime:
+def _slot(day: date, slot: int, tz: ZoneInfo) -> datetime:
     return datetime.combine(day, time(slot // 2, 30 * (slot % 2)), tzinfo=tz).astimezone(UTC)
 
 
-def _state_at(segments: Any, at: datetime) -> State:
-    for segment in segments:
-        if segment.start <= at < segment.end:
-            state: State = segment.state
-            return state
-    return "down"
+def _state_at(segments: Sequence[Segment], at: datetime) -> State:
+    return next((s.state for s in segments if s.start <= at < s.end), "down")
 
 
 def up_hours_by_group(policy: Policy, at: datetime) -> dict[str, float]:

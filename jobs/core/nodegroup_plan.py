@@ -21,7 +21,6 @@ from jobs.core.nodegroups import (
     Record,
     Step,
     down_config,
-    postpone_expired,
     steps_between,
 )
 from jobs.core.policy import NodeGroup, Policy
@@ -34,7 +33,9 @@ DEFAULT_DRAIN_TIMEOUT = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
-class BusyPod:
+class GpuPod:
+    """A pod that requests GPUs, on a node. ``evictable`` is False for safe-to-evict "false" or keep-alive."""
+
     namespace: str
     name: str
     node: str
@@ -51,7 +52,7 @@ class ObservedGroup:
     kind: ProviderKind
     config: GroupConfig | None  # None: could not be read (see error)
     record: Record | None = None
-    pods: tuple[BusyPod, ...] = ()  # GPU pods on the group's nodes
+    pods: tuple[GpuPod, ...] = ()  # GPU pods on the group's nodes
     nodes: tuple[str, ...] = ()
     error: str | None = None
 
@@ -69,9 +70,9 @@ class GroupAction:
     steps: tuple[Step, ...]
     take_record: bool
     record: Record | None  # the record the shutdown or restore works from (None until taken)
-    evict: tuple[BusyPod, ...] = ()
+    evict: tuple[GpuPod, ...] = ()
     cordon: tuple[str, ...] = ()
-    doomed: tuple[BusyPod, ...] = ()  # onBusy force: pods that go down with their nodes
+    doomed: tuple[GpuPod, ...] = ()  # onBusy force: pods that go down with their nodes
     drain_timeout: timedelta = DEFAULT_DRAIN_TIMEOUT
 
 
@@ -132,6 +133,10 @@ def _default_autoscaling(group: NodeGroup, kind: ProviderKind, target: GroupConf
     return target
 
 
+def _wait_over(record: Record | None, now: datetime, max_delay: timedelta) -> bool:
+    return record is not None and record.busy_since is not None and now - record.busy_since >= max_delay
+
+
 def _plan_down(
     policy: Policy, og: ObservedGroup, current: GroupConfig, reason: str, now: datetime
 ) -> GroupAction | GroupSkip | None:
@@ -147,14 +152,14 @@ def _plan_down(
     if keep_alive:
         names = ", ".join(map(str, keep_alive))
         return GroupSkip(group.name, f"stays up: pods that must not be evicted are running ({names})", warning=True)
-    evict: tuple[BusyPod, ...] = ()
-    doomed: tuple[BusyPod, ...] = ()
+    evict: tuple[GpuPod, ...] = ()
+    doomed: tuple[GpuPod, ...] = ()
     if og.pods:
         names = ", ".join(map(str, og.pods))
         mode = _setting(policy, group, "on_busy") or "wait"
         if mode == "wait":
             max_delay = parse_duration(_setting(policy, group, "max_delay") or "2h")
-            if not postpone_expired(record, now, max_delay):
+            if not _wait_over(record, now, max_delay):
                 since = record.busy_since if record is not None and record.busy_since else now
                 save = None
                 if record is None or record.busy_since is None:

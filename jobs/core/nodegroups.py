@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 ProviderKind = Literal["eks", "asg", "gke", "aks"]
@@ -218,11 +218,3 @@ def _size_differs(kind: ProviderKind, current: GroupConfig, target: GroupConfig)
         return False  # a stopped pool keeps its count; an autoscaled one sizes itself
     # Restoring: the size comes back before the autoscaler does, so the group starts at its recorded size.
     return current.desired is None or current.desired != target.desired
-
-
-def matches(kind: ProviderKind, current: GroupConfig, target: GroupConfig) -> bool:
-    return not steps_between(kind, current, target)
-
-
-def postpone_expired(record: Record | None, now: datetime, max_delay: timedelta) -> bool:
-    return record is not None and record.busy_since is not None and now - record.busy_since >= max_delay

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any, Literal
 
 from jobs.core.nodegroup_plan import (
-    BusyPod,
+    GpuPod,
     GroupAction,
     GroupSkip,
     NodeGroupPlan,
@@ -29,7 +29,7 @@ from jobs.core.nodegroup_plan import (
 from jobs.core.nodegroups import Record
 from jobs.core.policy import NodeGroup, Policy
 from jobs.errors import Busy, CloudError
-from jobs.nodegroups.ports import CloudGroup, Cluster, Events, GpuPod, NodeGroupCloud, RecordStore, RunLock
+from jobs.nodegroups.ports import CloudGroup, Cluster, Events, NodeGroupCloud, RecordStore, RunLock
 from jobs.retry import Backoff
 
 Status = Literal["planned", "applied", "failed", "skipped"]
@@ -89,7 +89,7 @@ def _node_label(cloud: NodeGroupCloud, group: NodeGroup) -> tuple[str, str] | No
     return label
 
 
-def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any) -> Observation:
+def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, discover: bool = True) -> Observation:
     groups = [g for g in policy.node_groups if settings.only in (None, g.name)]
     records = ports.records.load()
     nodes = ports.cluster.nodes()
@@ -117,14 +117,12 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any) -> Ob
             )
             return ObservedGroup(group, kind, config, record)
         mine = tuple(n.name for n in nodes if n.labels.get(label[0]) == label[1])
-        pods = tuple(
-            BusyPod(p.namespace, p.name, p.node, p.gpus, p.evictable) for n in mine for p in pods_by_node.get(n, [])
-        )
+        pods = tuple(p for n in mine for p in pods_by_node.get(n, []))
         return ObservedGroup(group, kind, config, record, pods, mine)
 
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
         observed = tuple(pool.map(one, groups))
-        unmanaged = _unmanaged(policy, ports, groups, pool, log) if settings.only is None else ()
+        unmanaged = _unmanaged(policy, ports, groups, pool, log) if discover and settings.only is None else ()
     return Observation(observed, unmanaged)
 
 
@@ -264,7 +262,7 @@ class Executor:
         for node in action.cordon:
             self._retry("cordon", partial(self.ports.cluster.cordon, node), action.group)
         deadline = time.monotonic() + action.drain_timeout.total_seconds()
-        pending: list[GpuPod] = [GpuPod(p.namespace, p.name, p.node, p.gpus, p.evictable) for p in action.evict]
+        pending: list[GpuPod] = list(action.evict)
         evicted: set[GpuPod] = set()
         while pending:
             still: list[GpuPod] = []
@@ -273,7 +271,7 @@ class Executor:
                     try:
                         self.ports.cluster.evict(pod)
                         evicted.add(pod)
-                        self.log.info("nodegroup.evicted", node_group=action.group, pod=f"{pod.namespace}/{pod.name}")
+                        self.log.info("nodegroup.evicted", node_group=action.group, pod=str(pod))
                     except Busy:  # a PodDisruptionBudget says not now
                         still.append(pod)
                         continue
@@ -281,7 +279,7 @@ class Executor:
                 if self.ports.cluster.pod_exists(pod):
                     still.append(pod)
             if still and time.monotonic() > deadline:
-                names = ", ".join(f"{p.namespace}/{p.name}" for p in still)
+                names = ", ".join(map(str, still))
                 raise Busy(f"drain timed out after {action.drain_timeout}: still running {names}", operation="drain")
             if still:
                 self.sleep(self.settings.drain_poll_s)
@@ -328,8 +326,9 @@ def run(
     if holder is not None:
         return Report(now, settings.dry_run, lock_holder=holder)
     try:
-        # Under the lease, look again: another run may have finished what this one planned.
-        observation = observe(policy, ports, settings, log)
+        # Under the lease, look again: another run may have finished what this one planned. (The unmanaged
+        # groups found a moment ago still stand: no need to list every cluster twice.)
+        observation = replace(observe(policy, ports, settings, log, discover=False), unmanaged=observation.unmanaged)
         planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
         if isinstance(planned, Refusal):
             return Report(now, settings.dry_run, refused=planned.reason, unmanaged=observation.unmanaged)

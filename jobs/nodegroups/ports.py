@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from jobs.core.nodegroup_plan import GpuPod
 from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, Step
 from jobs.core.policy import NodeGroup
 
@@ -55,15 +56,6 @@ class NodeGroupCloud(Protocol):
     def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
         """GPU node groups in the same clusters (EKS/GKE/AKS) as ``groups``, listed or not."""
         ...
-
-
-@dataclass(frozen=True)
-class GpuPod:
-    namespace: str
-    name: str
-    node: str
-    gpus: int
-    evictable: bool  # False for safe-to-evict "false" or the gpu-jobs/keep-alive annotation
 
 
 @dataclass(frozen=True)

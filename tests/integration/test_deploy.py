@@ -380,10 +380,11 @@ def test_flux_entry_point_builds_and_points_at_an_existing_overlay() -> None:
 def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
     aws: AwsEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs.adapters.aws_nodegroups import CA_ENABLED_TAG, AwsNodeGroups
+    from jobs.adapters.aws_nodegroups import AwsNodeGroups
     from jobs.adapters.settings import AdapterSettings
     from jobs.core.nodegroups import down_config, steps_between
     from jobs.core.policy import AwsLocator, NodeGroup
+    from jobs.labels import CA_ENABLED_TAG
     from tests.unit.test_permissions import aws_actions, aws_policy
 
     region = "eu-central-1"

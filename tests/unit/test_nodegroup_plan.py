@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobs.core.nodegroup_plan import BusyPod, GroupAction, GroupSkip, ObservedGroup, Refusal, guard, plan_nodegroups
+from jobs.core.nodegroup_plan import GpuPod, GroupAction, GroupSkip, ObservedGroup, Refusal, guard, plan_nodegroups
 from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, SetAutoscaling, SetPower, SetSize
 from jobs.core.policy import Policy
 from tests.unit.policies import policy_from
@@ -41,7 +41,7 @@ def plan_one(
     at: datetime,
     *,
     record: Record | None = None,
-    pods: tuple[BusyPod, ...] = (),
+    pods: tuple[GpuPod, ...] = (),
     extra: str = "",
 ) -> GroupAction | GroupSkip | None:
     p = policy(kind, extra)
@@ -135,8 +135,8 @@ def test_an_up_group_during_the_day_with_no_record_is_left_alone() -> None:
     assert plan_one("eks", EKS_UP, DAY) is None
 
 
-POD = BusyPod("team-a", "train-0", "node-1", 8, evictable=True)
-KEEP = BusyPod("team-b", "serve-0", "node-1", 1, evictable=False)
+POD = GpuPod("team-a", "train-0", "node-1", 8, evictable=True)
+KEEP = GpuPod("team-b", "serve-0", "node-1", 1, evictable=False)
 
 
 def test_busy_group_waits_and_records_when_the_wait_started() -> None:

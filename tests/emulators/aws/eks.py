@@ -220,33 +220,13 @@ class EksExtension:
             f"{CA_CLUSTER_TAG_PREFIX}{group.cluster_name}": "owned",
         }
         scaling = group.scaling_config
-        moto_state.autoscaling(region).create_auto_scaling_group(
-            name=name,
-            availability_zones=[f"{region}a", f"{region}b"],
-            desired_capacity=scaling["desiredSize"],
-            max_size=scaling["maxSize"],
-            min_size=scaling["minSize"],
-            launch_config_name=None,
+        moto_state.create_asg(
+            region,
+            name,
+            (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]),
+            owner_tags,
             launch_template=None if mixed else template_spec,
             mixed_instances_policy=mixed,
-            vpc_zone_identifier=None,
-            default_cooldown=None,
-            health_check_period=None,
-            health_check_type="EC2",
-            load_balancers=[],
-            target_group_arns=[],
-            placement_group=None,
-            termination_policies=[],
-            tags=[
-                {
-                    "ResourceId": name,
-                    "ResourceType": "auto-scaling-group",
-                    "Key": key,
-                    "Value": value,
-                    "PropagateAtLaunch": True,
-                }
-                for key, value in owner_tags.items()
-            ],
         )
         group.resources = {**group.resources, "autoScalingGroups": [{"name": name}]}
 

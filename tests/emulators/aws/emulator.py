@@ -229,32 +229,12 @@ class AwsEmulator(Emulator):
             template_data={"ImageId": moto_state.IMAGE_ID, "InstanceType": instance_type},
             tag_spec={},
         )
-        moto_state.autoscaling(region).create_auto_scaling_group(
-            name=name,
-            availability_zones=[f"{region}a", f"{region}b"],
-            desired_capacity=desired_size,
-            max_size=max_size,
-            min_size=min_size,
-            launch_config_name=None,
+        moto_state.create_asg(
+            region,
+            name,
+            (min_size, desired_size, max_size),
+            dict(tags or {}),
             launch_template={"LaunchTemplateId": template.id, "Version": "$Latest"},
-            vpc_zone_identifier=None,
-            default_cooldown=None,
-            health_check_period=None,
-            health_check_type="EC2",
-            load_balancers=[],
-            target_group_arns=[],
-            placement_group=None,
-            termination_policies=[],
-            tags=[
-                {
-                    "ResourceId": name,
-                    "ResourceType": "auto-scaling-group",
-                    "Key": k,
-                    "Value": v,
-                    "PropagateAtLaunch": True,
-                }
-                for k, v in (tags or {}).items()
-            ],
         )
         return name
 

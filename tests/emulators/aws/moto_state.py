@@ -59,6 +59,42 @@ def ec2(region: str) -> Any:
     return ec2_backends[ACCOUNT_ID][region]
 
 
+def create_asg(
+    region: str,
+    name: str,
+    sizes: tuple[int, int, int],
+    tags: dict[str, str],
+    *,
+    launch_template: dict[str, Any] | None = None,
+    mixed_instances_policy: dict[str, Any] | None = None,
+) -> None:
+    """An Auto Scaling group in moto's backend over two zones; ``sizes`` is (min, desired, max) and every tag
+    propagates to the instances, as EKS and the usual launch setups do."""
+    low, desired, high = sizes
+    autoscaling(region).create_auto_scaling_group(
+        name=name,
+        availability_zones=[f"{region}a", f"{region}b"],
+        desired_capacity=desired,
+        max_size=high,
+        min_size=low,
+        launch_config_name=None,
+        launch_template=launch_template,
+        mixed_instances_policy=mixed_instances_policy,
+        vpc_zone_identifier=None,
+        default_cooldown=None,
+        health_check_period=None,
+        health_check_type="EC2",
+        load_balancers=[],
+        target_group_arns=[],
+        placement_group=None,
+        termination_policies=[],
+        tags=[
+            {"ResourceId": name, "ResourceType": "auto-scaling-group", "Key": k, "Value": v, "PropagateAtLaunch": True}
+            for k, v in tags.items()
+        ],
+    )
+
+
 def find_cluster(region: str, name: str) -> Cluster | None:
     cluster: Cluster | None = eks(region).clusters.get(name)
     return cluster

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from jobs.adapters.aws_nodegroups import CA_ENABLED_TAG, IAM_ACTIONS, AwsNodeGroups
+from jobs.adapters.aws_nodegroups import IAM_ACTIONS, AwsNodeGroups
 from jobs.adapters.registry import nodegroup_cloud
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Invalid, NotFound, Throttled, Unavailable
+from jobs.labels import CA_ENABLED_TAG
 from jobs.nodegroups.ports import CloudGroup
 from tests.emulators.aws import AwsEmulator, UpdateTiming
 from tests.emulators.base import FaultKind

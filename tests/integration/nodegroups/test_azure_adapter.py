@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from jobs.adapters.azure_nodegroups import AZURE_ACTIONS, NODE_LABEL, AksAgentPools
+from jobs.adapters.azure_nodegroups import AZURE_ACTIONS, AksAgentPools
 from jobs.adapters.registry import nodegroup_cloud
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import (
@@ -27,6 +27,7 @@ from jobs.core.nodegroups import (
 )
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.labels import AKS_AGENTPOOL_LABEL as NODE_LABEL
 from jobs.nodegroups.ports import CloudGroup
 from tests.emulators.azure import AzureEmulator
 from tests.emulators.azure.fixtures import SUBSCRIPTION
