@@ -40,6 +40,12 @@ class Unavailable(CloudError):
     retryable = True
 
 
+class OutcomeUnknown(CloudError):
+    """A write was sent and its answer was lost (timeout, connection reset, 5xx after the request was read): it may
+    or may not have been applied. Never resent blindly: observe again and decide, or resend only with a stable
+    idempotency token (EKS ``clientRequestToken``) or when the write is idempotent by nature."""
+
+
 class Denied(CloudError):
     """Not allowed: missing permission, or a provider rule (e.g. an AKS system pool cannot go to zero)."""
 
