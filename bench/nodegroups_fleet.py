@@ -49,7 +49,7 @@ def seed(count: int, aws: Any, gcp: Any, azure: Any) -> str:
         cloud = ("aws", "gcp", "azure")[i % 3]
         if cloud == "aws" and i % 9 == 0:
             aws.add_asg("eu-west-1", f"asg-{i}", 1, 2, 4, instance_type="g5.xlarge")
-            loc = f"aws: {{region: eu-west-1, autoScalingGroup: asg-{i}}}"
+            loc = f"aws: {{region: eu-west-1, autoScalingGroup: asg-{i}}}\n    cluster: eks-0"
         elif cloud == "aws":
             aws.add_eks_nodegroup("eu-west-1", f"eks-{i // 30}", f"ng-{i}", 1, 2, 6, instance_types=("g5.xlarge",))
             loc = f"aws: {{region: eu-west-1, cluster: eks-{i // 30}, nodegroup: ng-{i}}}"

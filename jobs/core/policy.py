@@ -8,9 +8,11 @@ that reads well after ``FILE:LINE: PATH:``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -217,6 +219,95 @@ class AzureLocator(Model):
     agent_pool: str
 
 
+def _check_context(value: str) -> str:
+    # kubeconfig context names are free-form (EKS ARNs, gke_<project>_<zone>_<name>), but never empty, padded or
+    # carrying whitespace/control characters: such a name is a copy-paste accident.
+    if not value or len(value) > 253 or any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError(f"{value!r} is not a kubeconfig context name (no spaces or control characters, at most 253)")
+    return value
+
+
+def _check_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(f'"{value}" is not an http(s) URL without query or fragment (e.g. http://prometheus:9090)')
+    if parts.username or parts.password:
+        raise ValueError("credentials do not belong in a URL in Git: use the job's identity or a Secret")
+    try:
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        raise ValueError(f'"{value}" has a malformed port') from None
+    return value
+
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def _check_matchers(value: dict[str, str]) -> dict[str, str]:
+    for label in value:
+        if not _LABEL_NAME.fullmatch(label):
+            raise ValueError(f'"{label}" is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)')
+    return value
+
+
+KubeContext = Annotated[str, AfterValidator(_check_context)]
+
+
+class AwsCluster(Model):
+    """An EKS cluster (its plain ASGs of self-managed nodes join it by ``cluster:``)."""
+
+    region: str
+    cluster: str
+
+
+class GcpCluster(Model):
+    project: str
+    location: str
+    cluster: str
+
+
+class AzureCluster(Model):
+    subscription: str
+    resource_group: str
+    cluster: str
+
+
+ClusterLocator = AwsCluster | GcpCluster | AzureCluster
+
+
+class PrometheusSource(Model):
+    """Where the cluster's DCGM metrics are; ``matchers`` select this cluster's series in a shared Prometheus/Thanos."""
+
+    url: Annotated[str, AfterValidator(_check_url)]
+    matchers: Annotated[dict[str, str], AfterValidator(_check_matchers)] = Field(default_factory=dict)
+
+
+class Cluster(Model):
+    """One Kubernetes cluster of the fleet. What its API shows is true of it only."""
+
+    name: Name = Field(description="unique id used by --cluster, logs and records")
+    cloud: Literal["aws", "gcp", "azure"]
+    aws: AwsCluster | None = None
+    gcp: GcpCluster | None = None
+    azure: AzureCluster | None = None
+    kube_context: KubeContext | None = Field(
+        default=None, description="the kubeconfig context that reaches it (a central install acts through it)"
+    )
+    prometheus: PrometheusSource | None = None
+
+    @model_validator(mode="after")
+    def _locator_matches_cloud(self) -> Cluster:
+        given = [c for c in ("aws", "gcp", "azure") if getattr(self, c) is not None]
+        if given and given != [self.cloud]:
+            raise ValueError(f"cloud {self.cloud} takes only the locator `{self.cloud}:` (found: {given})")
+        return self
+
+    @property
+    def locator(self) -> ClusterLocator | None:
+        """None for a cluster the cloud does not manage (e.g. kOps on EC2): only plain ASGs can join it."""
+        return self.aws or self.gcp or self.azure
+
+
 class Schedule(Model):
     """The schedule fields a node group may override from ``defaults``."""
 
@@ -241,6 +332,10 @@ class Defaults(Schedule):
 class NodeGroup(Schedule):
     name: Name = Field(description="unique id used everywhere else (overrides, logs, records)")
     cloud: Literal["aws", "gcp", "azure"]
+    cluster: str | None = Field(
+        default=None,
+        description="the cluster (in `clusters`) the group's nodes join; implied by EKS, GKE and AKS locators",
+    )
     aws: AwsLocator | None = None
     gcp: GcpLocator | None = None
     azure: AzureLocator | None = None
@@ -277,6 +372,20 @@ class NodeGroup(Schedule):
         assert found is not None  # guaranteed by _locator_matches_cloud
         return found
 
+    @property
+    def cluster_locator(self) -> ClusterLocator | None:
+        """The cluster the cloud says the group belongs to; None for a plain ASG (it names its cluster)."""
+        if self.aws is not None:
+            if self.aws.cluster is None:
+                return None
+            return AwsCluster(region=self.aws.region, cluster=self.aws.cluster)
+        if self.gcp is not None:
+            return GcpCluster(project=self.gcp.project, location=self.gcp.location, cluster=self.gcp.cluster)
+        assert self.azure is not None
+        return AzureCluster(
+            subscription=self.azure.subscription, resource_group=self.azure.resource_group, cluster=self.azure.cluster
+        )
+
 
 class Override(Model):
     """A temporary state for one node group; it expires by itself at ``until``."""
@@ -291,6 +400,10 @@ class Policy(Model):
     api_version: Literal["gpu-jobs/v1"]
     kind: Literal["GpuPolicy"]
     defaults: Defaults = Defaults()
+    clusters: tuple[Cluster, ...] = Field(
+        default=(),
+        description="the fleet; may be omitted when the node groups' locators say it (one cluster per locator)",
+    )
     node_groups: tuple[NodeGroup, ...] = ()
     overrides: tuple[Override, ...] = ()
 
@@ -299,6 +412,136 @@ class Policy(Model):
             if group.name == name:
                 return group
         raise KeyError(name)
+
+    @cached_property
+    def _fleet(self) -> _Fleet:
+        return _resolve_fleet(self)
+
+    @property
+    def fleet(self) -> tuple[Cluster, ...]:
+        """The declared clusters, or those the node groups imply when ``clusters`` is omitted."""
+        return self._fleet.clusters
+
+    def cluster(self, name: str) -> Cluster:
+        for cluster in self.fleet:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(name)
+
+    def cluster_of(self, group: NodeGroup) -> Cluster:
+        """The cluster whose Kubernetes API sees the group's nodes (always resolves in a validated policy)."""
+        return self.cluster(self._fleet.membership[group.name])
+
+    def groups_in(self, cluster: str) -> tuple[NodeGroup, ...]:
+        return tuple(g for g in self.node_groups if self._fleet.membership.get(g.name) == cluster)
+
+
+#: The cluster a policy without ``clusters`` gives to plain ASGs when no other group implies one.
+DEFAULT_CLUSTER = "default"
+
+
+class _Fleet:
+    """The resolved fleet: clusters, each group's cluster, and what did not resolve (as (path, message))."""
+
+    def __init__(self) -> None:
+        self.clusters: tuple[Cluster, ...] = ()
+        self.membership: dict[str, str] = {}
+        self.problems: list[tuple[tuple[str | int, ...], str]] = []
+
+
+def _describe_locator(locator: ClusterLocator) -> str:
+    fields = locator.model_dump(by_alias=True)
+    return ", ".join(f"{k} {v}" for k, v in fields.items() if k != "cluster")
+
+
+def _implied_clusters(policy: Policy, fleet: _Fleet) -> Iterator[Cluster]:
+    seen: dict[ClusterLocator, int] = {}
+    names: dict[str, int] = {}
+    for i, group in enumerate(policy.node_groups):
+        locator = group.cluster_locator
+        if locator is None or locator in seen:
+            continue
+        seen[locator] = i
+        if locator.cluster in names:
+            other = policy.node_groups[names[locator.cluster]]
+            fleet.problems.append(
+                (
+                    ("nodeGroups", i, group.cloud),
+                    f'cluster "{locator.cluster}" ({_describe_locator(locator)}) has the same name as the cluster of'
+                    f" nodeGroups[{names[locator.cluster]}] ({other.name}): declare `clusters:` with distinct names",
+                )
+            )
+            continue
+        names[locator.cluster] = i
+        yield Cluster.model_validate({"name": locator.cluster, "cloud": group.cloud, group.cloud: locator})
+
+
+def _resolve_fleet(policy: Policy) -> _Fleet:
+    fleet = _Fleet()
+    declared = bool(policy.clusters)
+    clusters = list(policy.clusters) if declared else list(_implied_clusters(policy, fleet))
+    by_locator = {c.locator: c for c in clusters if c.locator is not None}
+    by_name = {c.name: c for c in clusters}
+    for i, group in enumerate(policy.node_groups):
+        locator = group.cluster_locator
+        if locator is not None:
+            found = by_locator.get(locator)
+            if found is None:
+                # Only reachable with declared clusters: implied ones cover every locator.
+                fleet.problems.append(
+                    (
+                        ("nodeGroups", i, group.cloud),
+                        f'cluster "{locator.cluster}" ({_describe_locator(locator)}) is not declared in `clusters`',
+                    )
+                )
+                continue
+            if group.cluster is not None and group.cluster != found.name:
+                fleet.problems.append(
+                    (("nodeGroups", i, "cluster"), f'"{group.cluster}": the locator says cluster "{found.name}"')
+                )
+                continue
+            fleet.membership[group.name] = found.name
+        elif group.cluster is not None:
+            if group.cluster not in by_name:
+                fleet.problems.append((("nodeGroups", i, "cluster"), f'unknown cluster "{group.cluster}"'))
+                continue
+            fleet.membership[group.name] = group.cluster
+        elif len(clusters) == 1:
+            fleet.membership[group.name] = clusters[0].name
+        elif not clusters:
+            # A single-cluster user with plain ASGs only: one anonymous cluster, reached through the current context.
+            clusters.append(Cluster(name=DEFAULT_CLUSTER, cloud="aws"))
+            by_name[DEFAULT_CLUSTER] = clusters[-1]
+            fleet.membership[group.name] = DEFAULT_CLUSTER
+        else:
+            fleet.problems.append(
+                (
+                    ("nodeGroups", i, "cluster"),
+                    "required: a plain Auto Scaling group names the cluster its nodes join"
+                    f" (one of {', '.join(sorted(by_name))})",
+                )
+            )
+    fleet.clusters = tuple(clusters)
+    return fleet
+
+
+def _cluster_problems(policy: Policy) -> list[tuple[tuple[str | int, ...], str]]:
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    names: dict[str, int] = {}
+    locators: dict[ClusterLocator, int] = {}
+    for i, cluster in enumerate(policy.clusters):
+        if cluster.name in names:
+            problems.append(
+                (("clusters", i, "name"), f'"{cluster.name}" is already used by clusters[{names[cluster.name]}]')
+            )
+        names.setdefault(cluster.name, i)
+        if cluster.locator is not None:
+            if cluster.locator in locators:
+                problems.append(
+                    ((("clusters", i, cluster.cloud)), f"same cluster as clusters[{locators[cluster.locator]}]")
+                )
+            locators.setdefault(cluster.locator, i)
+    return problems + policy._fleet.problems
 
 
 def cross_reference_problems(policy: Policy) -> list[tuple[tuple[str | int, ...], str]]:
@@ -320,7 +563,7 @@ def cross_reference_problems(policy: Policy) -> list[tuple[tuple[str | int, ...]
     for i, override in enumerate(policy.overrides):
         if override.node_group not in seen:
             problems.append((("overrides", i, "nodeGroup"), f'unknown node group "{override.node_group}"'))
-    return problems
+    return problems + _cluster_problems(policy)
 
 
 def effective_schedule(

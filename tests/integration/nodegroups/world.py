@@ -43,6 +43,7 @@ POLICY = textwrap.dedent(f"""\
       - name: batch
         cloud: aws
         aws: {{region: eu-west-1, autoScalingGroup: batch-g5}}
+        cluster: ml-prod
         nodeSelector: {{gpu-jobs.dev/pool: batch-g5}}
       - name: research
         cloud: gcp
