@@ -14,6 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+import yaml
 
 from tests.sandbox.demo import GPU_JOBS, pick_night, run_gpu_jobs, run_night, state_at
 from tests.sandbox.fleet import FINISHED, Group
@@ -68,8 +69,30 @@ def test_every_policy_group_exists_in_its_cloud_with_labelled_gpu_nodes(world: W
     for group in managed:
         if group.kind in provider_labels:
             assert provider_labels[group.kind] in group.node_labels
-    assert world.kube.get("Namespace", "gpu-jobs") is not None
+    for kube in world.kubes.values():
+        assert kube.get("Namespace", "gpu-jobs") is not None
     assert len(world.fleet.namespaces) >= 20
+
+
+def test_each_cluster_api_holds_only_its_own_nodes_and_pods(world: World) -> None:
+    assert (
+        set(world.kubes)
+        == {c.name for c in world.policy.fleet}
+        == {"ml-prod", "batch", "research", "notebooks", "aks-ml"}
+    )
+    for name, kube in world.kubes.items():
+        mine = {g.name for g in world.fleet.groups if g.cluster == name}
+        labels = {n["metadata"]["labels"]["sandbox.gpu-jobs.dev/group"] for n in kube.list("Node")}
+        assert labels == {g.replace("/", ".") for g in mine}, name
+        nodes = {n["metadata"]["name"] for n in kube.list("Node")}
+        assert all(p["spec"]["nodeName"] in nodes for p in kube.list("Pod")), name
+    assert {p.name for p in world.fleet.pods_in("research")} >= {"train-llm-7b-0", "train-llm-7b-1"}
+    # One kubeconfig, one context per cluster named after it; a per-cluster view has just its own.
+    config = yaml.safe_load(world.kubeconfig.read_text())
+    assert [c["name"] for c in config["contexts"]] == [c.kube_context for c in world.policy.fleet]
+    single = yaml.safe_load(world.kubeconfig_for("research").read_text())
+    assert single["current-context"] == "research"
+    assert single["clusters"][0]["cluster"]["server"] == world.kubes["research"].url
 
 
 def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) -> None:
@@ -93,7 +116,7 @@ def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) ->
     assert "ml-research/train-llm-7b-0" in skipped["research-h100"]
     unmanaged = {(u["cloud"], next(reversed(u["locator"].values()))) for u in report["unmanaged"]}
     assert unmanaged == {("aws", "gpu-experiments"), ("gcp", "l4-adhoc"), ("azure", "gpuspare")}
-    assert all(not log.writes() for log in world.logs().values() if log is not world.kube.log)
+    assert all(not log.writes() for name, log in world.logs().items() if not name.startswith("kube:"))
 
 
 def test_the_night_goes_down_changes_nothing_twice_and_restores_exactly(world: World) -> None:

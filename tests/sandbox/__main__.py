@@ -34,10 +34,14 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(exports))
         env_file = args.env_file.relative_to(REPO) if args.env_file.is_relative_to(REPO) else args.env_file
         print(f"\n# written to {env_file}. In another shell:")
-        print(f"#   source {env_file}; .venv/bin/gpu-jobs nodegroups --dry-run")
-        if (REPO / ".tools" / "bin" / "kubectl").exists():
-            labels = "eks.amazonaws.com/nodegroup,cloud.google.com/gke-nodepool,kubernetes.azure.com/agentpool"
-            print(f"#   source {env_file}; .tools/bin/kubectl get nodes -L {labels}")
+        print(f"#   source {env_file}; .venv/bin/gpu-jobs nodegroups --dry-run      # every cluster (central install)")
+        first = world.policy.fleet[0].name
+        print(f"#   source {env_file}; .venv/bin/gpu-jobs nodegroups --dry-run --cluster {first} \\")
+        print(f"#       # a per-cluster install: export KUBECONFIG={world.kubeconfig_for(first)}")
+        labels = "eks.amazonaws.com/nodegroup,cloud.google.com/gke-nodepool,kubernetes.azure.com/agentpool"
+        contexts = ", ".join(c.kube_context or c.name for c in world.policy.fleet)
+        print(f"#   source {env_file}; .tools/bin/kubectl --context {first} get nodes -L {labels}")
+        print(f"# contexts: {contexts}")
         print("# Ctrl-C stops everything.", flush=True)
         stop.wait()
     finally:

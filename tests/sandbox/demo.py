@@ -1,8 +1,10 @@
 """``make demo``: start the sandbox world, run every job that exists as a separate ``gpu-jobs`` process, show
 what happened at a glance, stop everything.
 
-Phases: ``validate``; ``calendar`` at a weekday 07:29; then a full night of ``nodegroups --at``: an evening
-instant just after the groups' end of working hours, the same instant again (must change nothing), and a
+Phases: ``validate``; ``calendar`` at a weekday 07:29; then a full night of ``nodegroups --at``, played the way a
+fleet runs it: one run per cluster (``--cluster``, each through its own kubeconfig, as a per-cluster install sees
+its own API), side by side. First a run pointed at the wrong cluster, which the safety invariant refuses; then an
+evening instant just after the groups' end of working hours, the same instant again (must change nothing), and a
 morning instant inside warm-up. The instants come from the calendar's JSON, not from hard-coded times.
 """
 
@@ -13,11 +15,13 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from jobs.core.schedule import desired_state
 from tests.sandbox.world import World, child_env
 
 GPU_JOBS = [sys.executable, "-m", "jobs"]  # the `gpu-jobs` console script, from this very venv
@@ -51,21 +55,64 @@ class Phase:
         return sum(w for _, w in self.requests.values())
 
 
-def run_gpu_jobs(world: World, name: str, *args: str, expected: tuple[int, ...] = (0,)) -> Phase:
-    """One ``gpu-jobs`` process against the world, with request counts and node counts around it."""
+def _gpu_jobs(world: World, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*GPU_JOBS, *args], env={**child_env(world), **env}, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def run_gpu_jobs(
+    world: World,
+    name: str,
+    *args: str,
+    expected: tuple[int, ...] = (0,),
+    per_cluster: bool = False,
+    env: dict[str, str] | None = None,
+) -> Phase:
+    """One ``gpu-jobs`` process against the world (or, ``per_cluster``, one per cluster with ``--cluster`` and that
+    cluster's own kubeconfig, side by side, their JSON reports merged), with request and node counts around it."""
     logs = world.logs()
     before = {k: (len(v.reads()), len(v.writes())) for k, v in logs.items()}
     nodes_before = {g.name: len(world.nodes_of(g)) for g in world.fleet.groups}
     began = time.perf_counter()
-    done = subprocess.run(
-        [*GPU_JOBS, *args], env=child_env(world), capture_output=True, text=True, timeout=300, check=False
-    )
+    if per_cluster:
+        clusters = [c.name for c in world.policy.fleet]
+        with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
+            runs = list(
+                pool.map(
+                    lambda c: _gpu_jobs(
+                        world, [*args, "--cluster", c], {"KUBECONFIG": str(world.kubeconfig_for(c)), **(env or {})}
+                    ),
+                    clusters,
+                )
+            )
+        code = max(r.returncode for r in runs)
+        stdout = _merge_reports(dict(zip(clusters, runs, strict=True)))
+        stderr = "".join(r.stderr for r in runs)
+    else:
+        done = _gpu_jobs(world, list(args), env or {})
+        code, stdout, stderr = done.returncode, done.stdout, done.stderr
     seconds = time.perf_counter() - began
-    world.sync_nodes()  # the clouds' new sizes, reflected in the cluster now rather than at the next tick
+    world.sync_nodes()  # the clouds' new sizes, reflected in the clusters now rather than at the next tick
     after = {k: (len(v.reads()), len(v.writes())) for k, v in logs.items()}
     requests = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in logs}
     nodes = {g.name: (nodes_before[g.name], len(world.nodes_of(g))) for g in world.fleet.groups}
-    return Phase(name, list(args), done.returncode, seconds, done.stdout, done.stderr, expected, requests, nodes)
+    return Phase(name, list(args), code, seconds, stdout, stderr, expected, requests, nodes)
+
+
+def _merge_reports(runs: dict[str, subprocess.CompletedProcess[str]]) -> str:
+    """One JSON report for a fleet night: every cluster's node groups, skips and unmanaged groups together."""
+    merged: dict[str, Any] = {"nodeGroups": [], "skipped": [], "unmanaged": [], "clusters": {}}
+    for cluster, run in runs.items():
+        merged["clusters"][cluster] = run.returncode
+        try:
+            report = json.loads(run.stdout)
+        except ValueError:
+            continue
+        merged["at"] = report.get("at")
+        for key in ("nodeGroups", "skipped", "unmanaged"):
+            merged[key] += report.get(key, [])
+    return json.dumps(merged)
 
 
 # --- picking the instants from the calendar ----------------------------------------------------------------------
@@ -119,11 +166,31 @@ def candidate_days(today: date) -> list[date]:
 # --- the night --------------------------------------------------------------------------------------------------
 
 
+WRONG_CLUSTER = ("research", "notebooks")  # a per-cluster install of `research` whose kubeconfig reaches `notebooks`
+
+
+def run_wrong_cluster(world: World, evening: datetime) -> Phase:
+    """``--cluster research`` through a kubeconfig whose context reaches another cluster: the cloud says the pool has
+    nodes, this API shows none of them, so the job refuses to judge the pool idle (exit 1) and changes nothing."""
+    cluster, reaching = WRONG_CLUSTER
+    env = {"KUBECONFIG": str(world.kubeconfig_for(cluster, reaching=reaching))}
+    phase = run_gpu_jobs(
+        world,
+        f"wrong cluster ({cluster} through {reaching}'s API)",
+        *("nodegroups", "--cluster", cluster, "--only", "research-h100", "--at", evening.isoformat()),
+        *("--output", "json"),
+        expected=(1,),
+        env=env,
+    )
+    phase.at = evening
+    return phase
+
+
 def run_night(world: World, evening: datetime, morning: datetime) -> list[Phase]:
-    """Evening, the same evening again, morning: three real ``nodegroups`` runs (JSON reports)."""
+    """Evening, the same evening again, morning: each a real ``nodegroups`` run per cluster (JSON reports)."""
     phases = []
     for name, at in (("evening", evening), ("evening again", evening), ("morning", morning)):
-        phase = run_gpu_jobs(world, name, "nodegroups", "--at", at.isoformat(), "--output", "json")
+        phase = run_gpu_jobs(world, name, "nodegroups", "--at", at.isoformat(), "--output", "json", per_cluster=True)
         phase.at = at
         phases.append(phase)
     return phases
@@ -146,8 +213,9 @@ def _requests(phase: Phase) -> str:
     return "  ".join(f"{k} {r}r/{w}w" for k, (r, w) in phase.requests.items())
 
 
-def render_night_phase(world: World, phase: Phase, calendar: dict[str, Any]) -> list[str]:
-    lines = [f"== {phase.name}: nodegroups --at {phase.at.isoformat() if phase.at else '?'}"]
+def render_night_phase(world: World, phase: Phase) -> list[str]:
+    where = "one run per cluster" if "clusters" in phase.stdout else " ".join(phase.argv[1:3])
+    lines = [f"== {phase.name}: nodegroups --at {phase.at.isoformat() if phase.at else '?'} ({where})"]
     lines[0] += f"   (exit {phase.code}, {phase.seconds:.1f} s)"
     if not phase.stdout.strip().startswith("{"):
         return [*lines, "  no JSON report; stderr:", *("    " + s for s in phase.stderr.strip().splitlines()[-8:])]
@@ -156,8 +224,15 @@ def render_night_phase(world: World, phase: Phase, calendar: dict[str, Any]) -> 
     skipped = {s["name"]: s for s in report["skipped"]}
     if not acted:
         lines.append("  nothing to change: every node group is where the schedule wants it")
-    lines.append(f"  {'group':<18} {'cloud':<6} {'nodes':<8} {'config before -> after':<30} status")
+    lines.append(f"  {'group':<18} {'cluster':<10} {'nodes':<8} {'config before -> after':<30} status")
+    shown = {g["name"] for g in report["nodeGroups"]} | {s["name"] for s in report["skipped"]}
+    clusters = set(report.get("clusters", ())) or {
+        world.policy.cluster_of(g).name for g in world.policy.node_groups if g.name in shown
+    }
     for group in world.policy.node_groups:
+        cluster = world.policy.cluster_of(group).name
+        if cluster not in clusters:
+            continue
         before, after = phase.nodes.get(group.name, (0, 0))
         nodes = f"{before} -> {after}" if before != after else f"{before}"
         if group.name in acted:
@@ -169,9 +244,12 @@ def render_night_phase(world: World, phase: Phase, calendar: dict[str, Any]) -> 
         elif group.name in skipped:
             change, status = "", "postponed" if "postponed" in skipped[group.name]["reason"] else "skipped"
         else:
-            state, reason = state_at(calendar, group.name, phase.at) if phase.at else ("?", "")
-            change, status = "", f"unchanged ({state}: {reason})"
-        lines.append(f"  {group.name:<18} {group.cloud:<6} {nodes:<8} {change:<30} {status}")
+            # The schedule engine itself, not the calendar's up/down flips: a reason can change without a flip
+            # (warming up -> in working hours).
+            desired = desired_state(world.policy, group, phase.at) if phase.at else None
+            change = ""
+            status = f"unchanged ({desired.state}: {desired.reason})" if desired else "unchanged"
+        lines.append(f"  {group.name:<18} {cluster:<10} {nodes:<8} {change:<30} {status}")
     for name, skip in skipped.items():
         lines.append(f"  - {name}: {skip['reason']}")
     if report["unmanaged"]:
@@ -183,10 +261,11 @@ def render_night_phase(world: World, phase: Phase, calendar: dict[str, Any]) -> 
     return lines
 
 
-def render_calendar(calendar: dict[str, Any]) -> list[str]:
-    lines = [f"  {'group':<18} {'cloud':<6} {'now':<5} {'next change':<27} reason"]
+def render_calendar(world: World, calendar: dict[str, Any]) -> list[str]:
+    lines = [f"  {'group':<18} {'cluster':<10} {'now':<5} {'next change':<27} reason"]
     for g in calendar["nodeGroups"]:
-        lines.append(f"  {g['name']:<18} {g['cloud']:<6} {g['state']:<5} {g['nextChange'] or '-':<27} {g['reason']}")
+        cluster = world.policy.cluster_of(world.policy.group(g["name"])).name
+        lines.append(f"  {g['name']:<18} {cluster:<10} {g['state']:<5} {g['nextChange'] or '-':<27} {g['reason']}")
     return lines
 
 
@@ -201,14 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     began = time.perf_counter()
-    print("starting the sandbox world (Kubernetes API, AWS, GCP, Azure emulators, real Prometheus)...", flush=True)
+    print(
+        "starting the sandbox world (a Kubernetes API per cluster, AWS, GCP, Azure emulators, real Prometheus)...",
+        flush=True,
+    )
     world = World.start(args.policy) if args.policy else World.start()
     phases: list[Phase] = []
     try:
         fleet = world.fleet
         print(
-            f"  up in {time.perf_counter() - began:.1f} s: {len(fleet.groups)} node groups, "
-            f"{len(world.kube.list('Node'))} nodes, {len(fleet.pods)} GPU pods in {len(fleet.namespaces)} namespaces, "
+            f"  up in {time.perf_counter() - began:.1f} s: {len(world.kubes)} clusters, {len(fleet.groups)} node groups, "
+            f"{sum(len(k.list('Node')) for k in world.kubes.values())} nodes, {len(fleet.pods)} GPU pods in "
+            f"{len(fleet.namespaces)} namespaces, "
             f"{len(fleet.instances)} stand-alone GPU instances",
             flush=True,
         )
@@ -236,14 +319,14 @@ def main(argv: list[str] | None = None) -> int:
         if not phase.ok or night is None:
             print("  no usable night found in the calendar" if phase.ok else phase.stderr[-2000:])
             return 1
-        print("\n".join(render_calendar(calendar)))
+        print("\n".join(render_calendar(world, calendar)))
         evening, morning = night
         print(f"  -> the night played below: evening {evening:%a %H:%M}, morning {morning:%a %H:%M} ({tz.key})")
 
-        for phase in run_night(world, evening, morning):
+        for phase in [run_wrong_cluster(world, evening), *run_night(world, evening, morning)]:
             phases.append(phase)
             print()
-            print("\n".join(render_night_phase(world, phase, calendar)), flush=True)
+            print("\n".join(render_night_phase(world, phase)), flush=True)
             if not phase.ok:
                 print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
     finally:

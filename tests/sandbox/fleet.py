@@ -87,6 +87,7 @@ class Group:
     managed: bool = True
     system: bool = False  # AKS System pool (not GPU)
     node_labels: dict[str, str] = field(default_factory=dict)  # the provider labels its nodes carry
+    cluster: str = ""  # the policy cluster whose Kubernetes API has its nodes
 
     @property
     def nodes(self) -> int:
@@ -124,6 +125,14 @@ class Fleet:
 
     def group(self, name: str) -> Group:
         return next(g for g in self.groups if g.name == name)
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """The clusters that hold groups, in policy order."""
+        return tuple(dict.fromkeys(g.cluster for g in self.groups))
+
+    def pods_in(self, cluster: str) -> tuple[Pod, ...]:
+        return tuple(p for p in self.pods if self.group(p.group).cluster == cluster)
 
 
 def _hardware(group: NodeGroup) -> Hardware:
@@ -175,21 +184,35 @@ def _policy_group(group: NodeGroup) -> Group:
 
 
 def _extra_groups(managed: list[Group]) -> list[Group]:
-    """One unmanaged GPU group per cloud, in a cluster the policy uses (discovery lists those), plus AKS System."""
+    """One unmanaged GPU group per cloud, in a cluster the policy uses (discovery lists those), plus AKS System.
+    Each joins the cluster of the managed group it sits next to."""
     extra: list[Group] = []
     eks = next((g for g in managed if g.kind == "eks"), None)
     if eks:
         loc = {"region": eks.locator["region"], "cluster": eks.locator["cluster"], "nodegroup": "gpu-experiments"}
         labels = {"eks.amazonaws.com/nodegroup": "gpu-experiments", "eks.amazonaws.com/capacityType": "ON_DEMAND"}
         extra.append(
-            Group("eks/gpu-experiments", "aws", "eks", loc, HARDWARE_EXTRA["aws"], 0, 1, 2, False, False, labels)
+            Group(
+                "eks/gpu-experiments",
+                "aws",
+                "eks",
+                loc,
+                HARDWARE_EXTRA["aws"],
+                0,
+                1,
+                2,
+                False,
+                False,
+                labels,
+                eks.cluster,
+            )
         )
     gke = next((g for g in managed if g.kind == "gke"), None)
     if gke:
         loc = {**gke.locator, "nodePool": "l4-adhoc"}
         hw = replace(HARDWARE_EXTRA["gcp"], zones=gke.hardware.zones[:1])
         labels = {"cloud.google.com/gke-nodepool": "l4-adhoc", "cloud.google.com/gke-accelerator": hw.accelerator}
-        extra.append(Group("gke/l4-adhoc", "gcp", "gke", loc, hw, 1, 1, 1, False, False, labels))
+        extra.append(Group("gke/l4-adhoc", "gcp", "gke", loc, hw, 1, 1, 1, False, False, labels, gke.cluster))
     aks = next((g for g in managed if g.kind == "aks"), None)
     if aks:
         for pool, hw, system in (("gpuspare", HARDWARE_EXTRA["azure"], False), ("system", SYSTEM_POOL, True)):
@@ -199,7 +222,9 @@ def _extra_groups(managed: list[Group]) -> list[Group]:
                 "kubernetes.azure.com/mode": "system" if system else "user",
             }
             size = 3 if system else 1
-            extra.append(Group(f"aks/{pool}", "azure", "aks", loc, hw, size, size, size, False, system, labels))
+            extra.append(
+                Group(f"aks/{pool}", "azure", "aks", loc, hw, size, size, size, False, system, labels, aks.cluster)
+            )
     return extra
 
 
@@ -277,7 +302,7 @@ def _instances(managed: list[Group]) -> list[Instance]:
 
 def build_fleet(policy: Policy) -> Fleet:
     """The whole sample fleet for ``policy``: its groups at working size, extras, pods, instances."""
-    managed = [_policy_group(g) for g in policy.node_groups]
+    managed = [replace(_policy_group(g), cluster=policy.cluster_of(g).name) for g in policy.node_groups]
     groups = (*managed, *_extra_groups(managed))
     names = {g.name for g in groups}
     pods = tuple(p for p in PODS if p.group in names)

@@ -1,10 +1,12 @@
 """The sandbox world: every emulator in one process on 127.0.0.1, seeded with the sample fleet.
 
-``World.start()`` runs the Kubernetes API emulator (and writes its kubeconfig), AWS (moto + extras), GCP, Azure
-and a real Prometheus (DCGM series of the fleet's pods), all on ephemeral ports, and seeds them from
-:mod:`tests.sandbox.fleet`. ``world.env()`` is what a ``gpu-jobs`` or ``kubectl`` subprocess needs.
+``World.start()`` runs one Kubernetes API emulator per cluster of the policy (each holding only that cluster's
+nodes and pods, as a real fleet does) and writes one kubeconfig with a context per cluster, named after it; AWS
+(moto + extras), GCP, Azure and a real Prometheus (DCGM series of the fleet's pods), all on ephemeral ports, seeded
+from :mod:`tests.sandbox.fleet`. ``world.env()`` is what a ``gpu-jobs`` or ``kubectl`` subprocess needs (a central
+install: every context); :meth:`World.kubeconfig_for` is what a per-cluster install sees (one current context).
 
-A small reconciler (:meth:`World.sync_nodes`, run by a background thread) keeps the cluster's Node objects in
+A small reconciler (:meth:`World.sync_nodes`, run by a background thread) keeps each cluster's Node objects in
 step with the emulated clouds' live sizes, as the cloud controllers would: when a group goes to zero its nodes
 (and the pods still bound to them) disappear; when it comes back, fresh nodes join. It works in-process on the
 emulators' state, so it never shows up in their request logs.
@@ -26,6 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from jobs.core.policy import Policy
 from jobs.policy_file import load_policy
@@ -70,7 +74,7 @@ class World:
     policy: Policy
     fleet: Fleet
     workdir: Path
-    kube: KubeHandle
+    kubes: dict[str, KubeHandle]  # cluster name -> its Kubernetes API
     aws: AwsEmulator
     gcp: GcpEmulator
     azure: AzureEmulator
@@ -122,15 +126,18 @@ class World:
                 # 10 ms between ARM long-running-operation polls (real ARM says 1 s+): the demo stays fast.
                 azure_f = pool.submit(start_azure_emulator, 0, retry_after_s=0.01)
                 gcp_f = pool.submit(start_gcp, 0)
-                kube = start_kube(work / "kubeconfig")
-                started.append(kube.stop)
+                kubes: dict[str, KubeHandle] = {}
+                for cluster in policy.fleet:
+                    kubes[cluster.name] = start_kube(work / "clusters" / cluster.name / "kubeconfig")
+                    started.append(kubes[cluster.name].stop)
                 futures = [f for f in (aws_f, azure_f, gcp_f, prom) if f is not None]
                 for future in futures:
                     with contextlib.suppress(BaseException):
                         started.append(future.result().stop)
                 aws, azure, gcp = aws_f.result(), azure_f.result(), gcp_f.result()
                 prom_server = prom.result() if prom else None
-            world = cls(path, policy, fleet, work, kube, aws, gcp, azure, prom_server, placements, _own_workdir=own)
+            world = cls(path, policy, fleet, work, kubes, aws, gcp, azure, prom_server, placements, _own_workdir=own)
+            world._write_kubeconfigs()
             world._seed(nodes)
         except BaseException:
             for stop in reversed(started):
@@ -150,7 +157,7 @@ class World:
         if self._sync_thread is not None:
             self._sync_thread.join(timeout=5)
             self._sync_thread = None
-        for stop in (self.kube.stop, self.aws.stop, self.gcp.stop, self.azure.stop):
+        for stop in (*(k.stop for k in self.kubes.values()), self.aws.stop, self.gcp.stop, self.azure.stop):
             with contextlib.suppress(Exception):
                 stop()
         if self.prometheus is not None:
@@ -168,10 +175,34 @@ class World:
 
     # --- what clients need -----------------------------------------------------------------------------------
 
+    @property
+    def kubeconfig(self) -> Path:
+        """One context per cluster, named as the policy's ``kubeContext`` (or the cluster's name)."""
+        return self.workdir / "kubeconfig"
+
+    def kubeconfig_for(self, cluster: str, *, reaching: str | None = None) -> Path:
+        """What a per-cluster install sees: one context, named after ``cluster``, current. ``reaching`` points it at
+        another cluster's API instead: the misconfiguration the nodegroups job's safety invariant must catch."""
+        target = reaching or cluster
+        path = self.workdir / "clusters" / target / f"as-{cluster}.kubeconfig"
+        if not path.exists():
+            write_kubeconfig(path, {self._context(cluster): self.kubes[target]}, current=self._context(cluster))
+        return path
+
+    def _context(self, cluster: str) -> str:
+        return self.policy.cluster(cluster).kube_context or cluster
+
+    def _write_kubeconfigs(self) -> None:
+        contexts = {self._context(name): kube for name, kube in self.kubes.items()}
+        write_kubeconfig(self.kubeconfig, contexts, current=next(iter(contexts), None))
+
+    def kube(self, cluster: str) -> KubeHandle:
+        return self.kubes[cluster]
+
     def env(self) -> dict[str, str]:
         """Every variable a ``gpu-jobs`` subprocess (and ``kubectl``) needs to reach this world."""
         variables = {
-            "KUBECONFIG": str(self.kube.kubeconfig),
+            "KUBECONFIG": str(self.kubeconfig),
             **self.aws.env("eu-west-1"),
             **self.gcp.env(),
             **self.azure.env(),
@@ -185,7 +216,8 @@ class World:
 
     def logs(self) -> dict[str, RequestLog]:
         """The request log of every emulator that has one (the real Prometheus has none)."""
-        return {"kube": self.kube.log, "aws": self.aws.log, "gcp": self.gcp.log, "azure": self.azure.log}
+        kube = {f"kube:{name}": handle.log for name, handle in self.kubes.items()}
+        return {**kube, "aws": self.aws.log, "gcp": self.gcp.log, "azure": self.azure.log}
 
     # --- the clouds' truth -----------------------------------------------------------------------------------
 
@@ -204,9 +236,8 @@ class World:
         return 0 if pool.power_state == "Stopped" else pool.count
 
     def nodes_of(self, group: Group) -> list[dict[str, Any]]:
-        return [
-            n for n in self.kube.list("Node") if n["metadata"]["labels"].get(GROUP_LABEL) == _label_value(group.name)
-        ]
+        nodes = self.kubes[group.cluster].list("Node")
+        return [n for n in nodes if n["metadata"]["labels"].get(GROUP_LABEL) == _label_value(group.name)]
 
     # --- seeding -----------------------------------------------------------------------------------------------
 
@@ -214,11 +245,12 @@ class World:
         for group in self.fleet.groups:
             self._seed_cloud(group)
         self._seed_instances()
-        for namespace in self.fleet.namespaces:
-            self.kube.create(seed.namespace(namespace, {"team": namespace}))
+        for kube in self.kubes.values():  # teams have their namespaces in every cluster
+            for namespace in self.fleet.namespaces:
+                kube.create(seed.namespace(namespace, {"team": namespace}))
         for group in self.fleet.groups:
             for name in nodes[group.name]:
-                self.kube.create(_node(group, name))
+                self.kubes[group.cluster].create(_node(group, name))
             self._nodes[group.name] = list(nodes[group.name])
             self._serial[group.name] = len(nodes[group.name])
         for pod in self.fleet.pods:
@@ -235,7 +267,7 @@ class World:
                 annotations=pod.annotations,
                 phase="Succeeded" if finished else "Running",
             )
-            self.kube.create(manifest)
+            self.kubes[self.fleet.group(pod.group).cluster].create(manifest)
 
     def _seed_cloud(self, group: Group) -> None:
         loc, hw = group.locator, group.hardware
@@ -319,22 +351,23 @@ class World:
         """
         with self._sync_lock:
             for group in self.fleet.groups:
+                kube = self.kubes[group.cluster]
                 names = self._nodes[group.name]
                 want = self.live_nodes(group)
                 while len(names) < want:
                     index = self._serial.get(group.name, 0)
                     self._serial[group.name] = index + 1
-                    names.append(self.kube.create(_node(group, _node_name(group, index)))["metadata"]["name"])
+                    names.append(kube.create(_node(group, _node_name(group, index)))["metadata"]["name"])
                 if len(names) > want:
                     # The newest go first, as a scale-in picks them; their pods go with them.
                     gone, names[:] = set(names[want:]), names[:want]
-                    for pod in self.kube.list("Pod"):
+                    for pod in kube.list("Pod"):
                         if pod["spec"].get("nodeName") in gone:
                             with contextlib.suppress(Exception):
-                                self.kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+                                kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
                     for name in gone:
                         with contextlib.suppress(Exception):
-                            self.kube.cluster.delete("Node", name)
+                            kube.cluster.delete("Node", name)
 
     def _sync_loop(self) -> None:
         while not self._stop.wait(SYNC_INTERVAL_S):
@@ -345,6 +378,24 @@ class World:
 
 
 # --- pure helpers ---------------------------------------------------------------------------------------------
+
+
+def write_kubeconfig(path: Path, contexts: dict[str, KubeHandle], current: str | None) -> Path:
+    """One kubeconfig reaching several emulated clusters, one context (and cluster, and user) per name."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": kube.url}} for name, kube in contexts.items()],
+        "users": [{"name": name, "user": {"token": kube.emulator.token}} for name, kube in contexts.items()],
+        "contexts": [
+            {"name": name, "context": {"cluster": name, "user": name, "namespace": JOB_NAMESPACE}} for name in contexts
+        ],
+        "current-context": current or "",
+        "preferences": {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
 
 
 def _node_name(group: Group, index: int) -> str:
