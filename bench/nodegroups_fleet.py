@@ -26,33 +26,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.emulators.aws.emulator import start_aws
 from tests.emulators.azure.emulator import start_azure_emulator
 from tests.emulators.gcp.emulator import start_gcp
-from tests.emulators.kube.fixtures import start_kube
-from tests.emulators.kube.seed import namespace
+from tests.emulators.kube.fixtures import KubeHandle, start_kube
+from tests.emulators.kube.seed import gpu_node, namespace
+from tests.sandbox.world import write_kubeconfig
 
 SUB = "00000000-0000-0000-0000-0000000000b1"
 EVENING = "2026-12-01T20:05:00+01:00"
 MORNING = "2026-12-02T07:55:00+01:00"
+TMP = Path(tempfile.mkdtemp(prefix="gpu-jobs-bench-"))
+CLOUD_OF = {"eks": "aws", "gke": "gcp", "aks": "azure"}
 
 
-def seed(count: int, aws: Any, gcp: Any, azure: Any) -> str:
-    """``count`` groups, a third per cloud; 4 GKE/AKS pools per cluster (each cluster runs one update at a time)."""
-    lines = [
-        "apiVersion: gpu-jobs/v1",
-        "kind: GpuPolicy",
-        "defaults:",
-        "  timezone: Europe/Berlin",
-        '  workingHours: [{days: Mon-Fri, start: "08:00", end: "20:00"}]',
-        "  warmUp: 15m",
-        "nodeGroups:",
-    ]
+def seed(count: int, aws: Any, gcp: Any, azure: Any, kubes: dict[str, KubeHandle]) -> str:
+    """``count`` groups, a third per cloud; 4 GKE/AKS pools per cluster (each cluster runs one update at a time),
+    two nodes per group, each cluster with a Kubernetes API of its own: a central install's run."""
+    clusters: dict[str, str] = {}
+    nodes: list[tuple[str, str, dict[str, str]]] = []
+    groups: list[str] = []
     for i in range(count):
         cloud = ("aws", "gcp", "azure")[i % 3]
         if cloud == "aws" and i % 9 == 0:
             aws.add_asg("eu-west-1", f"asg-{i}", 1, 2, 4, instance_type="g5.xlarge")
             loc = f"aws: {{region: eu-west-1, autoScalingGroup: asg-{i}}}\n    cluster: eks-0"
+            loc += f"\n    nodeSelector: {{gpu-jobs.dev/pool: asg-{i}}}"
+            label = {"gpu-jobs.dev/pool": f"asg-{i}"}
+            cluster = "eks-0"
         elif cloud == "aws":
             aws.add_eks_nodegroup("eu-west-1", f"eks-{i // 30}", f"ng-{i}", 1, 2, 6, instance_types=("g5.xlarge",))
             loc = f"aws: {{region: eu-west-1, cluster: eks-{i // 30}, nodegroup: ng-{i}}}"
+            clusters[f"eks-{i // 30}"] = f"aws: {{region: eu-west-1, cluster: eks-{i // 30}}}"
+            label = {"eks.amazonaws.com/nodegroup": f"ng-{i}"}
+            cluster = f"eks-{i // 30}"
         elif cloud == "gcp":
             gcp.add_node_pool(
                 "bench",
@@ -64,15 +68,47 @@ def seed(count: int, aws: Any, gcp: Any, azure: Any) -> str:
                 autoscaling=(1, 4),
             )
             loc = f"gcp: {{project: bench, location: europe-west4, cluster: gke-{i // 12}, nodePool: gpu-{i}}}"
+            clusters[f"gke-{i // 12}"] = f"gcp: {{project: bench, location: europe-west4, cluster: gke-{i // 12}}}"
+            label = {"cloud.google.com/gke-nodepool": f"gpu-{i}"}
+            cluster = f"gke-{i // 12}"
         else:
             azure.add_agent_pool(SUB, "rg", f"aks-{i // 12}", f"gpu{i}", "Standard_NC4as_T4_v3", 2, autoscaling=(1, 4))
             loc = f"azure: {{subscription: {SUB}, resourceGroup: rg, cluster: aks-{i // 12}, agentPool: gpu{i}}}"
-        lines += [f"  - name: g{i:03d}", f"    cloud: {cloud}", f"    {loc}"]
+            clusters[f"aks-{i // 12}"] = f"azure: {{subscription: {SUB}, resourceGroup: rg, cluster: aks-{i // 12}}}"
+            label = {"kubernetes.azure.com/agentpool": f"gpu{i}"}
+            cluster = f"aks-{i // 12}"
+        groups += [f"  - name: g{i:03d}", f"    cloud: {cloud}", f"    {loc}"]
+        nodes += [(cluster, f"node-{i}-{n}", label) for n in range(2)]
+    for name in clusters:
+        kubes[name] = start_kube(TMP / name / "kubeconfig")
+        kubes[name].create(namespace("gpu-jobs"))
+    for cluster, name, labels in nodes:
+        kubes[cluster].create(gpu_node(name, labels=labels))
+    write_kubeconfig(TMP / "kubeconfig", kubes, current=None)
+    lines = [
+        "apiVersion: gpu-jobs/v1",
+        "kind: GpuPolicy",
+        "defaults:",
+        "  timezone: Europe/Berlin",
+        '  workingHours: [{days: Mon-Fri, start: "08:00", end: "20:00"}]',
+        "  warmUp: 15m",
+        "clusters:",
+        *(
+            f"  - {{name: {name}, cloud: {CLOUD_OF[name[:3]]}, {loc}, kubeContext: {name}}}"
+            for name, loc in clusters.items()
+        ),
+        "nodeGroups:",
+        *groups,
+    ]
     return "\n".join(lines) + "\n"
 
 
 def calls(emulators: dict[str, Any]) -> dict[str, tuple[int, int]]:
     return {name: (len(e.log.reads()), len(e.log.writes())) for name, e in emulators.items()}
+
+
+def total(counts: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    return sum(r for r, _ in counts.values()), sum(w for _, w in counts.values())
 
 
 def run_job(env: dict[str, str], policy: Path, at: str, workers: int) -> tuple[float, float, float]:
@@ -114,28 +150,29 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="gpu-jobs-bench-"))
-    kube = start_kube(tmp / "kubeconfig")
+    kubes: dict[str, KubeHandle] = {}
     aws, gcp, azure = start_aws(), start_gcp(operation_polls=1), start_azure_emulator(retry_after_s=0.01)
     try:
         aws.update_timing = type(aws.update_timing)(polls=1, seconds=None)
-        kube.create(namespace("gpu-jobs"))
-        policy = tmp / "policy.yaml"
-        policy.write_text(seed(args.groups, aws, gcp, azure))
+        policy = TMP / "policy.yaml"
+        policy.write_text(seed(args.groups, aws, gcp, azure, kubes))
         env = {
             **os.environ,
             **aws.env(),
-            "KUBECONFIG": str(kube.kubeconfig),
+            "KUBECONFIG": str(TMP / "kubeconfig"),
             "GPU_JOBS_GCP_ENDPOINT": gcp.url,
             "GPU_JOBS_AZURE_ENDPOINT": azure.url,
             "GPU_JOBS_NAMESPACE": "gpu-jobs",
             "GPU_JOBS_POLL_INTERVAL": "0.01",
             "GPU_JOBS_LOG_LEVEL": "info",
         }
-        emulators = {"kube": kube, "aws": aws, "gcp": gcp, "azure": azure}
+        emulators: dict[str, Any] = {"aws": aws, "gcp": gcp, "azure": azure}
         for cloud in (aws, gcp, azure):
             cloud.latency_s = args.latency_ms / 1000
-        print(f"nodegroups benchmark: {args.groups} node groups (aws/gcp/azure), {args.latency_ms:g} ms per cloud call")
+        print(
+            f"nodegroups benchmark: {args.groups} node groups (aws/gcp/azure) in {len(kubes)} clusters (one central"
+            f" run, a Kubernetes API per cluster), {args.latency_ms:g} ms per cloud call"
+        )
         print(f"{'run':<34} {'process s':>9} {'job s':>6} {'RSS MiB':>8}  API calls (reads/writes)")
         for label, at, workers in [
             ("evening: all go down (16 workers)", EVENING, 16),
@@ -144,10 +181,10 @@ def main() -> None:
             ("morning: all come back (16 wkrs)", MORNING, 16),
             ("steady state after (16 workers)", MORNING, 16),
         ]:
-            for e in emulators.values():
+            for e in [*emulators.values(), *kubes.values()]:
                 e.log.clear()
             wall, job_s, rss = run_job(env, policy, at, workers)
-            counts = calls(emulators)
+            counts = {"kube": total(calls(dict(kubes))), **calls(emulators)}
             cloud_reads = sum(counts[c][0] for c in ("aws", "gcp", "azure"))
             summary = "  ".join(f"{k} {r}/{w}" for k, (r, w) in counts.items())
             print(
@@ -155,7 +192,8 @@ def main() -> None:
                 f"(cloud reads/group {cloud_reads / args.groups:.2f})"
             )
     finally:
-        for e in (kube, aws, gcp, azure):
+        everything: list[Any] = [*kubes.values(), aws, gcp, azure]
+        for e in everything:
             e.stop()
 
 

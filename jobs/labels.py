@@ -26,3 +26,9 @@ CA_ENABLED_TAG = CA_TAG_PREFIX + "enabled"
 CA_CLUSTER_TAG = CA_TAG_PREFIX + "{cluster}"
 
 NODEGROUPS_LEASE = "gpu-jobs-nodegroups"
+
+
+def nodegroups_lease(cluster: str) -> str:
+    """The Lease that serialises runs acting on ``cluster`` (a per-cluster and a central install exclude each
+    other in that cluster's API; clusters of one central run never wait for each other)."""
+    return f"{NODEGROUPS_LEASE}-{cluster}"

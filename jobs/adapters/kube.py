@@ -60,13 +60,18 @@ def job_namespace() -> str:
     return "gpu-jobs"
 
 
-def api_client(timeout_s: float = 30.0) -> client.ApiClient:
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped in the client
+def api_client(timeout_s: float = 30.0, context: str | None = None) -> client.ApiClient:
+    """A client for one cluster: the kubeconfig ``context`` when given (a central install reaching a fleet), else the
+    in-cluster service account, else the kubeconfig's current context. Each client has its own Configuration: the
+    process-wide default would be shared (and raced on) by the clients of several clusters."""
+    configuration = client.Configuration()
+    if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
         # The client reads KUBECONFIG once, at import; read it now so the current environment counts.
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
-    configuration = client.Configuration.get_default_copy()
+        config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped in the client
+            config_file=os.environ.get("KUBECONFIG"), context=context, client_configuration=configuration
+        )
     configuration.connection_pool_maxsize = 32  # the job works on many groups at once
     configuration.retries = False  # the job retries what is worth retrying
     api = client.ApiClient(configuration)

@@ -6,14 +6,19 @@ import argparse
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from jobs.adapters.settings import AdapterSettings
+from jobs.core.policy import Policy
+from jobs.fleet import Target, select_clusters
 from jobs.nodegroups import job
 from jobs.nodegroups import report as render
 from jobs.nodegroups.job import JobSettings, Ports, Report
+from jobs.nodegroups.ports import NodeGroupCloud
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import load_policy
 from jobs.retry import Backoff
@@ -28,6 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", choices=("text", "json"), default=env("OUTPUT", "text"), help="[GPU_JOBS_OUTPUT]")
     parser.add_argument("--at", default=env("AT"), help="evaluate the schedule at this instant [GPU_JOBS_AT]")
     parser.add_argument("--only", default=env("ONLY"), metavar="GROUP", help="one node group only [GPU_JOBS_ONLY]")
+    parser.add_argument(
+        "--cluster",
+        default=env("CLUSTER"),
+        metavar="NAME",
+        help="act on this cluster only, through the in-cluster config or current context (a per-cluster install);"
+        " without it, on every cluster with a kubeContext [GPU_JOBS_CLUSTER]",
+    )
     parser.add_argument(
         "--max-changes",
         type=int,
@@ -52,67 +64,131 @@ def _peak_rss_mib() -> float | None:
     return round(kib / 1024, 1) if kib is not None else None
 
 
-def _ports(clouds: set[str], settings: AdapterSettings) -> Ports:
+# A central run works on this many clusters at once, each with its own workers.
+CLUSTERS_AT_ONCE = 8
+
+
+def _clouds(names: set[str], settings: AdapterSettings) -> dict[str, NodeGroupCloud]:
     # SDKs are imported here, and only for the clouds the policy uses.
-    from jobs.adapters import kube  # noqa: PLC0415
     from jobs.adapters.registry import nodegroup_cloud  # noqa: PLC0415
-    from jobs.labels import NODEGROUPS_LEASE  # noqa: PLC0415
+
+    return {name: nodegroup_cloud(name, settings) for name in sorted(names)}
+
+
+def _ports(target: Target, clouds: dict[str, NodeGroupCloud], settings: AdapterSettings) -> Ports:
+    """One cluster's ports, through a client of its own (its context, or the in-cluster / current config)."""
+    from jobs.adapters import kube  # noqa: PLC0415
+    from jobs.labels import nodegroups_lease  # noqa: PLC0415
 
     try:
-        api = kube.api_client(settings.request_timeout_s)
+        api = kube.api_client(settings.request_timeout_s, context=target.context)
     except kube.ConfigException as exc:
-        raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
+        where = (
+            f"context {target.context!r} for cluster {target.cluster}" if target.context else "in-cluster or KUBECONFIG"
+        )
+        raise SettingsError(f"no Kubernetes configuration ({where}): {exc}") from None
     namespace = kube.job_namespace()
     return Ports(
-        clouds={name: nodegroup_cloud(name, settings) for name in sorted(clouds)},
+        clouds=clouds,
         cluster=kube.KubeCluster(api),
         records=kube.ConfigMapRecords(api, namespace),
-        lock=kube.LeaseLock(api, namespace, NODEGROUPS_LEASE),
+        lock=kube.LeaseLock(api, namespace, nodegroups_lease(target.cluster)),
         events=kube.KubeEvents(api, namespace, "nodegroups"),
     )
 
 
-def run_command(args: argparse.Namespace, log: Any) -> tuple[Report, Outcome]:
+def _run_fleet(policy: Policy, now: datetime, settings: JobSettings, ports: dict[str, Ports], log: Any) -> list[Report]:
+    """Every cluster at once, each with its own Lease, records and Events in it. The clusters of one run share the
+    blast-radius limit: all are planned first, and a total over the limit changes nothing anywhere."""
+    per_cluster = {name: replace(settings, cluster=name) for name in ports}
+    logs = {name: log.bind(cluster=name) for name in ports}
+    with ThreadPoolExecutor(max_workers=min(len(ports), CLUSTERS_AT_ONCE) or 1) as pool:
+        firsts = dict(
+            zip(ports, pool.map(lambda n: job.plan(policy, now, per_cluster[n], ports[n], logs[n]), ports), strict=True)
+        )
+        total = sum(p.changes for p in firsts.values() if isinstance(p, job.Planned))
+        if len(ports) > 1 and total > settings.max_changes:
+            reason = (
+                f"the plan changes {total} node groups across {len(ports)} clusters, more than the limit of"
+                f" {settings.max_changes} per run (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
+            )
+            return [Report(now, settings.dry_run, name, refused=reason) for name in ports]
+
+        def second(name: str) -> Report:
+            first = firsts[name]
+            if isinstance(first, Report):
+                return first
+            return job.apply(first, policy, now, per_cluster[name], ports[name], logs[name])
+
+        return list(pool.map(second, ports))
+
+
+def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outcome]:
     policy = load_policy(args.policy)
-    if args.only and args.only not in {g.name for g in policy.node_groups}:
-        raise SettingsError(f"--only {args.only!r}: no such node group in {args.policy}")
+    only = args.only or None  # an empty value in a manifest means "not set", never "match nothing"
+    if only and only not in {g.name for g in policy.node_groups}:
+        raise SettingsError(f"--only {only!r}: no such node group in {args.policy}")
     dry_run = bool(args.dry_run) or env_flag("DRY_RUN")
     now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC)
+    selection = select_clusters(policy, args.cluster or None)
+    if selection.unreachable:
+        log.warning(
+            "fleet.clusters_without_context",
+            clusters=list(selection.unreachable),
+            message="a run without --cluster acts only on clusters that have a kubeContext",
+        )
+    targets = [t for t in selection.targets if only is None or policy.cluster_of(policy.group(only)).name == t.cluster]
     adapter_settings = AdapterSettings.from_env()
     settings = JobSettings(
         dry_run=dry_run,
         max_changes=args.max_changes,
-        only=args.only,
+        only=only,
         workers=max(1, args.workers),
         backoff=Backoff(deadline_s=float(env("RETRY_DEADLINE", "600") or 600)),
         lease_duration=timedelta(minutes=30),
         holder=f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}",
         drain_poll_s=adapter_settings.poll_interval_s,
     )
-    ports = _ports({g.cloud for g in policy.node_groups if args.only in (None, g.name)}, adapter_settings)
+    groups = [g for t in targets for g in policy.groups_in(t.cluster) if only in (None, g.name)]
+    clouds = _clouds({g.cloud for g in groups}, adapter_settings)
+    ports = {t.cluster: _ports(t, clouds, adapter_settings) for t in targets}
     started = time.monotonic()
-    report = job.run(policy, now, settings, ports, log)
+    reports = _run_fleet(policy, now, settings, ports, log)
     # The job's own time, without interpreter start-up and SDK imports: what concurrency can change.
     log.info(
         "nodegroups.timing",
         run_s=round(time.monotonic() - started, 3),
         workers=settings.workers,
+        clusters=len(reports),
         peak_rss_mib=_peak_rss_mib(),
     )
-    applied = sum(r.status == "applied" for r in report.results)
-    failed = sum(r.status == "failed" for r in report.results)
-    code = ExitCode.REFUSED if report.refused else ExitCode.ITEM_FAILED if failed else ExitCode.OK
-    if report.refused:
+    applied = sum(r.status == "applied" for report in reports for r in report.results)
+    failed = sum(r.status == "failed" for report in reports for r in report.results)
+    failed += sum(s.failed for report in reports for s in report.skips)
+    refused = [r for r in reports if r.refused]
+    code = ExitCode.REFUSED if refused else ExitCode.ITEM_FAILED if failed else ExitCode.OK
+    for report in refused[:1]:
         log.error("nodegroups.refused", reason=report.refused)
-    if report.lock_holder:
-        log.info("nodegroups.locked", holder=report.lock_holder, message="another run holds the lease; exiting")
+    for report in reports:
+        if report.lock_holder:
+            log.info(
+                "nodegroups.locked",
+                cluster=report.cluster,
+                holder=report.lock_holder,
+                message="another run holds the lease",
+            )
     outcome = Outcome(
-        code, planned=len(report.results), applied=applied, failed=failed, skipped=len(report.skips), dry_run=dry_run
+        code,
+        planned=sum(len(r.results) for r in reports),
+        applied=applied,
+        failed=failed,
+        skipped=sum(len(r.skips) for r in reports),
+        dry_run=dry_run,
     )
-    return report, outcome
+    return reports, outcome
 
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:
-    report, outcome = run_command(args, log)
-    print(render.to_json(report) if args.output == "json" else render.to_text(report), end="")
+    reports, outcome = run_command(args, log)
+    print(render.to_json(reports) if args.output == "json" else render.to_text(reports), end="")
     return outcome

@@ -54,7 +54,9 @@ class ObservedGroup:
     record: Record | None = None
     pods: tuple[GpuPod, ...] = ()  # GPU pods on the group's nodes
     nodes: tuple[str, ...] = ()
-    error: str | None = None
+    error: str | None = None  # the cloud could not be read
+    cluster: str = ""  # the cluster whose API the pods and nodes were read from
+    nodes_error: str | None = None  # the group's nodes could not be identified or read in that cluster
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class GroupSkip:
     reason: str
     warning: bool = False
     save_record: Record | None = None  # e.g. the instant a shutdown was first postponed
+    failed: bool = False  # not a choice but a failure: counts as a failed item (exit 1)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,10 @@ class NodeGroupPlan:
     @property
     def writes(self) -> bool:
         return bool(self.actions) or any(s.save_record for s in self.skips)
+
+    @property
+    def failures(self) -> tuple[GroupSkip, ...]:
+        return tuple(s for s in self.skips if s.failed)
 
 
 def _setting(policy: Policy, group: NodeGroup, name: str) -> str | None:
@@ -148,6 +155,9 @@ def _plan_down(
             # A previous run made every change but crashed before marking the record: finish the bookkeeping.
             return GroupAction(group.name, og.kind, "down", reason, current, target, (), False, record)
         return None
+    unseen = _unseen(og, current)
+    if unseen is not None:
+        return GroupSkip(group.name, f"not shut down: {unseen}", warning=True, failed=True)
     keep_alive = [p for p in og.pods if not p.evictable]
     if keep_alive:
         names = ", ".join(map(str, keep_alive))
@@ -193,6 +203,26 @@ def _plan_down(
         doomed=doomed,
         drain_timeout=drain_timeout,
     )
+
+
+def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
+    """Why the group's running work cannot be judged, or None. Unknown is never idle: a group is judged idle only
+    through its own cluster's API, and only when that API shows the nodes the cloud says the group has."""
+    where = f"cluster {og.cluster}" if og.cluster else "the cluster"
+    if og.nodes_error is not None:
+        return f"{og.nodes_error} (unknown is never idle)"
+    if og.nodes or current.stopped:
+        return None
+    if current.desired is None:
+        return (
+            f"the cloud does not say how many nodes the group has and {where}'s API shows none (unknown is never idle)"
+        )
+    if current.desired > 0:
+        return (
+            f"the cloud reports {current.desired} node(s) but {where}'s API shows none of them"
+            " (wrong cluster, or nodes not registered yet)"
+        )
+    return None
 
 
 def _plan_up(og: ObservedGroup, current: GroupConfig, reason: str) -> GroupAction | GroupSkip | None:
@@ -242,7 +272,7 @@ def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: da
 
 def _plan_group(policy: Policy, og: ObservedGroup, now: datetime) -> GroupAction | GroupSkip | None:
     if og.config is None:
-        return GroupSkip(og.group.name, f"cannot read the group: {og.error}", warning=True)
+        return GroupSkip(og.group.name, f"cannot read the group: {og.error}", warning=True, failed=True)
     if og.config.system:
         return GroupSkip(
             og.group.name, "AKS system pool: needs >= 1 node and cannot be stopped; never scaled", warning=True

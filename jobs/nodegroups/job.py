@@ -41,6 +41,7 @@ class JobSettings:
     dry_run: bool = False
     max_changes: int = 50
     only: str | None = None
+    cluster: str | None = None  # act on this cluster's groups (None: every group of the policy, one API for all)
     workers: int = 16
     backoff: Backoff = field(default_factory=Backoff)
     lease_duration: timedelta = timedelta(minutes=30)
@@ -69,6 +70,7 @@ class GroupResult:
 class Report:
     at: datetime
     dry_run: bool
+    cluster: str | None = None
     results: tuple[GroupResult, ...] = ()
     skips: tuple[GroupSkip, ...] = ()
     unmanaged: tuple[CloudGroup, ...] = ()
@@ -82,20 +84,27 @@ class Observation:
     unmanaged: tuple[CloudGroup, ...]
 
 
-def _node_label(cloud: NodeGroupCloud, group: NodeGroup) -> tuple[str, str] | None:
+def node_selector(cloud: NodeGroupCloud, group: NodeGroup) -> dict[str, str] | None:
+    """The labels that pick the group's nodes: the provider's label, else every key of the policy's nodeSelector."""
     label = cloud.node_label(group)
-    if label is None and group.node_selector:
-        label = next(iter(group.node_selector.items()))
-    return label
+    if label is not None:
+        return {label[0]: label[1]}
+    return dict(group.node_selector) if group.node_selector else None
+
+
+def selected_groups(policy: Policy, settings: JobSettings) -> list[NodeGroup]:
+    groups = policy.groups_in(settings.cluster) if settings.cluster else policy.node_groups
+    return [g for g in groups if settings.only in (None, g.name)]
 
 
 def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, discover: bool = True) -> Observation:
-    groups = [g for g in policy.node_groups if settings.only in (None, g.name)]
+    groups = selected_groups(policy, settings)
     records = ports.records.load()
     nodes = ports.cluster.nodes()
     pods_by_node: dict[str, list[GpuPod]] = {}
     for pod in ports.cluster.gpu_pods():
         pods_by_node.setdefault(pod.node, []).append(pod)
+    cluster = settings.cluster or ""
 
     def one(group: NodeGroup) -> ObservedGroup:
         cloud = ports.clouds[group.cloud]
@@ -104,21 +113,23 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
         try:
             config = settings.backoff.call(lambda: cloud.describe(group))
         except CloudError as exc:
-            return ObservedGroup(group, kind, None, record, error=str(exc))
+            return ObservedGroup(group, kind, None, record, error=str(exc), cluster=cluster)
         except Exception as exc:  # a bug or an untranslated SDK error: this group only, not the run
             log.error("nodegroup.describe_crashed", node_group=group.name, error=repr(exc), exc_info=True)
-            return ObservedGroup(group, kind, None, record, error=f"unexpected error: {exc!r}")
-        label = _node_label(cloud, group)
-        if label is None:
-            log.warning(
-                "nodegroup.nodes_unknown",
-                node_group=group.name,
-                message="no node label for this group: running GPU pods cannot be seen (set nodeSelector)",
-            )
-            return ObservedGroup(group, kind, config, record)
-        mine = tuple(n.name for n in nodes if n.labels.get(label[0]) == label[1])
+            return ObservedGroup(group, kind, None, record, error=f"unexpected error: {exc!r}", cluster=cluster)
+        selector = node_selector(cloud, group)
+        if selector is None:
+            reason = "no node label for this group: its nodes and GPU pods cannot be seen (set nodeSelector)"
+            return ObservedGroup(group, kind, config, record, cluster=cluster, nodes_error=reason)
+        mine = tuple(n.name for n in nodes if selector.items() <= n.labels.items())
+        if not mine and config.desired is None:
+            # The provider reports no live size (GKE): before judging "no nodes", learn how many the cloud runs.
+            try:
+                config = settings.backoff.call(lambda: cloud.describe(group, live_size=True))
+            except CloudError as exc:
+                return ObservedGroup(group, kind, None, record, error=str(exc), cluster=cluster)
         pods = tuple(p for n in mine for p in pods_by_node.get(n, []))
-        return ObservedGroup(group, kind, config, record, pods, mine)
+        return ObservedGroup(group, kind, config, record, pods, mine, cluster=cluster)
 
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
         observed = tuple(pool.map(one, groups))
@@ -303,6 +314,75 @@ def _system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class Planned:
+    """One cluster's plan before any write: what the limit across a fleet's clusters counts."""
+
+    observation: Observation
+    plan: NodeGroupPlan
+
+    @property
+    def changes(self) -> int:
+        return sum(1 for a in self.plan.actions if a.steps)
+
+
+def plan(policy: Policy, now: datetime, settings: JobSettings, ports: Ports, log: Any) -> Planned | Report:
+    """Observe and plan one cluster; a Report when there is nothing more to do (unreadable, refused)."""
+    report = partial(Report, now, settings.dry_run, settings.cluster)
+    try:
+        observation = observe(policy, ports, settings, log)
+    except CloudError as exc:
+        # The cluster's API cannot be read: nothing of it can be judged, so every group of it fails (unknown is
+        # never idle) and nothing is changed.
+        log.error("cluster.unreachable", cluster=settings.cluster, error=str(exc))
+        where = f"cluster {settings.cluster}" if settings.cluster else "the cluster"
+        message = f"not judged: {where} cannot be read ({exc})"
+        return report(tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings)))
+    planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
+    if isinstance(planned, Refusal):
+        return report(refused=planned.reason, unmanaged=observation.unmanaged)
+    return Planned(observation, planned)
+
+
+def apply(
+    first: Planned,
+    policy: Policy,
+    now: datetime,
+    settings: JobSettings,
+    ports: Ports,
+    log: Any,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], datetime] | None = None,
+) -> Report:
+    """Carry out a plan under the cluster's Lease (nothing to write, or a dry run: the plan is the report)."""
+    report = partial(Report, now, settings.dry_run, settings.cluster)
+    observation, planned = first.observation, first.plan
+    if settings.dry_run or not planned.writes:
+        results = tuple(GroupResult(a.group, "planned", _describe_step_change(a), a) for a in planned.actions)
+        return report(results, planned.skips, observation.unmanaged)
+
+    holder = ports.lock.acquire(settings.holder, (clock or _system_clock)(), settings.lease_duration)
+    if holder is not None:
+        return report(lock_holder=holder)
+    try:
+        # Under the lease, look again: another run may have finished what this one planned. (The unmanaged
+        # groups found a moment ago still stand: no need to list every cluster twice.)
+        observation = replace(observe(policy, ports, settings, log, discover=False), unmanaged=observation.unmanaged)
+        again = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
+        if isinstance(again, Refusal):
+            return report(refused=again.reason, unmanaged=observation.unmanaged)
+        failures = _save_skip_records(again, ports, log)
+        executor = Executor(policy, ports, settings, now, log, sleep)
+        with ThreadPoolExecutor(max_workers=settings.workers) as pool:
+            results = tuple(pool.map(executor.apply, again.actions)) + tuple(failures)
+        for skip in again.skips:
+            if skip.save_record is not None and skip.save_record.busy_since is not None:
+                executor.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
+    finally:
+        ports.lock.release(settings.holder)
+    return report(results, again.skips, observation.unmanaged)
+
+
 def run(
     policy: Policy,
     now: datetime,
@@ -312,33 +392,7 @@ def run(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], datetime] | None = None,
 ) -> Report:
-    """One run at the schedule instant ``now``. The Lease runs on the real ``clock`` (default: the system's),
-    not on ``now``: a run evaluated ``--at`` another instant must still exclude the runs happening now."""
-    observation = observe(policy, ports, settings, log)
-    planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
-    if isinstance(planned, Refusal):
-        return Report(now, settings.dry_run, refused=planned.reason, unmanaged=observation.unmanaged)
-    if settings.dry_run or not planned.writes:
-        results = tuple(GroupResult(a.group, "planned", _describe_step_change(a), a) for a in planned.actions)
-        return Report(now, settings.dry_run, results, planned.skips, observation.unmanaged)
-
-    holder = ports.lock.acquire(settings.holder, (clock or _system_clock)(), settings.lease_duration)
-    if holder is not None:
-        return Report(now, settings.dry_run, lock_holder=holder)
-    try:
-        # Under the lease, look again: another run may have finished what this one planned. (The unmanaged
-        # groups found a moment ago still stand: no need to list every cluster twice.)
-        observation = replace(observe(policy, ports, settings, log, discover=False), unmanaged=observation.unmanaged)
-        planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
-        if isinstance(planned, Refusal):
-            return Report(now, settings.dry_run, refused=planned.reason, unmanaged=observation.unmanaged)
-        failures = _save_skip_records(planned, ports, log)
-        executor = Executor(policy, ports, settings, now, log, sleep)
-        with ThreadPoolExecutor(max_workers=settings.workers) as pool:
-            results = tuple(pool.map(executor.apply, planned.actions)) + tuple(failures)
-        for skip in planned.skips:
-            if skip.save_record is not None and skip.save_record.busy_since is not None:
-                executor.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
-    finally:
-        ports.lock.release(settings.holder)
-    return Report(now, settings.dry_run, results, planned.skips, observation.unmanaged)
+    """One run of one cluster at the schedule instant ``now``. The Lease runs on the real ``clock`` (default: the
+    system's), not on ``now``: a run evaluated ``--at`` another instant must still exclude the runs happening now."""
+    first = plan(policy, now, settings, ports, log)
+    return first if isinstance(first, Report) else apply(first, policy, now, settings, ports, log, sleep, clock)

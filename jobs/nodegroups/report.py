@@ -1,4 +1,5 @@
-"""The nodegroups job's report: a table a person reads at a glance, or JSON for tools."""
+"""The nodegroups job's report: a table a person reads at a glance (a block per cluster), or one JSON document for
+tools, every entry naming its cluster."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 from typing import Any
 
 from jobs.core.nodegroups import GroupConfig
-from jobs.nodegroups.job import Report
+from jobs.nodegroups.job import GroupResult, Report
 
 
 def _size(config: GroupConfig) -> str:
@@ -19,9 +20,16 @@ def _size(config: GroupConfig) -> str:
     return text
 
 
-def to_text(report: Report) -> str:
+def to_text(reports: list[Report]) -> str:
+    if not reports:
+        return "gpu-jobs nodegroups: no cluster to act on (the policy has no node groups in reach)\n"
+    return "".join(_text(report) for report in reports)
+
+
+def _text(report: Report) -> str:
     mode = " (dry run: nothing changed)" if report.dry_run else ""
-    lines = [f"gpu-jobs nodegroups at {report.at.isoformat()}{mode}"]
+    where = f" in cluster {report.cluster}" if report.cluster else ""
+    lines = [f"gpu-jobs nodegroups{where} at {report.at.isoformat()}{mode}"]
     if report.lock_holder:
         return "\n".join([*lines, f"  another run holds the lease ({report.lock_holder}): nothing done"]) + "\n"
     if report.refused:
@@ -42,46 +50,53 @@ def to_text(report: Report) -> str:
             lines.append(f"  {'':<{width}}  drains {pod} on {pod.node}")
         for pod in a.doomed:
             lines.append(f"  {'':<{width}}  force: {pod} on {pod.node} goes down with its node")
-    if report.skips:
+    failed = [s for s in report.skips if s.failed]
+    if failed:
+        lines.append("  failed:")
+        lines += [f"    {s.group}: {s.reason}" for s in failed]
+    if len(failed) < len(report.skips):
         lines.append("  skipped:")
-        lines += [f"    {s.group}: {s.reason}" for s in report.skips]
+        lines += [f"    {s.group}: {s.reason}" for s in report.skips if not s.failed]
     if report.unmanaged:
         lines.append("  GPU node groups in the clouds with no schedule in the policy:")
         lines += [f"    {u.cloud} {'/'.join(u.locator.values())} ({u.instance_type})" for u in report.unmanaged]
     return "\n".join(lines) + "\n"
 
 
-def to_json(report: Report) -> str:
+def to_json(reports: list[Report]) -> str:
+    """One document for the whole run; ``clusters`` says per cluster whether it was refused or locked."""
     doc: dict[str, Any] = {
-        "at": report.at.isoformat(),
-        "dryRun": report.dry_run,
-        "refused": report.refused,
-        "lockHolder": report.lock_holder,
-        "nodeGroups": [
-            {
-                "name": r.group,
-                "status": r.status,
-                "message": r.message,
-                **(
-                    {
-                        "kind": r.action.kind,
-                        "direction": r.action.direction,
-                        "reason": r.action.reason,
-                        "before": r.action.before.to_json(),
-                        "after": r.action.after.to_json(),
-                        "steps": [s.describe() for s in r.action.steps],
-                        "evict": [str(p) for p in r.action.evict],
-                        "force": [str(p) for p in r.action.doomed],
-                    }
-                    if r.action
-                    else {}
-                ),
-            }
-            for r in report.results
+        "at": reports[0].at.isoformat() if reports else None,
+        "dryRun": any(r.dry_run for r in reports),
+        "refused": next((r.refused for r in reports if r.refused), None),
+        "lockHolder": next((r.lock_holder for r in reports if r.lock_holder), None),
+        "clusters": [{"name": r.cluster, "refused": r.refused, "lockHolder": r.lock_holder} for r in reports],
+        "nodeGroups": [_result(r, report.cluster) for report in reports for r in report.results],
+        "skipped": [
+            {"name": s.group, "cluster": report.cluster, "reason": s.reason, "warning": s.warning, "failed": s.failed}
+            for report in reports
+            for s in report.skips
         ],
-        "skipped": [{"name": s.group, "reason": s.reason, "warning": s.warning} for s in report.skips],
         "unmanaged": [
-            {"cloud": u.cloud, "locator": dict(u.locator), "instanceType": u.instance_type} for u in report.unmanaged
+            {"cloud": u.cloud, "cluster": report.cluster, "locator": dict(u.locator), "instanceType": u.instance_type}
+            for report in reports
+            for u in report.unmanaged
         ],
     }
     return json.dumps(doc, indent=2)
+
+
+def _result(r: GroupResult, cluster: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": r.group, "cluster": cluster, "status": r.status, "message": r.message}
+    if r.action:
+        entry |= {
+            "kind": r.action.kind,
+            "direction": r.action.direction,
+            "reason": r.action.reason,
+            "before": r.action.before.to_json(),
+            "after": r.action.after.to_json(),
+            "steps": [s.describe() for s in r.action.steps],
+            "evict": [str(p) for p in r.action.evict],
+            "force": [str(p) for p in r.action.doomed],
+        }
+    return entry

@@ -43,9 +43,11 @@ def plan_one(
     record: Record | None = None,
     pods: tuple[GpuPod, ...] = (),
     extra: str = "",
+    nodes: tuple[str, ...] = ("node-1",),
+    nodes_error: str | None = None,
 ) -> GroupAction | GroupSkip | None:
     p = policy(kind, extra)
-    observed = ObservedGroup(p.node_groups[0], kind, config, record, pods, ("node-1",) if pods else ())
+    observed = ObservedGroup(p.node_groups[0], kind, config, record, pods, nodes, cluster="ml", nodes_error=nodes_error)
     plan = plan_nodegroups(p, (observed,), at)
     assert len(plan.actions) + len(plan.skips) <= 1
     return (plan.actions or plan.skips or (None,))[0]
@@ -241,7 +243,8 @@ def test_eks_wake_up_keeps_the_discovery_tags_and_lets_the_autoscaler_size() -> 
 def test_unreadable_group_is_skipped_with_the_error() -> None:
     p = policy("eks")
     plan = plan_nodegroups(p, (ObservedGroup(p.node_groups[0], "eks", None, error="throttled"),), NIGHT)
-    assert plan.skips == (GroupSkip("g", "cannot read the group: throttled", warning=True),)
+    assert plan.skips == (GroupSkip("g", "cannot read the group: throttled", warning=True, failed=True),)
+    assert plan.failures == plan.skips
 
 
 def test_guard_refuses_a_plan_over_the_change_limit() -> None:
@@ -252,7 +255,7 @@ def test_guard_refuses_a_plan_over_the_change_limit() -> None:
         'defaults: {timezone: Europe/Berlin, workingHours: [{days: Mon-Fri, start: "08:00", end: "20:00"}]}\n'
         f"nodeGroups:\n{groups}"
     )
-    observed = tuple(ObservedGroup(g, "asg", GroupConfig(1, 1, 2)) for g in p.node_groups)
+    observed = tuple(ObservedGroup(g, "asg", GroupConfig(1, 1, 2), nodes=("n",)) for g in p.node_groups)
     plan = plan_nodegroups(p, observed, NIGHT)
     assert isinstance(guard(plan, max_changes=3), type(plan))
     refused = guard(plan, max_changes=2)
@@ -278,3 +281,37 @@ def test_a_group_with_an_update_running_waits_for_the_next_run() -> None:
     )
     # Nothing to change: busy or not, nothing is planned.
     assert plan_one("eks", GroupConfig(min=1, desired=3, max=8, busy=True), DAY) is None
+
+
+# Unknown is never idle: a group is judged through its own cluster's API, and only when that API shows its nodes.
+
+
+def test_cloud_nodes_the_api_does_not_show_are_never_shut_down() -> None:
+    skip = plan_one("eks", EKS_UP, NIGHT, nodes=())
+    assert isinstance(skip, GroupSkip)
+    assert (skip.failed, skip.warning) == (True, True)
+    assert skip.reason == (
+        "not shut down: the cloud reports 3 node(s) but cluster ml's API shows none of them"
+        " (wrong cluster, or nodes not registered yet)"
+    )
+
+
+def test_a_group_whose_nodes_cannot_be_identified_is_a_failure_not_idle() -> None:
+    skip = plan_one("asg", GroupConfig(min=2, desired=2, max=4), NIGHT, nodes_error="no node label for this group")
+    assert isinstance(skip, GroupSkip)
+    assert skip.failed
+    assert skip.reason.startswith("not shut down: no node label for this group")
+
+
+def test_an_unknown_live_size_with_no_nodes_in_sight_is_not_idle() -> None:
+    skip = plan_one("gke", GKE_UP, NIGHT, nodes=())
+    assert isinstance(skip, GroupSkip)
+    assert skip.failed
+    assert "does not say how many nodes" in skip.reason
+
+
+def test_a_group_already_at_zero_nodes_goes_down_with_none_in_sight() -> None:
+    # The autoscaler took it to zero: no nodes to see, nothing running, the shutdown (max, autoscaler) goes ahead.
+    action = plan_one("eks", GroupConfig(min=0, desired=0, max=8, autoscaling=True, autoscaler_tags=CA), NIGHT, nodes=())
+    assert isinstance(action, GroupAction)
+    assert action.after.max == 1

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from jobs.adapters import kube as kube_adapter
+from jobs.labels import nodegroups_lease
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
@@ -86,18 +88,20 @@ def test_one_failed_group_exits_1_and_the_others_are_done(fleet: Fleet, tmp_path
 def test_a_plan_over_the_change_limit_is_refused_with_exit_3(fleet: Fleet, tmp_path: Path) -> None:
     code, summary, out = gpu_jobs(fleet, tmp_path, "--max-changes", "2")
     assert (code, summary["exit_code"]) == (3, 3)
-    assert "REFUSED: the plan changes 5 node groups, more than the limit of 2" in out
+    assert "REFUSED: the plan changes 5 node groups across 3 clusters, more than the limit of 2" in out
     assert fleet.cloud_writes() == 0
 
 
-def test_a_held_lease_exits_0_and_changes_nothing(fleet: Fleet, tmp_path: Path) -> None:
+def test_a_held_lease_exits_0_and_changes_nothing_in_that_cluster(fleet: Fleet, tmp_path: Path) -> None:
     # Held now, on the real clock: a run evaluated --at another instant must still respect it.
-    assert fleet.ports.lock.acquire("manual-run", datetime.now(UTC), timedelta(hours=1)) is None
+    with fleet.kube.api_client() as api:
+        lease = kube_adapter.LeaseLock(api, "gpu-jobs", nodegroups_lease("aks-ml"))
+        assert lease.acquire("manual-run", datetime.now(UTC), timedelta(hours=1)) is None
     fleet.clear_logs()
-    code, _, out = gpu_jobs(fleet, tmp_path)
-    assert code == 0
-    assert "another run holds the lease (manual-run)" in out
-    assert fleet.cloud_writes() == 0
+    code, summary, out = gpu_jobs(fleet, tmp_path)
+    assert (code, counts(summary)) == (0, ("nodegroups", False, 3, 3, 0, 0))
+    assert "gpu-jobs nodegroups in cluster aks-ml at 2026-12-01T20:05:00+01:00\n  another run holds the lease (manual-run)" in out
+    assert len(fleet.azure.log.writes()) == 0  # aks-ml's two pools untouched; the other clusters went down
 
 
 def test_bad_settings_exit_2(fleet: Fleet, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from jobs.retry import Backoff
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
-from tests.emulators.kube.fixtures import KubeHandle
+from tests.emulators.kube.fixtures import CONTEXT, KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
 
 SUB = "00000000-0000-0000-0000-000000000001"
@@ -29,9 +29,17 @@ EVENING = datetime.fromisoformat("2026-12-01T20:05:00+01:00")
 MORNING = datetime.fromisoformat("2026-12-02T07:55:00+01:00")  # inside the 15 min warm-up
 CA = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/ml-prod": "owned"}
 
+# Three clusters reached through one emulated API, each group's nodes labelled as its provider labels them: the
+# job's mechanics, not its view of a fleet (tests/integration/nodegroups/test_fleet.py gives each cluster its own).
 POLICY = textwrap.dedent(f"""\
     apiVersion: gpu-jobs/v1
     kind: GpuPolicy
+    clusters:
+      - {{name: ml-prod, cloud: aws, aws: {{region: eu-west-1, cluster: ml-prod}}, kubeContext: {CONTEXT}}}
+      - {{name: research, cloud: gcp, gcp: {{project: ml-research, location: europe-west4, cluster: research}},
+          kubeContext: {CONTEXT}}}
+      - {{name: aks-ml, cloud: azure, azure: {{subscription: {SUB}, resourceGroup: rg-ml, cluster: aks-ml}},
+          kubeContext: {CONTEXT}}}
     defaults:
       timezone: Europe/Berlin
       workingHours: [{{days: Mon-Fri, start: "08:00", end: "20:00"}}]
