@@ -212,9 +212,7 @@ class AwsNodeGroups:
         target = self._target(group)
         if isinstance(target, _Eks):
             return (EKS_NODEGROUP_LABEL, target.nodegroup)
-        if group.node_selector:
-            return next(iter(group.node_selector.items()))
-        return None
+        return None  # a plain ASG's nodes carry no provider label: the policy's nodeSelector (every key) picks them
 
     def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
         clusters = sorted({(t.region, t.cluster) for t in map(self._target, groups) if isinstance(t, _Eks)})

@@ -219,7 +219,7 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
         )
     if current.desired > 0:
         return (
-            f"the cloud reports {current.desired} node(s) but {where}'s API shows none of them"
+            f"the cloud reports {current.desired * current.zones} node(s) but {where}'s API shows none of them"
             " (wrong cluster, or nodes not registered yet)"
         )
     return None
