@@ -7,7 +7,9 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
   coordination.k8s.io/v1 leases; policy/v1 poddisruptionbudgets; events.k8s.io/v1 events (stored apart from core
   events: the real server converts between the two, the emulator does not);
 - uid, creationTimestamp, one global resourceVersion; stale PUT/PATCH is 409 Conflict; Status bodies for 400, 401,
-  403, 404, 405, 409, 415, 422, 429, 500, 504; label and field selectors; limit/continue paging;
+  403, 404, 405, 406, 409, 415, 422, 429, 500, 504; label and field selectors; limit/continue paging;
+- bodies in JSON, YAML, or protobuf (what kubectl's ``create namespace|configmap|quota|pdb`` send; other kinds in
+  protobuf are 415 as for a custom resource, see :mod:`.protobuf`); answers only in JSON (406 if not accepted);
 - strategic merge, JSON merge, JSON patch and server-side apply with managedFields and conflicts;
 - decoding against the official OpenAPI schemas of ``kubernetes-validate`` (type errors and strict unknown fields:
   400; unknown fields otherwise dropped with a Warning header) and semantic validation (422);

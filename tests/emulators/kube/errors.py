@@ -6,6 +6,7 @@ so the texts below copy the real server's wording.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 Json = dict[str, Any]
@@ -103,8 +104,13 @@ def method_not_allowed(message: str = "the server does not allow this method on 
     return ApiError(405, "MethodNotAllowed", message, {})
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}")
+def unsupported_media_type(accepted: Iterable[str]) -> ApiError:
+    message = f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}"
+    return ApiError(415, "UnsupportedMediaType", message)
+
+
+def not_acceptable(accepted: Iterable[str]) -> ApiError:
+    return ApiError(406, "NotAcceptable", f"only the following media types are accepted: {', '.join(accepted)}")
 
 
 def too_many_requests(message: str, retry_after_s: int = 1, causes: list[Json] | None = None) -> ApiError:

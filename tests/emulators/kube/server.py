@@ -7,13 +7,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from werkzeug.wrappers import Request, Response
 
 from tests.emulators.base import Emulator, FaultKind
 
-from . import discovery
+from . import discovery, protobuf
 from .cluster import Cluster
-from .errors import ApiError, bad_request, gateway_timeout, internal_error, method_not_allowed, stale, too_many_requests
+from .errors import (
+    ApiError,
+    bad_request,
+    gateway_timeout,
+    internal_error,
+    method_not_allowed,
+    not_acceptable,
+    stale,
+    too_many_requests,
+    unsupported_media_type,
+)
 from .resources import ResourceType, find
 from .tables import table
 from .verbs import Api, ListOptions, WriteOptions
@@ -186,6 +197,8 @@ class KubeEmulator(Emulator):
             dry_run=args.get("dryRun") == "All",
             force=args.get("force", "").lower() == "true",
         )
+        if not _accepts_json(request.headers.get("Accept")):
+            raise not_acceptable(["application/json"])  # the emulator writes nothing else
         if args.get("fieldValidation") not in (None, "Ignore", "Warn", "Strict"):
             raise bad_request(f"fieldValidation must be one of Ignore, Warn, Strict, not {args['fieldValidation']!r}")
         status = 200
@@ -222,18 +235,18 @@ class KubeEmulator(Emulator):
                     )
                 )
         elif method == "POST" and sub == "eviction":
-            result, status = self.api.evict(namespace, name, _json_body(body), options), 201
+            result, status = self.api.evict(namespace, name, _body(request, rt), options), 201
         elif method == "POST" and not name:
-            result, status = self.api.create(rt, namespace, _json_body(body), options), 201
+            result, status = self.api.create(rt, namespace, _body(request, rt), options), 201
         elif method == "PUT" and name:
-            result, created = self.api.replace(rt, namespace, name, _json_body(body), options, sub)
+            result, created = self.api.replace(rt, namespace, name, _body(request, rt), options, sub)
             status = 201 if created else 200
         elif method == "PATCH" and name:
             content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
             result, created = self.api.patch(rt, namespace, name, content_type, body, options, sub)
             status = 201 if created else 200
         elif method == "DELETE" and name and not sub:
-            result = self.api.delete(rt, namespace, name, _json_body(body) if body else None, options)
+            result = self.api.delete(rt, namespace, name, _body(request, rt) if body else None, options)
         elif method == "DELETE" and not name:
             result = self._delete_collection(target, args, options)
         else:
@@ -268,6 +281,42 @@ def _manager_from_user_agent(user_agent: str) -> str:
 
 def _wants_table(request: Request) -> bool:
     return "as=Table" in (request.headers.get("Accept") or "")
+
+
+def _media_type(header: str | None) -> str:
+    return (header or "").split(";")[0].strip().lower()
+
+
+def _accepts_json(accept: str | None) -> bool:
+    """kubectl's typed clients send ``application/vnd.kubernetes.protobuf,application/json``: JSON is fine then."""
+    if not accept:
+        return True
+    return any(_media_type(item) in ("application/json", "application/*", "*/*") for item in accept.split(","))
+
+
+def _body(request: Request, rt: ResourceType) -> Any:
+    """A write's body by its Content-Type, as the real server negotiates it (none means JSON)."""
+    media, body = _media_type(request.headers.get("Content-Type")), request.get_data()
+    if media in ("", "application/json"):
+        return _json_body(body)
+    if media == "application/yaml":
+        try:
+            return yaml.safe_load(body or b"null")
+        except yaml.YAMLError as error:
+            raise bad_request(f"the request body is not valid YAML: {error}") from error
+    if media == protobuf.MEDIA_TYPE:
+        try:
+            return protobuf.decode(body)
+        except protobuf.Undecodable as error:
+            # What the real server says for a type it has no protobuf for (a custom resource); kubectl shows it.
+            raise unsupported_media_type(_BODY_TYPES) from error
+        except protobuf.Malformed as error:
+            raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): {error}") from error
+    decodable = protobuf.decodable(rt.api_version, rt.kind)
+    raise unsupported_media_type(_BODY_TYPES + ((protobuf.MEDIA_TYPE,) if decodable else ()))
+
+
+_BODY_TYPES = ("application/json", "application/yaml")
 
 
 def _json_body(body: bytes) -> Any:

@@ -31,11 +31,12 @@ from .validation import decode, validate_semantics
 
 Json = dict[str, Any]
 
+#: In the order the real server lists them in its 415.
 PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
     "application/apply-patch+yaml",
+    "application/strategic-merge-patch+json",
 )
 #: Resources a PUT may create (their strategies allow create-on-update).
 _CREATE_ON_UPDATE = frozenset({"leases", "events"})
@@ -199,7 +200,7 @@ class Api:
     ) -> tuple[Json, bool]:
         """Returns the patched object and whether it was created (only apply creates)."""
         if content_type not in PATCH_TYPES:
-            raise unsupported_media_type(content_type)
+            raise unsupported_media_type(PATCH_TYPES)
         if content_type == "application/apply-patch+yaml":
             return self._apply(rt, namespace, name, raw, options, subresource)
         try:
