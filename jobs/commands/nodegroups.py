@@ -64,7 +64,7 @@ def _peak_rss_mib() -> float | None:
     return round(kib / 1024, 1) if kib is not None else None
 
 
-# A central run works on this many clusters at once, each with its own workers.
+# A central run works on this many clusters at once (never more than --workers), each with its own workers.
 CLUSTERS_AT_ONCE = 8
 
 
@@ -102,7 +102,7 @@ def _run_fleet(policy: Policy, now: datetime, settings: JobSettings, ports: dict
     blast-radius limit: all are planned first, and a total over the limit changes nothing anywhere."""
     per_cluster = {name: replace(settings, cluster=name) for name in ports}
     logs = {name: log.bind(cluster=name) for name in ports}
-    with ThreadPoolExecutor(max_workers=min(len(ports), CLUSTERS_AT_ONCE) or 1) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(ports), CLUSTERS_AT_ONCE, settings.workers))) as pool:
         firsts = dict(
             zip(ports, pool.map(lambda n: job.plan(policy, now, per_cluster[n], ports[n], logs[n]), ports), strict=True)
         )

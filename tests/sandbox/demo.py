@@ -102,14 +102,15 @@ def run_gpu_jobs(
 
 def _merge_reports(runs: dict[str, subprocess.CompletedProcess[str]]) -> str:
     """One JSON report for a fleet night: every cluster's node groups, skips and unmanaged groups together."""
-    merged: dict[str, Any] = {"nodeGroups": [], "skipped": [], "unmanaged": [], "clusters": {}}
+    merged: dict[str, Any] = {"nodeGroups": [], "skipped": [], "unmanaged": [], "clusters": []}
     for cluster, run in runs.items():
-        merged["clusters"][cluster] = run.returncode
         try:
             report = json.loads(run.stdout)
         except ValueError:
+            merged["clusters"].append({"name": cluster, "exitCode": run.returncode})
             continue
         merged["at"] = report.get("at")
+        merged["clusters"] += [{**c, "exitCode": run.returncode} for c in report.get("clusters", [])]
         for key in ("nodeGroups", "skipped", "unmanaged"):
             merged[key] += report.get(key, [])
     return json.dumps(merged)
@@ -214,7 +215,7 @@ def _requests(phase: Phase) -> str:
 
 
 def render_night_phase(world: World, phase: Phase) -> list[str]:
-    where = "one run per cluster" if "clusters" in phase.stdout else " ".join(phase.argv[1:3])
+    where = " ".join(phase.argv[1:3]) if "--cluster" in phase.argv else "one run per cluster"
     lines = [f"== {phase.name}: nodegroups --at {phase.at.isoformat() if phase.at else '?'} ({where})"]
     lines[0] += f"   (exit {phase.code}, {phase.seconds:.1f} s)"
     if not phase.stdout.strip().startswith("{"):
@@ -226,7 +227,7 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
         lines.append("  nothing to change: every node group is where the schedule wants it")
     lines.append(f"  {'group':<18} {'cluster':<10} {'nodes':<8} {'config before -> after':<30} status")
     shown = {g["name"] for g in report["nodeGroups"]} | {s["name"] for s in report["skipped"]}
-    clusters = set(report.get("clusters", ())) or {
+    clusters = {c["name"] for c in report.get("clusters", ())} or {
         world.policy.cluster_of(g).name for g in world.policy.node_groups if g.name in shown
     }
     for group in world.policy.node_groups:
@@ -242,7 +243,9 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
             if g["status"] == "failed":
                 status += f": {g['message']}"
         elif group.name in skipped:
-            change, status = "", "postponed" if "postponed" in skipped[group.name]["reason"] else "skipped"
+            skip = skipped[group.name]
+            change = ""
+            status = "failed" if skip.get("failed") else "postponed" if "postponed" in skip["reason"] else "skipped"
         else:
             # The schedule engine itself, not the calendar's up/down flips: a reason can change without a flip
             # (warming up -> in working hours).
