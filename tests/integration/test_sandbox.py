@@ -10,6 +10,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -93,6 +94,22 @@ def test_each_cluster_api_holds_only_its_own_nodes_and_pods(world: World) -> Non
     single = yaml.safe_load(world.kubeconfig_for("research").read_text())
     assert single["current-context"] == "research"
     assert single["clusters"][0]["cluster"]["server"] == world.kubes["research"].url
+
+
+def test_kubectl_works_against_every_cluster_of_the_sandbox(world: World) -> None:
+    # kubectl sends built-in objects in protobuf; each cluster's API takes them, and only that cluster sees them.
+    kubectl = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"
+    env = child_env(world)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(kubectl), *args], env=env, capture_output=True, text=True, check=False, timeout=60)
+
+    created = run("--context", "research", "create", "namespace", "team-x")
+    assert (created.returncode, created.stdout.strip()) == (0, "namespace/team-x created"), created.stderr
+    assert run("--context", "research", "get", "namespace", "team-x", "-o", "name").stdout.strip() == "namespace/team-x"
+    assert run("--context", "notebooks", "get", "namespace", "team-x").returncode == 1
+    nodes = run("--context", "notebooks", "get", "nodes", "-o", "name").stdout.split()
+    assert len(nodes) == len(world.kubes["notebooks"].list("Node")) > 0
 
 
 def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) -> None:
