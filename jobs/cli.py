@@ -8,11 +8,12 @@ import sys
 import time
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any, NoReturn
 
 from jobs import __version__, logs
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import PolicyError
-from jobs.settings import SettingsError, env
+from jobs.settings import SettingsError, UsageError, choice_setting, env_flag
 
 # name -> one-line help. Only the module of the command being run is imported, so a command pulls in only
 # what it uses (``validate`` must start in well under a second and never loads a cloud SDK).
@@ -28,15 +29,27 @@ def _load(name: str) -> ModuleType:
     return importlib.import_module(f"jobs.commands.{name.replace('-', '_')}")
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("auto", "json", "console")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on a bad command line before anything is logged; raise instead, so that the run still
+    ends with its ``run.summary`` event."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise UsageError(message)
+
+
 def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
-    parser = argparse.ArgumentParser(prog="gpu-jobs", description="GPU cost controls from one policy file in Git.")
+    parser = _Parser(prog="gpu-jobs", description="GPU cost controls from one policy file in Git.")
     parser.add_argument("--version", action="version", version=f"gpu-jobs {__version__}")
-    parser.add_argument("--log-level", default=env("LOG_LEVEL", "info"), help="[GPU_JOBS_LOG_LEVEL]")
+    parser.add_argument("--log-level", metavar="|".join(LOG_LEVELS), help="default info [GPU_JOBS_LOG_LEVEL]")
     parser.add_argument(
         "--log-format",
-        choices=("auto", "json", "console"),
-        default=env("LOG_FORMAT", "auto"),
-        help="auto: console on a terminal, JSON lines otherwise [GPU_JOBS_LOG_FORMAT]",
+        metavar="|".join(LOG_FORMATS),
+        help="auto (default): console on a terminal, JSON lines otherwise [GPU_JOBS_LOG_FORMAT]",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = next((a for a in argv if a in COMMANDS), None)
@@ -49,12 +62,27 @@ def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str
     return parser, modules
 
 
+def _dry_run_asked(argv: Sequence[str]) -> bool:
+    """Whether the run was asked to be a dry run, for a summary logged before the flags could be read."""
+    try:
+        return "--dry-run" in argv or env_flag("DRY_RUN")
+    except SettingsError:
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, modules = build_parser(argv)
-    args = parser.parse_args(argv)
-    logs.configure(args.log_level, json_lines={"auto": None, "json": True, "console": False}[args.log_format])
+    try:
+        args = parser.parse_args(argv)
+        level = choice_setting(args.log_level, "LOG_LEVEL", "info", LOG_LEVELS)
+        style = choice_setting(args.log_format, "LOG_FORMAT", "auto", LOG_FORMATS)
+    except SettingsError as exc:
+        logs.configure("info")
+        log = logs.get_logger(job=next((a for a in argv if a in COMMANDS), None))
+        return _finish(log, _settings_error(log, exc, _dry_run_asked(argv)), started)
+    logs.configure(level, json_lines={"auto": None, "json": True, "console": False}[style])
     log = logs.get_logger(job=args.command)
     try:
         outcome: Outcome = modules[args.command].run(args, log)
@@ -62,11 +90,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         log.error("policy.invalid", problems=len(exc.problems))
-        outcome = Outcome(ExitCode.BAD_CONFIG)
+        outcome = Outcome(ExitCode.BAD_CONFIG, dry_run=_dry_run_asked(argv))
     except SettingsError as exc:
+        outcome = _settings_error(log, exc, _dry_run_asked(argv))
+    except Exception as exc:  # an outage or a bug nothing closer caught: still a summary and an honest code
+        print(f"gpu-jobs: {exc!r}", file=sys.stderr)
+        log.error("run.crashed", error=repr(exc), exc_info=True)
+        outcome = Outcome(ExitCode.ITEM_FAILED, dry_run=_dry_run_asked(argv))
+    return _finish(log, outcome, started)
+
+
+def _settings_error(log: Any, exc: SettingsError, dry_run: bool) -> Outcome:
+    if not isinstance(exc, UsageError):
         print(f"gpu-jobs: {exc}", file=sys.stderr)
-        log.error("settings.invalid", error=str(exc))
-        outcome = Outcome(ExitCode.BAD_CONFIG)
+    else:
+        print(f"gpu-jobs: error: {exc}", file=sys.stderr)
+    log.error("settings.invalid", error=str(exc))
+    return Outcome(ExitCode.BAD_CONFIG, dry_run=dry_run)
+
+
+def _finish(log: Any, outcome: Outcome, started: float) -> int:
     log.info(
         "run.summary",
         dry_run=outcome.dry_run,

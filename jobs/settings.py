@@ -6,7 +6,9 @@ as flags. A flag given on the command line wins over the environment.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Collection
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -18,6 +20,10 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 class SettingsError(ValueError):
     """A flag or environment variable has a value that cannot be used."""
+
+
+class UsageError(SettingsError):
+    """The command line itself cannot be parsed (unknown flag, missing value)."""
 
 
 def env(name: str, default: str | None = None) -> str | None:
@@ -40,3 +46,47 @@ def parse_at(text: str | None, default_tz: str) -> datetime | None:
     except ValueError:
         raise SettingsError(f"--at {text!r} is not an ISO 8601 date-time (e.g. 2026-12-01T07:29:00+01:00)") from None
     return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(default_tz))
+
+
+def _raw(flag: str | None, name: str) -> tuple[str | None, str]:
+    """A flag wins over the environment; an empty value (a manifest's ``value: ""``) means unset."""
+    if flag is not None:
+        return flag.strip() or None, f"--{name.lower().replace('_', '-')}"
+    value = env(name)
+    return (value.strip() or None) if value is not None else None, f"{ENV_PREFIX}{name}"
+
+
+def int_setting(flag: str | None, name: str, default: int, *, minimum: int) -> int:
+    raw, source = _raw(flag, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{source}={raw!r}: not a whole number") from None
+    if value < minimum:
+        raise SettingsError(f"{source}={raw!r}: must be at least {minimum}")
+    return value
+
+
+def seconds_setting(name: str, default: float, *, minimum: float = 0.0) -> float:
+    """A duration in seconds from the environment (``5``, ``0.5``; not ``5s``)."""
+    raw, source = _raw(None, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{source}={raw!r}: a number of seconds, e.g. {default:g}") from None
+    if not math.isfinite(value) or value < minimum:
+        raise SettingsError(f"{source}={raw!r}: a finite number of seconds, at least {minimum:g}")
+    return value
+
+
+def choice_setting(flag: str | None, name: str, default: str, choices: Collection[str]) -> str:
+    raw, source = _raw(flag, name)
+    if raw is None:
+        return default
+    if raw.lower() not in choices:
+        raise SettingsError(f"{source}={raw!r}: use one of {', '.join(choices)}")
+    return raw.lower()

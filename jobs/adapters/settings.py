@@ -9,10 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-
-def _float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw else default
+from jobs.settings import seconds_setting
 
 
 @dataclass(frozen=True)
@@ -26,9 +23,9 @@ class AdapterSettings:
     @classmethod
     def from_env(cls) -> AdapterSettings:
         return cls(
-            poll_interval_s=_float("GPU_JOBS_POLL_INTERVAL", cls.poll_interval_s),
-            operation_timeout_s=_float("GPU_JOBS_OPERATION_TIMEOUT", cls.operation_timeout_s),
-            request_timeout_s=_float("GPU_JOBS_REQUEST_TIMEOUT", cls.request_timeout_s),
+            poll_interval_s=seconds_setting("POLL_INTERVAL", cls.poll_interval_s),
+            operation_timeout_s=seconds_setting("OPERATION_TIMEOUT", cls.operation_timeout_s, minimum=1),
+            request_timeout_s=seconds_setting("REQUEST_TIMEOUT", cls.request_timeout_s, minimum=1),
             gcp_endpoint=os.environ.get("GPU_JOBS_GCP_ENDPOINT") or None,
             azure_endpoint=os.environ.get("GPU_JOBS_AZURE_ENDPOINT") or None,
         )

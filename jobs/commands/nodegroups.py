@@ -6,6 +6,7 @@ import argparse
 import os
 import socket
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -22,7 +23,16 @@ from jobs.nodegroups.ports import NodeGroupCloud
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import load_policy
 from jobs.retry import Backoff
-from jobs.settings import DEFAULT_POLICY, SettingsError, env, env_flag, parse_at
+from jobs.settings import (
+    DEFAULT_POLICY,
+    SettingsError,
+    choice_setting,
+    env,
+    env_flag,
+    int_setting,
+    parse_at,
+    seconds_setting,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", default=None, help="plan and report, change nothing [GPU_JOBS_DRY_RUN]"
     )
-    parser.add_argument("--output", choices=("text", "json"), default=env("OUTPUT", "text"), help="[GPU_JOBS_OUTPUT]")
+    parser.add_argument("--output", metavar="text|json", help="[GPU_JOBS_OUTPUT]")
     parser.add_argument("--at", default=env("AT"), help="evaluate the schedule at this instant [GPU_JOBS_AT]")
     parser.add_argument("--only", default=env("ONLY"), metavar="GROUP", help="one node group only [GPU_JOBS_ONLY]")
     parser.add_argument(
@@ -42,15 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-changes",
-        type=int,
-        default=int(env("MAX_CHANGES", "50") or 50),
-        help="refuse a plan changing more groups than this (exit 3) [GPU_JOBS_MAX_CHANGES]",
+        metavar="N",
+        help="refuse a plan changing more groups than this (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
     )
     parser.add_argument(
-        "--workers",
-        type=int,
-        default=int(env("WORKERS", "16") or 16),
-        help="groups worked on at once [GPU_JOBS_WORKERS]",
+        "--workers", metavar="N", help="groups worked on at once, per cluster (default 16) [GPU_JOBS_WORKERS]"
     )
 
 
@@ -102,10 +108,20 @@ def _run_fleet(policy: Policy, now: datetime, settings: JobSettings, ports: dict
     blast-radius limit: all are planned first, and a total over the limit changes nothing anywhere."""
     per_cluster = {name: replace(settings, cluster=name) for name in ports}
     logs = {name: log.bind(cluster=name) for name in ports}
+
+    def guarded(name: str, step: Callable[[], job.Planned | Report]) -> job.Planned | Report:
+        # A bug met in one cluster fails that cluster's groups, not the clusters running beside it.
+        try:
+            return step()
+        except Exception as exc:
+            logs[name].error("cluster.crashed", error=repr(exc), exc_info=True)
+            return job.failed_report(policy, now, per_cluster[name], f"unexpected error: {exc!r}")
+
+    def first(name: str) -> job.Planned | Report:
+        return guarded(name, lambda: job.plan(policy, now, per_cluster[name], ports[name], logs[name]))
+
     with ThreadPoolExecutor(max_workers=max(1, min(len(ports), CLUSTERS_AT_ONCE, settings.workers))) as pool:
-        firsts = dict(
-            zip(ports, pool.map(lambda n: job.plan(policy, now, per_cluster[n], ports[n], logs[n]), ports), strict=True)
-        )
+        firsts = dict(zip(ports, pool.map(first, ports), strict=True))
         total = sum(p.changes for p in firsts.values() if isinstance(p, job.Planned))
         if len(ports) > 1 and total > settings.max_changes:
             reason = (
@@ -115,15 +131,18 @@ def _run_fleet(policy: Policy, now: datetime, settings: JobSettings, ports: dict
             return [Report(now, settings.dry_run, name, refused=reason) for name in ports]
 
         def second(name: str) -> Report:
-            first = firsts[name]
-            if isinstance(first, Report):
-                return first
-            return job.apply(first, policy, now, per_cluster[name], ports[name], logs[name])
+            planned = firsts[name]
+            if isinstance(planned, Report):
+                return planned
+            done = guarded(name, lambda: job.apply(planned, policy, now, per_cluster[name], ports[name], logs[name]))
+            assert isinstance(done, Report)
+            return done
 
         return list(pool.map(second, ports))
 
 
 def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outcome]:
+    choice_setting(args.output, "OUTPUT", "text", ("text", "json"))  # before any work: a typo is exit 2, not ignored
     policy = load_policy(args.policy)
     only = args.only or None  # an empty value in a manifest means "not set", never "match nothing"
     if only and only not in {g.name for g in policy.node_groups}:
@@ -141,10 +160,10 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
     adapter_settings = AdapterSettings.from_env()
     settings = JobSettings(
         dry_run=dry_run,
-        max_changes=args.max_changes,
+        max_changes=int_setting(args.max_changes, "MAX_CHANGES", 50, minimum=0),
         only=only,
-        workers=max(1, args.workers),
-        backoff=Backoff(deadline_s=float(env("RETRY_DEADLINE", "600") or 600)),
+        workers=int_setting(args.workers, "WORKERS", 16, minimum=1),
+        backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 600.0)),
         lease_duration=timedelta(minutes=30),
         holder=f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}",
         drain_poll_s=adapter_settings.poll_interval_s,
@@ -190,5 +209,6 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:
     reports, outcome = run_command(args, log)
-    print(render.to_json(reports) if args.output == "json" else render.to_text(reports), end="")
+    output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))
+    print(render.to_json(reports) if output == "json" else render.to_text(reports), end="")
     return outcome

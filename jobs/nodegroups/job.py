@@ -326,6 +326,12 @@ class Planned:
         return sum(1 for a in self.plan.actions if a.steps)
 
 
+def failed_report(policy: Policy, now: datetime, settings: JobSettings, message: str) -> Report:
+    """Every selected group failed for the same reason, nothing changed (a cluster that cannot be read)."""
+    failed = tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings))
+    return Report(now, settings.dry_run, settings.cluster, failed)
+
+
 def plan(policy: Policy, now: datetime, settings: JobSettings, ports: Ports, log: Any) -> Planned | Report:
     """Observe and plan one cluster; a Report when there is nothing more to do (unreadable, refused)."""
     report = partial(Report, now, settings.dry_run, settings.cluster)
@@ -336,8 +342,7 @@ def plan(policy: Policy, now: datetime, settings: JobSettings, ports: Ports, log
         # never idle) and nothing is changed.
         log.error("cluster.unreachable", cluster=settings.cluster, error=str(exc))
         where = f"cluster {settings.cluster}" if settings.cluster else "the cluster"
-        message = f"not judged: {where} cannot be read ({exc})"
-        return report(tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings)))
+        return failed_report(policy, now, settings, f"not judged: {where} cannot be read ({exc})")
     planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
     if isinstance(planned, Refusal):
         return report(refused=planned.reason, unmanaged=observation.unmanaged)
@@ -361,7 +366,13 @@ def apply(
         results = tuple(GroupResult(a.group, "planned", _describe_step_change(a), a) for a in planned.actions)
         return report(results, planned.skips, observation.unmanaged)
 
-    holder = ports.lock.acquire(settings.holder, (clock or _system_clock)(), settings.lease_duration)
+    try:
+        holder = ports.lock.acquire(settings.holder, (clock or _system_clock)(), settings.lease_duration)
+    except CloudError as exc:
+        log.error("lease.failed", cluster=settings.cluster, error=str(exc))
+        message = f"not applied: the Lease could not be taken ({exc})"
+        failed = tuple(GroupResult(a.group, "failed", message, a) for a in planned.actions)
+        return report(failed, planned.skips, observation.unmanaged)
     if holder is not None:
         return report(lock_holder=holder)
     try:
@@ -379,8 +390,21 @@ def apply(
             if skip.save_record is not None and skip.save_record.busy_since is not None:
                 executor.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
     finally:
-        ports.lock.release(settings.holder)
+        _release(ports, settings, log)
     return report(results, again.skips, observation.unmanaged)
+
+
+def _release(ports: Ports, settings: JobSettings, log: Any) -> None:
+    """Give the Lease back; a failure here must not replace the run's own outcome (the Lease expires by itself)."""
+    try:
+        ports.lock.release(settings.holder)
+    except CloudError as exc:
+        log.error(
+            "lease.release_failed",
+            cluster=settings.cluster,
+            error=str(exc),
+            message=f"the Lease expires by itself within {settings.lease_duration}",
+        )
 
 
 def run(

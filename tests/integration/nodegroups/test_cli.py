@@ -22,6 +22,7 @@ from tests.emulators.kube.fixtures import KubeHandle
 from tests.integration.nodegroups.world import EVENING, POLICY, Fleet, make_fleet
 
 pytestmark = pytest.mark.integration
+fleet_stderr: list[str] = []  # what each run printed on stderr, last run last
 
 
 @pytest.fixture
@@ -54,6 +55,7 @@ def gpu_jobs(fleet: Fleet, tmp_path: Path, *args: str, **env: str) -> tuple[int,
         check=False,
         timeout=120,
     )
+    fleet_stderr.append(done.stderr)
     events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     summary = next(e for e in events if e["event"] == "run.summary")
     return done.returncode, summary, done.stdout
@@ -109,3 +111,51 @@ def test_bad_settings_exit_2(fleet: Fleet, tmp_path: Path) -> None:
     assert (code, summary["exit_code"]) == (2, 2)
     code, summary, _ = gpu_jobs(fleet, tmp_path, KUBECONFIG=str(tmp_path / "missing"))
     assert (code, summary["exit_code"]) == (2, 2)
+
+
+# Every run ends with its run.summary and the documented exit code, whatever went wrong.
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        ((), {"GPU_JOBS_MAX_CHANGES": "abc"}, "GPU_JOBS_MAX_CHANGES='abc': not a whole number"),
+        ((), {"GPU_JOBS_WORKERS": "0"}, "GPU_JOBS_WORKERS='0': must be at least 1"),
+        ((), {"GPU_JOBS_POLL_INTERVAL": "5s"}, "GPU_JOBS_POLL_INTERVAL='5s': a number of seconds, e.g. 5"),
+        ((), {"GPU_JOBS_RETRY_DEADLINE": "abc"}, "GPU_JOBS_RETRY_DEADLINE='abc': a number of seconds"),
+        ((), {"GPU_JOBS_OUTPUT": "yaml"}, "GPU_JOBS_OUTPUT='yaml': use one of text, json"),
+        ((), {"GPU_JOBS_LOG_LEVEL": "verbose"}, "GPU_JOBS_LOG_LEVEL='verbose': use one of debug, info"),
+        (("--max-changes", "-1"), {}, "--max-changes='-1': must be at least 0"),
+        (("--no-such-flag",), {}, "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2_with_a_summary(
+    fleet: Fleet, tmp_path: Path, args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    code, summary, _ = gpu_jobs(fleet, tmp_path, "--dry-run", *args, **env)
+    assert (code, summary["exit_code"], summary["dry_run"]) == (2, 2, True)
+    assert message in fleet_stderr[-1]
+    assert "Traceback" not in fleet_stderr[-1]
+    assert fleet.all_writes() == 0
+
+
+def test_an_empty_setting_in_a_manifest_means_unset(fleet: Fleet, tmp_path: Path) -> None:
+    code, summary, _ = gpu_jobs(fleet, tmp_path, GPU_JOBS_ONLY="", GPU_JOBS_MAX_CHANGES="", GPU_JOBS_DRY_RUN="true")
+    assert (code, counts(summary)) == (0, ("nodegroups", True, 5, 0, 0, 0))
+
+
+def test_a_lease_that_cannot_be_taken_fails_the_run_with_a_summary(fleet: Fleet, tmp_path: Path) -> None:
+    fleet.kube.inject("get leases", "server_error", times=1000)
+    code, summary, out = gpu_jobs(fleet, tmp_path)
+    assert (code, counts(summary)) == (1, ("nodegroups", False, 5, 0, 5, 1))
+    assert "not applied: the Lease could not be taken" in out
+    assert fleet.cloud_writes() == 0
+
+
+def test_a_kubernetes_api_that_is_down_fails_every_group_with_a_summary(fleet: Fleet, tmp_path: Path) -> None:
+    fleet.kube.inject("list nodes", "server_error", times=1000)
+    code, summary, out = gpu_jobs(fleet, tmp_path)
+    assert (code, counts(summary)) == (1, ("nodegroups", False, 5, 0, 5, 1))
+    assert "not judged: cluster ml-prod cannot be read" in out
+    assert "Traceback" not in fleet_stderr[-1]
+    assert fleet.cloud_writes() == 0
