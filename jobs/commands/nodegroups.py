@@ -81,7 +81,7 @@ def _clouds(names: set[str], settings: AdapterSettings) -> dict[str, NodeGroupCl
     return {name: nodegroup_cloud(name, settings) for name in sorted(names)}
 
 
-def _ports(target: Target, clouds: dict[str, NodeGroupCloud], settings: AdapterSettings) -> Ports:
+def _ports(policy: Policy, target: Target, clouds: dict[str, NodeGroupCloud], settings: AdapterSettings) -> Ports:
     """One cluster's ports, through a client of its own (its context, or the in-cluster / current config)."""
     from jobs.adapters import kube  # noqa: PLC0415
     from jobs.labels import nodegroups_lease  # noqa: PLC0415
@@ -94,12 +94,13 @@ def _ports(target: Target, clouds: dict[str, NodeGroupCloud], settings: AdapterS
         )
         raise SettingsError(f"no Kubernetes configuration ({where}): {exc}") from None
     namespace = kube.job_namespace()
+    known = job.identities(policy, target.cluster)
     return Ports(
         clouds=clouds,
         cluster=kube.KubeCluster(api),
-        records=kube.ConfigMapRecords(api, namespace),
+        records=kube.ConfigMapRecords(api, namespace, known),
         lock=kube.LeaseLock(api, namespace, nodegroups_lease(target.cluster)),
-        events=kube.KubeEvents(api, namespace, "nodegroups"),
+        events=kube.KubeEvents(api, namespace, "nodegroups", known),
     )
 
 
@@ -170,7 +171,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
     )
     groups = [g for t in targets for g in policy.groups_in(t.cluster) if only in (None, g.name)]
     clouds = _clouds({g.cloud for g in groups}, adapter_settings)
-    ports = {t.cluster: _ports(t, clouds, adapter_settings) for t in targets}
+    ports = {t.cluster: _ports(policy, t, clouds, adapter_settings) for t in targets}
     started = time.monotonic()
     reports = _run_fleet(policy, now, settings, ports, log)
     # The job's own time, without interpreter start-up and SDK imports: what concurrency can change.

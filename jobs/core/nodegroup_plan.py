@@ -57,6 +57,7 @@ class ObservedGroup:
     error: str | None = None  # the cloud could not be read
     cluster: str = ""  # the cluster whose API the pods and nodes were read from
     nodes_error: str | None = None  # the group's nodes could not be identified or read in that cluster
+    record_error: str | None = None  # its record exists but cannot be used
 
 
 @dataclass(frozen=True)
@@ -271,6 +272,9 @@ def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: da
 
 
 def _plan_group(policy: Policy, og: ObservedGroup, now: datetime) -> GroupAction | GroupSkip | None:
+    if og.record_error is not None:
+        reason = f"left as it is: {og.record_error} (fix or delete it: the sizes to restore are unknown)"
+        return GroupSkip(og.group.name, reason, warning=True, failed=True)
     if og.config is None:
         return GroupSkip(og.group.name, f"cannot read the group: {og.error}", warning=True, failed=True)
     if og.config.system:

@@ -121,17 +121,63 @@ class SetPower:
 Step = SetAutoscaling | SetSize | SetPower
 
 
+RECORD_SCHEMA = 2  # 2: records say which group they describe
+
+
+class RecordError(ValueError):
+    """A stored record that cannot be used: malformed, of another schema, or describing another group."""
+
+
+@dataclass(frozen=True)
+class GroupIdentity:
+    """What a record describes: the cloud's group in its cluster, not the policy's name for it. A record is applied
+    only to the group it was taken from: a renamed group keeps its record, a name pointed elsewhere does not."""
+
+    cluster: str
+    cloud: str
+    locator: tuple[tuple[str, str], ...]  # sorted (key, value) pairs, e.g. (("nodePool", "h100"), ...)
+
+    @classmethod
+    def of(cls, cluster: str, cloud: str, locator: Mapping[str, Any]) -> GroupIdentity:
+        return cls(cluster, cloud, tuple(sorted((k, str(v)) for k, v in locator.items() if v is not None)))
+
+    def describe(self) -> str:
+        order = ("region", "project", "subscription", "location", "resourceGroup", "cluster")
+        values = sorted(self.locator, key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+        return f"{self.cloud} {'/'.join(v for _, v in values)} in cluster {self.cluster}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "cloud": self.cloud, "locator": dict(self.locator)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GroupIdentity:
+        locator = data["locator"]
+        if not isinstance(locator, Mapping):
+            raise RecordError("describes.locator is not a mapping")
+        return cls.of(str(data["cluster"]), str(data["cloud"]), locator)
+
+
+def _instant(data: Mapping[str, Any], key: str) -> datetime:
+    value = datetime.fromisoformat(str(data[key]))
+    if value.tzinfo is None:
+        raise RecordError(f"{key} {data[key]!r} has no UTC offset")
+    return value
+
+
 @dataclass(frozen=True)
 class Record:
-    """The durable record of a group's pre-shutdown configuration (a ConfigMap per group in the cluster)."""
+    """The durable record of a group's pre-shutdown configuration (a ConfigMap per group in its cluster)."""
 
     config: GroupConfig
     phase: Phase
     recorded_at: datetime
     busy_since: datetime | None = None  # when a shutdown was first postponed because GPU pods were running
+    describes: GroupIdentity | None = None  # set by the store when it saves the record
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schemaVersion": RECORD_SCHEMA,
+            "describes": self.describes.to_json() if self.describes else None,
             "config": self.config.to_json(),
             "phase": self.phase,
             "recordedAt": self.recorded_at.isoformat(),
@@ -139,14 +185,27 @@ class Record:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Record:
-        busy = data.get("busySince")
-        return cls(
-            config=GroupConfig.from_json(data["config"]),
-            phase=data["phase"],
-            recorded_at=datetime.fromisoformat(data["recordedAt"]),
-            busy_since=datetime.fromisoformat(busy) if busy else None,
-        )
+    def from_json(cls, data: Any) -> Record:
+        """Parse a stored record; anything unusable is a RecordError saying what (never a half-read record)."""
+        try:
+            if not isinstance(data, Mapping):
+                raise RecordError("not a JSON object")
+            if data.get("schemaVersion") != RECORD_SCHEMA:
+                raise RecordError(f"schemaVersion {data.get('schemaVersion')!r}, expected {RECORD_SCHEMA}")
+            if data.get("phase") not in ("stopping", "down", "up"):
+                raise RecordError(f"phase {data.get('phase')!r} is not stopping, down or up")
+            describes = data.get("describes")
+            return cls(
+                config=GroupConfig.from_json(data["config"]),
+                phase=data["phase"],
+                recorded_at=_instant(data, "recordedAt"),
+                busy_since=_instant(data, "busySince") if data.get("busySince") else None,
+                describes=GroupIdentity.from_json(describes) if describes is not None else None,
+            )
+        except RecordError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RecordError(f"malformed: {type(exc).__name__}: {exc}") from None
 
 
 # --- provider rules ----------------------------------------------------------------------------------------

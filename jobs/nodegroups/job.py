@@ -26,7 +26,7 @@ from jobs.core.nodegroup_plan import (
     guard,
     plan_nodegroups,
 )
-from jobs.core.nodegroups import Record
+from jobs.core.nodegroups import GroupIdentity, Record, RecordError
 from jobs.core.policy import NodeGroup, Policy
 from jobs.errors import Busy, CloudError
 from jobs.nodegroups.ports import CloudGroup, Cluster, Events, NodeGroupCloud, RecordStore, RunLock
@@ -92,6 +92,17 @@ def node_selector(cloud: NodeGroupCloud, group: NodeGroup) -> dict[str, str] | N
     return dict(group.node_selector) if group.node_selector else None
 
 
+def identities(policy: Policy, cluster: str | None) -> dict[str, GroupIdentity]:
+    """What each node group of ``cluster`` (every cluster: None) is in its cloud, for the records it keeps."""
+    groups = policy.groups_in(cluster) if cluster else policy.node_groups
+    return {
+        g.name: GroupIdentity.of(
+            policy.cluster_of(g).name, g.cloud, g.locator.model_dump(by_alias=True, exclude_none=True)
+        )
+        for g in groups
+    }
+
+
 def selected_groups(policy: Policy, settings: JobSettings) -> list[NodeGroup]:
     groups = policy.groups_in(settings.cluster) if settings.cluster else policy.node_groups
     return [g for g in groups if settings.only in (None, g.name)]
@@ -109,7 +120,11 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
     def one(group: NodeGroup) -> ObservedGroup:
         cloud = ports.clouds[group.cloud]
         kind = cloud.kind(group)
-        record = records.get(group.name)
+        stored = records.get(group.name)
+        if isinstance(stored, RecordError):
+            # Its sizes to restore are unknown: leave the group as it is and say so (this group only).
+            return ObservedGroup(group, kind, None, None, error=str(stored), cluster=cluster, record_error=str(stored))
+        record = stored
         try:
             config = settings.backoff.call(lambda: cloud.describe(group))
         except CloudError as exc:

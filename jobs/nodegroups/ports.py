@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from jobs.core.nodegroup_plan import GpuPod
-from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, Step
+from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, RecordError, Step
 from jobs.core.policy import NodeGroup
 
 
@@ -86,9 +86,12 @@ class Cluster(Protocol):
 
 
 class RecordStore(Protocol):
-    """Durable pre-shutdown records, one per node group, written with optimistic concurrency."""
+    """Durable pre-shutdown records, one per node group, written with optimistic concurrency. Each record says
+    which group it describes (a ``GroupIdentity``); the store saves it with that identity."""
 
-    def load(self) -> dict[str, Record]: ...
+    def load(self) -> Mapping[str, Record | RecordError]:
+        """The record of each group that has one, or why it cannot be used (malformed, another group's)."""
+        ...
 
     def save(self, group: str, record: Record) -> None: ...
 

@@ -312,6 +312,8 @@ def test_an_unknown_live_size_with_no_nodes_in_sight_is_not_idle() -> None:
 
 def test_a_group_already_at_zero_nodes_goes_down_with_none_in_sight() -> None:
     # The autoscaler took it to zero: no nodes to see, nothing running, the shutdown (max, autoscaler) goes ahead.
-    action = plan_one("eks", GroupConfig(min=0, desired=0, max=8, autoscaling=True, autoscaler_tags=CA), NIGHT, nodes=())
+    action = plan_one(
+        "eks", GroupConfig(min=0, desired=0, max=8, autoscaling=True, autoscaler_tags=CA), NIGHT, nodes=()
+    )
     assert isinstance(action, GroupAction)
     assert action.after.max == 1

@@ -102,7 +102,10 @@ def test_a_held_lease_exits_0_and_changes_nothing_in_that_cluster(fleet: Fleet, 
     fleet.clear_logs()
     code, summary, out = gpu_jobs(fleet, tmp_path)
     assert (code, counts(summary)) == (0, ("nodegroups", False, 3, 3, 0, 0))
-    assert "gpu-jobs nodegroups in cluster aks-ml at 2026-12-01T20:05:00+01:00\n  another run holds the lease (manual-run)" in out
+    assert (
+        "gpu-jobs nodegroups in cluster aks-ml at 2026-12-01T20:05:00+01:00\n  another run holds the lease (manual-run)"
+        in out
+    )
     assert len(fleet.azure.log.writes()) == 0  # aks-ml's two pools untouched; the other clusters went down
 
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jobs.adapters import kube as kube_adapter
+from jobs.adapters.kube import record_name
 from jobs.core.nodegroups import Record
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
+from jobs.nodegroups.job import identities, run
+from jobs.policy_file import parse_policy
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
-from tests.integration.nodegroups.world import EVENING, MORNING, Fleet, gpu_pod, make_fleet
+from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, _Log, gpu_pod, make_fleet
 
 pytestmark = pytest.mark.integration
 
@@ -227,5 +232,46 @@ def test_unmanaged_gpu_groups_are_reported(fleet: Fleet) -> None:
 def test_events_say_what_changed(fleet: Fleet) -> None:
     fleet.run(EVENING, only="train")
     reasons = [(e["involvedObject"]["name"], e["reason"]) for e in fleet.kube.list("Event", "gpu-jobs")]
-    assert ("gpu-jobs-nodegroup-train", "ConfigurationRecorded") in reasons
-    assert ("gpu-jobs-nodegroup-train", "NodeGroupScaled") in reasons
+    train = record_name(identities(fleet.policy, None)["train"])
+    assert train.startswith("gpu-jobs-nodegroup-gpu-a100-")
+    assert (train, "ConfigurationRecorded") in reasons
+    assert (train, "NodeGroupScaled") in reasons
+
+
+def test_a_renamed_group_is_restored_from_its_record(fleet: Fleet) -> None:
+    original = fleet.configs()["train"]
+    fleet.run(EVENING, only="train")
+    renamed = parse_policy(POLICY.replace("- name: train\n", "- name: training\n"), "policy.yaml")
+    known = identities(renamed, None)
+    ports = replace(
+        fleet.ports,
+        records=kube_adapter.ConfigMapRecords(kube_adapter.api_client(), "gpu-jobs", known),
+        events=kube_adapter.KubeEvents(kube_adapter.api_client(), "gpu-jobs", "nodegroups", known),
+    )
+    settings = replace(fleet.settings, only="training")
+    report = run(renamed, MORNING, settings, ports, _Log())
+    assert statuses(report) == {"training": "applied"}
+    restored = fleet.ports.clouds["aws"].describe(renamed.group("training"), live_size=True)
+    assert (restored.min, restored.desired, restored.max, restored.autoscaling) == (
+        original.min,
+        original.desired,
+        original.max,
+        original.autoscaling,
+    )
+
+
+def test_a_malformed_record_fails_its_group_only(fleet: Fleet) -> None:
+    fleet.run(EVENING)
+    cm = next(
+        c for c in fleet.kube.list("ConfigMap", "gpu-jobs") if c["metadata"]["labels"][NODE_GROUP_LABEL] == "train"
+    )
+    cm["data"][RECORD_KEY] = "{not json"
+    fleet.kube.put(cm)
+    fleet.clear_logs()
+    morning = fleet.run(MORNING)
+    assert statuses(morning) == dict.fromkeys(("batch", "research", "finetune", "vision"), "applied")
+    (skip,) = morning.skips
+    assert (skip.group, skip.failed) == ("train", True)
+    assert skip.reason.startswith("left as it is: record ConfigMap gpu-jobs-nodegroup-gpu-a100-")
+    assert "is not JSON" in skip.reason
+    assert fleet.configs()["train"].desired == 0  # still down: its sizes to restore are unknown

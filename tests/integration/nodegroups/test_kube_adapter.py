@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from jobs.adapters import kube as kube_adapter
-from jobs.core.nodegroups import GroupConfig, Record
+from jobs.adapters.kube import record_name
+from jobs.core.nodegroups import GroupConfig, GroupIdentity, Record, RecordError
 from jobs.errors import Conflict, Throttled, Unavailable
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
@@ -23,16 +26,70 @@ def api(kube: KubeHandle, monkeypatch: pytest.MonkeyPatch) -> object:
     return kube_adapter.api_client()
 
 
+TRAIN = GroupIdentity.of("ml-prod", "aws", {"region": "eu-west-1", "cluster": "ml-prod", "nodegroup": "gpu-a100"})
+OTHER = GroupIdentity.of("ml-prod", "aws", {"region": "eu-west-1", "cluster": "ml-prod", "nodegroup": "gpu-h100"})
+
+
 def test_records_round_trip_and_a_stale_writer_gets_a_conflict(api: object) -> None:
-    first = kube_adapter.ConfigMapRecords(api, "gpu-jobs")  # type: ignore[arg-type]
-    second = kube_adapter.ConfigMapRecords(api, "gpu-jobs")  # type: ignore[arg-type]
+    first = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN})  # type: ignore[arg-type]
+    second = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN})  # type: ignore[arg-type]
     record = Record(GroupConfig(1, 3, 8, autoscaling=True, autoscaler_tags={"k": "v"}), "stopping", NOW)
     first.save("train", record)
-    assert second.load() == {"train": record}
+    assert second.load() == {"train": replace(record, describes=TRAIN)}
     first.save("train", Record(record.config, "down", NOW))
     with pytest.raises(Conflict):
         second.save("train", Record(record.config, "up", NOW))  # based on the version it loaded: stale
-    assert first.load()["train"].phase == "down"
+    loaded = first.load()["train"]
+    assert isinstance(loaded, Record)
+    assert loaded.phase == "down"
+
+
+def test_a_record_follows_its_group_not_its_name(api: object, kube: KubeHandle) -> None:
+    record = Record(GroupConfig(1, 3, 8), "down", NOW)
+    kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN}).save("train", record)  # type: ignore[arg-type]
+    # Renamed in the policy, same group in the cloud: the record is found.
+    renamed = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"training": TRAIN}).load()  # type: ignore[arg-type]
+    assert renamed == {"training": replace(record, describes=TRAIN)}
+    # The old name pointed at another group: that group has no record (it never gets the old group's sizes).
+    assert kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": OTHER}).load() == {}  # type: ignore[arg-type]
+    # A record edited by hand to describe another group is refused, not applied.
+    (cm,) = kube.list("ConfigMap", "gpu-jobs")
+    data = json.loads(cm["data"]["record.json"])
+    data["describes"] = OTHER.to_json()
+    cm["data"]["record.json"] = json.dumps(data)
+    kube.put(cm)
+    (problem,) = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN}).load().values()  # type: ignore[arg-type]
+    assert isinstance(problem, RecordError)
+    assert "describes aws eu-west-1/ml-prod/gpu-h100 in cluster ml-prod, not aws eu-west-1/ml-prod/gpu-a100" in str(
+        problem
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{not json", "is not JSON"),
+        ('{"schemaVersion": 1}', "schemaVersion 1, expected 2"),
+        ('{"schemaVersion": 2, "phase": "gone"}', "phase 'gone' is not stopping, down or up"),
+        (
+            '{"schemaVersion": 2, "phase": "down", "recordedAt": "2026-12-01T20:00:00",'
+            ' "config": {"min": 1, "desired": 1, "max": 2}}',
+            "recordedAt '2026-12-01T20:00:00' has no UTC offset",
+        ),
+        ('{"schemaVersion": 2, "phase": "down", "config": {}}', "malformed: KeyError"),
+    ],
+)
+def test_a_malformed_record_is_its_groups_problem_only(api: object, kube: KubeHandle, text: str, problem: str) -> None:
+    store = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN, "other": OTHER})  # type: ignore[arg-type]
+    store.save("other", Record(GroupConfig(1, 3, 8), "down", NOW))
+    store.save("train", Record(GroupConfig(1, 3, 8), "down", NOW))
+    cm = next(c for c in kube.list("ConfigMap", "gpu-jobs") if c["metadata"]["name"] == record_name(TRAIN))
+    cm["data"]["record.json"] = text
+    kube.put(cm)
+    loaded = store.load()
+    assert isinstance(loaded["train"], RecordError)
+    assert problem in str(loaded["train"])
+    assert isinstance(loaded["other"], Record)
 
 
 def test_lease_is_exclusive_until_it_expires_or_is_released(api: object) -> None:

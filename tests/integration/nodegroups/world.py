@@ -14,7 +14,7 @@ from jobs.adapters.registry import nodegroup_cloud
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.policy import Policy
 from jobs.labels import NODEGROUPS_LEASE
-from jobs.nodegroups.job import JobSettings, Ports, Report, run
+from jobs.nodegroups.job import JobSettings, Ports, Report, identities, run
 from jobs.policy_file import parse_policy
 from jobs.retry import Backoff
 from tests.emulators.aws.emulator import AwsEmulator
@@ -153,17 +153,19 @@ def make_fleet(
         azure_endpoint=azure.url,
     )
     api = kube_adapter.api_client()
+    policy = parse_policy(POLICY, "policy.yaml")
+    known = identities(policy, None)
     ports = Ports(
         clouds={c: nodegroup_cloud(c, settings) for c in ("aws", "gcp", "azure")},
         cluster=kube_adapter.KubeCluster(api),
-        records=kube_adapter.ConfigMapRecords(api, "gpu-jobs"),
+        records=kube_adapter.ConfigMapRecords(api, "gpu-jobs", known),
         lock=kube_adapter.LeaseLock(api, "gpu-jobs", NODEGROUPS_LEASE),
-        events=kube_adapter.KubeEvents(api, "gpu-jobs", "nodegroups"),
+        events=kube_adapter.KubeEvents(api, "gpu-jobs", "nodegroups", known),
     )
     job_settings = JobSettings(
         backoff=Backoff(deadline_s=3, base_s=0.01, cap_s=0.05), workers=8, drain_poll_s=0.01, holder="test-run"
     )
-    fleet = Fleet(kube, aws, gcp, azure, parse_policy(POLICY, "policy.yaml"), ports, job_settings)
+    fleet = Fleet(kube, aws, gcp, azure, policy, ports, job_settings)
     fleet.clear_logs()
     return fleet
 
