@@ -10,6 +10,8 @@ RECORD_KEY = "record.json"
 
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KEEP_ALIVE_ANNOTATION = "gpu-jobs/keep-alive"
+# On a node the nodegroups job cordoned for a drain: the mark says the cordon is the job's to undo (never a person's).
+CORDONED_BY_ANNOTATION = "gpu-jobs.dev/cordoned-by"
 
 # Extended resources that mean "this pod uses a GPU": whole GPUs, MIG slices (nvidia.com/mig-1g.10gb),
 # time-sliced shared GPUs (nvidia.com/gpu.shared).

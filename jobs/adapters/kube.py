@@ -6,6 +6,7 @@ also how the local emulator is reached. Every ApiException is translated into ``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ from jobs import errors
 from jobs.core.nodegroup_plan import GpuPod
 from jobs.core.nodegroups import GroupIdentity, Record, RecordError
 from jobs.labels import (
+    CORDONED_BY_ANNOTATION,
     GPU_RESOURCE_PREFIXES,
     KEEP_ALIVE_ANNOTATION,
     MANAGED_BY,
@@ -142,10 +144,12 @@ class KubeCluster:
         self.core = client.CoreV1Api(api)
 
     def nodes(self) -> list[NodeInfo]:
-        return [
-            NodeInfo(n.metadata.name, dict(n.metadata.labels or {}), bool(n.spec and n.spec.unschedulable))
-            for n in _pages("list nodes", self.core.list_node)
-        ]
+        found = []
+        for n in _pages("list nodes", self.core.list_node):
+            unschedulable = bool(n.spec and n.spec.unschedulable)
+            ours = unschedulable and CORDONED_BY_ANNOTATION in (n.metadata.annotations or {})
+            found.append(NodeInfo(n.metadata.name, dict(n.metadata.labels or {}), unschedulable, ours))
+        return found
 
     def gpu_pods(self) -> list[GpuPod]:
         found = []
@@ -160,7 +164,13 @@ class KubeCluster:
         return found
 
     def cordon(self, node: str) -> None:
-        call("patch nodes", lambda: self.core.patch_node(node, {"spec": {"unschedulable": True}}))
+        mark = {"metadata": {"annotations": {CORDONED_BY_ANNOTATION: "nodegroups"}}, "spec": {"unschedulable": True}}
+        call("patch nodes", lambda: self.core.patch_node(node, mark))
+
+    def uncordon(self, node: str) -> None:
+        unmark = {"metadata": {"annotations": {CORDONED_BY_ANNOTATION: None}}, "spec": {"unschedulable": None}}
+        with contextlib.suppress(errors.NotFound):  # the node went away with its group: nothing left to undo
+            call("patch nodes", lambda: self.core.patch_node(node, unmark))
 
     def evict(self, pod: GpuPod) -> None:
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace))

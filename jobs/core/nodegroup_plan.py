@@ -58,6 +58,7 @@ class ObservedGroup:
     cluster: str = ""  # the cluster whose API the pods and nodes were read from
     nodes_error: str | None = None  # the group's nodes could not be identified or read in that cluster
     record_error: str | None = None  # its record exists but cannot be used
+    cordoned: tuple[str, ...] = ()  # its nodes a drain of this job left cordoned (marked as the job's)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class GroupAction:
     cordon: tuple[str, ...] = ()
     doomed: tuple[GpuPod, ...] = ()  # onBusy force: pods that go down with their nodes
     drain_timeout: timedelta = DEFAULT_DRAIN_TIMEOUT
+    uncordon: tuple[str, ...] = ()  # nodes the job cordoned and no drain needs any more: undo after the steps
+    only_uncordon: bool = False  # nothing else to do: no step, no record
 
 
 @dataclass(frozen=True)
@@ -264,11 +267,35 @@ def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: da
             # Someone else's update is running (a console change, an upgrade): converge on the next run rather
             # than queue behind it.
             outcome = GroupSkip(og.group.name, "an update is already running on the group: next run")
+        draining = isinstance(outcome, GroupAction) and bool(outcome.evict)
+        if og.cordoned and not draining and og.config is not None:
+            # A cordon is the job's only while it drains: whatever else happens to the group, undo it.
+            if isinstance(outcome, GroupAction):
+                outcome = replace(outcome, uncordon=og.cordoned)
+            else:
+                actions.append(_uncordon_only(og, og.config))
         if isinstance(outcome, GroupAction):
             actions.append(outcome)
         elif isinstance(outcome, GroupSkip):
             skips.append(outcome)
     return NodeGroupPlan(tuple(actions), tuple(skips))
+
+
+def _uncordon_only(og: ObservedGroup, current: GroupConfig) -> GroupAction:
+    reason = "nodes a drain of this job cordoned, and no drain needs them cordoned now"
+    return GroupAction(
+        og.group.name,
+        og.kind,
+        "up",
+        reason,
+        current,
+        current,
+        (),
+        False,
+        og.record,
+        uncordon=og.cordoned,
+        only_uncordon=True,
+    )
 
 
 def _plan_group(policy: Policy, og: ObservedGroup, now: datetime) -> GroupAction | GroupSkip | None:

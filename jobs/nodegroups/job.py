@@ -144,7 +144,8 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
             except CloudError as exc:
                 return ObservedGroup(group, kind, None, record, error=str(exc), cluster=cluster)
         pods = tuple(p for n in mine for p in pods_by_node.get(n, []))
-        return ObservedGroup(group, kind, config, record, pods, mine, cluster=cluster)
+        cordoned = tuple(n.name for n in nodes if n.name in mine and n.cordoned_by_job)
+        return ObservedGroup(group, kind, config, record, pods, mine, cluster=cluster, cordoned=cordoned)
 
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
         observed = tuple(pool.map(one, groups))
@@ -183,8 +184,11 @@ def _unmanaged(
 
 
 def _describe_step_change(action: GroupAction) -> str:
+    if action.only_uncordon:
+        return f"uncordon {', '.join(action.uncordon)}"
     steps = ", ".join(s.describe() for s in action.steps) or "bookkeeping only"
-    return f"{action.direction}: {steps}"
+    then = f", then uncordon {', '.join(action.uncordon)}" if action.uncordon else ""
+    return f"{action.direction}: {steps}{then}"
 
 
 class Executor:
@@ -250,6 +254,9 @@ class Executor:
         group = self.policy.group(action.group)
         cloud = self.ports.clouds[group.cloud]
         record = action.record
+        if action.only_uncordon:
+            self._uncordon(action.group, action.uncordon)
+            return
         if action.take_record:
             live = self._retry("describe", lambda: cloud.describe(group, live_size=True), group.name)
             record = Record(replace(live, busy=False), "stopping", self.now)
@@ -283,6 +290,14 @@ class Executor:
         )
         if final != record:
             self._retry("save record", lambda: self.ports.records.save(group.name, final), group.name)
+        self._uncordon(action.group, action.uncordon)
+
+    def _uncordon(self, group: str, nodes: tuple[str, ...]) -> None:
+        for node in nodes:
+            self._retry("uncordon", partial(self.ports.cluster.uncordon, node), group)
+            self.log.info("nodegroup.uncordoned", node_group=group, node=node)
+        if nodes:
+            self.event(group, "NodesUncordoned", f"uncordoned {', '.join(nodes)} (cordoned by an earlier drain)")
 
     def _drain(self, action: GroupAction) -> None:
         for node in action.cordon:
@@ -306,6 +321,8 @@ class Executor:
                     still.append(pod)
             if still and time.monotonic() > deadline:
                 names = ", ".join(map(str, still))
+                # The group stays up: its nodes must take work again, not sit cordoned through the next day.
+                self._uncordon(action.group, action.cordon)
                 raise Busy(f"drain timed out after {action.drain_timeout}: still running {names}", operation="drain")
             if still:
                 self.sleep(self.settings.drain_poll_s)

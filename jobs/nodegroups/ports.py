@@ -63,6 +63,7 @@ class NodeInfo:
     name: str
     labels: Mapping[str, str]
     unschedulable: bool = False
+    cordoned_by_job: bool = False  # cordoned by a drain of this job (marked), so the job uncordons it
 
 
 class Cluster(Protocol):
@@ -74,7 +75,13 @@ class Cluster(Protocol):
         """Pods that request GPUs and are not finished (Pending with a node, or Running)."""
         ...
 
-    def cordon(self, node: str) -> None: ...
+    def cordon(self, node: str) -> None:
+        """Mark the node unschedulable, and mark it as the job's cordon (durable: a crash does not forget it)."""
+        ...
+
+    def uncordon(self, node: str) -> None:
+        """Undo the job's own cordon (and its mark); a node a person cordoned is never passed here."""
+        ...
 
     def evict(self, pod: GpuPod) -> None:
         """Through the Eviction API, so PodDisruptionBudgets hold; raises ``Busy`` when one refuses."""

@@ -173,7 +173,8 @@ def test_wait_postpones_and_records_when(fleet: Fleet) -> None:
     late = fleet.run(EVENING + timedelta(hours=2), only="train")
     assert statuses(late) == {"train": "applied"}
     assert fleet.kube.get("Pod", "train-0", "team-a") is None
-    assert fleet.kube.get("Node", "ip-10-0-1-1")["spec"]["unschedulable"] is True
+    assert "patch nodes" in fleet.kube.log.operations()  # cordoned before the eviction
+    assert fleet.kube.get("Node", "ip-10-0-1-1") is None  # scaled to zero: the node went with its group
 
 
 def test_drain_respects_disruption_budgets_and_times_out(fleet: Fleet) -> None:
@@ -193,6 +194,31 @@ def test_drain_respects_disruption_budgets_and_times_out(fleet: Fleet) -> None:
     assert "drain timed out" in report.results[0].message
     assert fleet.kube.get("Pod", "serve-0", "team-a") is not None
     assert fleet.configs()["train"].desired == 3  # not scaled while work was protected
+    # The group stays up, so its node takes work again: the job undid its own cordon and its mark.
+    node = fleet.kube.get("Node", "ip-10-0-1-1")
+    assert not node["spec"].get("unschedulable")
+    assert "gpu-jobs.dev/cordoned-by" not in node["metadata"].get("annotations", {})
+
+
+def test_a_cordon_left_by_a_crashed_drain_is_undone_by_the_next_run(fleet: Fleet) -> None:
+    # A drain cordoned the node and the run died (no chance to undo it); a person cordoned another node.
+    fleet.kube.put(
+        {**fleet.kube.get("Node", "ip-10-0-1-1"), "spec": {"unschedulable": True}}
+        | {
+            "metadata": {
+                **fleet.kube.get("Node", "ip-10-0-1-1")["metadata"],
+                "annotations": {"gpu-jobs.dev/cordoned-by": "nodegroups"},
+            }
+        }
+    )
+    fleet.kube.put({**fleet.kube.get("Node", "aks-a100-1"), "spec": {"unschedulable": True}})
+    fleet.kube.create(gpu_pod("train-0", "team-a", node="ip-10-0-1-1"))  # the evening is postponed: pods running
+    report = fleet.run(EVENING, only="train")
+    assert [(r.group, r.status, r.message) for r in report.results] == [("train", "applied", "uncordon ip-10-0-1-1")]
+    assert "postponed" in report.skips[0].reason
+    assert not fleet.kube.get("Node", "ip-10-0-1-1")["spec"].get("unschedulable")
+    assert fleet.kube.get("Node", "aks-a100-1")["spec"]["unschedulable"] is True  # a person's cordon stands
+    assert fleet.run(EVENING, only="train").results == ()  # nothing left to undo
 
 
 def test_force_scales_down_with_pods_running_but_keep_alive_never(fleet: Fleet) -> None:

@@ -78,7 +78,22 @@ class Fleet:
 
     def run(self, at: datetime, *, policy: Policy | None = None, **overrides: Any) -> Report:
         settings = JobSettings(**{**self.settings.__dict__, **overrides})
-        return run(policy or self.policy, at, settings, self.ports, _Log())
+        report = run(policy or self.policy, at, settings, self.ports, _Log())
+        self.sync_nodes()
+        return report
+
+    def sync_nodes(self) -> None:
+        """What the clouds do to a cluster: a group scaled to zero (or stopped) takes its Node objects with it, a
+        group brought back registers fresh ones (uncordoned, unannotated)."""
+        for group in self.policy.node_groups:
+            config = self.ports.clouds[group.cloud].describe(group, live_size=True)
+            running = not config.stopped and (config.desired or 0) > 0
+            name, labels = NODES[group.name]
+            node = self.kube.get("Node", name)
+            if node is not None and not running:
+                self.kube.cluster.delete("Node", name)
+            elif node is None and running:
+                self.kube.create(gpu_node(name, labels=labels))
 
     def cloud_writes(self) -> int:
         return len(self.aws.log.writes()) + len(self.gcp.log.writes()) + len(self.azure.log.writes())
@@ -107,6 +122,16 @@ class _Log:
     info = warning = error = debug = _add
 
 
+# One node per group (enough to see its pods), by group.
+NODES = {
+    "train": ("ip-10-0-1-1", {"eks.amazonaws.com/nodegroup": "gpu-a100"}),
+    "batch": ("ip-10-0-2-1", {"gpu-jobs.dev/pool": "batch-g5"}),
+    "research": ("gke-research-h100-1", {"cloud.google.com/gke-nodepool": "h100"}),
+    "finetune": ("aks-a100-1", {"kubernetes.azure.com/agentpool": "a100"}),
+    "vision": ("aks-t4-1", {"kubernetes.azure.com/agentpool": "t4"}),
+}
+
+
 def seed(kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmulator) -> None:
     aws.add_eks_nodegroup("eu-west-1", "ml-prod", "gpu-a100", 1, 3, 8, instance_types=("p4d.24xlarge",))
     aws.add_asg("eu-west-1", "batch-g5", 2, 2, 4, instance_type="g5.12xlarge")
@@ -126,13 +151,7 @@ def seed(kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmula
     azure.add_agent_pool(SUB, "rg-ml", "aks-ml", "t4", "Standard_NC4as_T4_v3", 3)
     azure.add_agent_pool(SUB, "rg-ml", "aks-ml", "system", "Standard_D4s_v5", 3, mode="System", autoscaling=(3, 5))
     kube.create(namespace("gpu-jobs"))
-    for name, label in [
-        ("ip-10-0-1-1", {"eks.amazonaws.com/nodegroup": "gpu-a100"}),
-        ("ip-10-0-2-1", {"gpu-jobs.dev/pool": "batch-g5"}),
-        ("gke-research-h100-1", {"cloud.google.com/gke-nodepool": "h100"}),
-        ("aks-a100-1", {"kubernetes.azure.com/agentpool": "a100"}),
-        ("aks-t4-1", {"kubernetes.azure.com/agentpool": "t4"}),
-    ]:
+    for name, label in NODES.values():
         kube.create(gpu_node(name, labels=label))
 
 
