@@ -1,0 +1,179 @@
+"""Hostile or broken policy files: ``validate`` reports each as ``FILE:LINE: PATH: message`` and exits 2, fast.
+
+Each case here was found by a fuzzer; before the fix it crashed with a traceback (exit 1), ran for minutes, or
+passed validation and crashed a later command.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs.cli import main
+
+HEAD = "apiVersion: gpu-jobs/v1\nkind: GpuPolicy\n"
+GROUP = "nodeGroups:\n  - name: a\n    cloud: aws\n    aws: {region: eu-west-1, cluster: c, nodegroup: n}\n"
+
+
+def validate(tmp_path: Path, content: str | bytes, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    """Run ``gpu-jobs validate`` on ``content``; the exit code and the problem lines, without the file name."""
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    code = main(["validate", str(path)])
+    out = capsys.readouterr().out
+    return code, [line.removeprefix(f"{path}:") for line in out.splitlines()]
+
+
+# --- bytes that are not UTF-8 text --------------------------------------------------------------------------
+
+
+def test_latin1_byte_is_reported_on_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (HEAD + "defaults:\n  timezone: UTC\n# caf\xe9\n").encode("latin-1")
+    assert validate(tmp_path, text, capsys) == (2, ["5: not UTF-8 text: byte 0xe9 (save it as UTF-8)"])
+
+
+def test_utf16_with_bom(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, HEAD.encode("utf-16"), capsys) == (
+        2,
+        ["1: not UTF-8 text: it starts with a UTF-16/32 byte-order mark (save it as UTF-8)"],
+    )
+
+
+def test_utf16_without_bom_is_caught_by_its_nul_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, HEAD.encode("utf-16-le"), capsys) == (
+        2,
+        ["1: not UTF-8 text: a NUL character (a binary or UTF-16 file?)"],
+    )
+
+
+def test_nul_byte_on_line_7_is_reported_at_line_7(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  timezone: UTC\n\n\n# x\x00y\n"
+    assert validate(tmp_path, text, capsys) == (2, ["7: not UTF-8 text: a NUL character (a binary or UTF-16 file?)"])
+
+
+def test_binary_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, bytes(range(256)) * 4, capsys) == (
+        2,
+        ["1: not UTF-8 text: a NUL character (a binary or UTF-16 file?)"],
+    )
+    # Invalid UTF-8 before the first NUL is the first bad byte.
+    assert validate(tmp_path, b"kind: x\n\xff\n\x00", capsys) == (
+        2,
+        ["2: not UTF-8 text: byte 0xff (save it as UTF-8)"],
+    )
+
+
+def test_control_character_is_reported_on_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, HEAD + "defaults:\n  timezone: U\x07TC\n", capsys) == (
+        2,
+        ["4: not valid YAML: control character U+0007"],
+    )
+
+
+# --- documents that are too large, too deep, or expand without bound ----------------------------------------
+
+
+def test_file_over_the_size_limit_is_refused_unread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text(HEAD + "#" + "x" * 50_000_000 + "\n")
+    started = time.monotonic()
+    assert main(["validate", str(path)]) == 2
+    assert time.monotonic() - started < 1
+    assert capsys.readouterr().out == f"{path}:1: larger than the limit of 1024 KiB for a policy file\n"
+
+
+def test_a_file_just_under_the_limit_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "#" * (1024 * 1024 - len(HEAD) - 1) + "\n"
+    assert validate(tmp_path, text, capsys) == (0, [])
+
+
+def test_recursive_alias(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults: &a\n  holidays: *a\n"
+    assert validate(tmp_path, text, capsys) == (2, ["4: recursive alias *a: a value cannot contain itself"])
+
+
+def test_recursive_alias_in_a_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, HEAD + "x: &a [1, *a]\n", capsys) == (
+        2,
+        ["3: recursive alias *a: a value cannot contain itself"],
+    )
+
+
+def test_deep_nesting_is_limited(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  holidays: " + "[" * 3000 + "]" * 3000 + "\n"
+    assert validate(tmp_path, text, capsys) == (2, ["4: nested deeper than 100 levels"])
+
+
+def test_nesting_within_the_limit_is_an_ordinary_type_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  holidays: " + "[" * 90 + "]" * 90 + "\n"
+    assert validate(tmp_path, text, capsys) == (
+        2,
+        ["4: defaults.holidays: list: Input should be a valid dictionary or instance of Holidays"],
+    )
+
+
+def billion_laughs() -> str:
+    lines = ['l0: &l0 ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04", "2026-01-05"]']
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    return HEAD + "\n".join(lines) + "\ndefaults:\n  holidays: {dates: *l9}\n"
+
+
+def test_billion_laughs_is_refused_in_well_under_a_second(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    code, lines = validate(tmp_path, billion_laughs(), capsys)
+    elapsed = time.monotonic() - started
+    assert (code, lines) == (2, ["7: more than 20000 values (aliases expanded): a policy holds a few hundred"])
+    assert elapsed < 1, f"took {elapsed:.2f}s"
+
+
+def test_aliases_within_the_budget_still_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  holidays: &h {dates: ['2026-12-24']}\n" + GROUP + "    holidays: *h\n"
+    assert validate(tmp_path, text, capsys) == (0, [])
+
+
+def test_duplicate_key_inside_an_alias_is_reported_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  holidays: &h {country: DE, country: FR}\n" + GROUP + "    holidays: *h\n"
+    assert validate(tmp_path, text, capsys) == (2, ["4: defaults.holidays.country: duplicate key"])
+
+
+def test_a_long_list_is_refused_while_reading(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  holidays:\n    dates: [" + ", ".join(["2026-01-01"] * 80_000) + "]\n"
+    started = time.monotonic()
+    assert validate(tmp_path, text, capsys) == (2, ["5: more than 1000 items in one list or mapping"])
+    assert time.monotonic() - started < 1
+
+
+def test_a_newline_in_a_value_does_not_split_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + 'defaults:\n  timezone: "Mars\\nBase"\n'
+    assert validate(tmp_path, text, capsys) == (
+        2,
+        ['4: defaults.timezone: "Mars\\nBase" is not a known IANA timezone (e.g. Europe/Berlin)'],
+    )
+
+
+# --- YAML 1.1 surprises ------------------------------------------------------------------------------------
+
+
+def test_unquoted_times_are_explained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 08:00 stays text (YAML 1.1 base-60 integers do not start with 0); 8:00 and 12:00 become 480 and 720.
+    text = HEAD + "defaults:\n  workingHours:\n    - {days: Mon-Fri, start: 8:00, end: 12:00}\n"
+    assert validate(tmp_path, text, capsys) == (
+        2,
+        [
+            '5: defaults.workingHours[0].end: 12:00 was read by YAML as the number 720: quote times ("12:00")',
+            '5: defaults.workingHours[0].start: 8:00 was read by YAML as the number 480: quote times ("08:00")',
+        ],
+    )
+
+
+def test_country_no_is_explained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, HEAD + "defaults:\n  holidays: {country: NO}\n", capsys) == (
+        2,
+        ['4: defaults.holidays.country: NO was read by YAML as false: quote it ("NO")'],
+    )
+
+
+def test_quoted_country_no_is_norway(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, HEAD + 'defaults:\n  holidays: {country: "NO"}\n', capsys) == (0, [])
