@@ -177,3 +177,159 @@ def test_country_no_is_explained(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_quoted_country_no_is_norway(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert validate(tmp_path, HEAD + 'defaults:\n  holidays: {country: "NO"}\n', capsys) == (0, [])
+
+
+# --- values that crashed validate ----------------------------------------------------------------------------
+
+
+def test_huge_duration_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  warmUp: 99999999999d\n  maxDelay: 8d\n  drainTimeout: 7d\n"
+    assert validate(tmp_path, text, capsys) == (
+        2,
+        [
+            '4: defaults.warmUp: "99999999999d" is longer than the limit of 7d',
+            '5: defaults.maxDelay: "8d" is longer than the limit of 7d',
+        ],
+    )
+
+
+def test_window_duration_is_bounded_at_31_days(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  workingHours:\n    - {cron: '0 0 1 * *', duration: 32d}\n"
+    assert validate(tmp_path, text, capsys) == (
+        2,
+        ['5: defaults.workingHours[0].duration: "32d" is longer than the limit of 31d'],
+    )
+
+
+def test_five_hundred_segment_timezone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  timezone: " + "/".join(["a"] * 500) + "\n"
+    assert validate(tmp_path, text, capsys) == (
+        2,
+        [
+            '4: defaults.timezone: "a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a..."'
+            " is not a known IANA timezone (e.g. Europe/Berlin)"
+        ],
+    )
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "zone.tab", "America", "Europe/", "/UTC", " UTC"])
+def test_timezone_names_that_are_paths_or_files(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines = validate(tmp_path, HEAD + f'defaults:\n  timezone: "{name}"\n', capsys)
+    assert code == 2
+    assert lines == [f'4: defaults.timezone: "{name}" is not a known IANA timezone (e.g. Europe/Berlin)']
+
+
+@pytest.mark.parametrize("name", ["Etc/GMT+5", "America/Argentina/Buenos_Aires", "America/Port-au-Prince", "EST5EDT"])
+def test_real_timezone_names_still_pass(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, HEAD + f"defaults:\n  timezone: {name}\n", capsys) == (0, [])
+
+
+# --- values that passed validate and crashed a later command -----------------------------------------------
+
+
+def window(cron: str) -> str:
+    return HEAD + f"defaults:\n  workingHours:\n    - {{cron: '{cron}', duration: 1h}}\n"
+
+
+def test_cron_that_never_fires(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, window("0 0 30 2 *"), capsys) == (
+        2,
+        ['5: defaults.workingHours[0].cron: "0 0 30 2 *" never fires (no such date within a year)'],
+    )
+
+
+@pytest.mark.parametrize("cron", ["R 0 * * *", "0 H * * *", "H(0-29) 8 * * 1-5", "0 8 * * r"])
+def test_random_or_hashed_cron(cron: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines = validate(tmp_path, window(cron), capsys)
+    assert code == 2
+    assert len(lines) == 1
+    assert lines[0].startswith("5: defaults.workingHours[0].cron: ")
+
+
+@pytest.mark.parametrize("cron", ["0 0 29 2 *", "0 22 * * FRI", "0 8 * MAR-APR THU", "0 0 L * *", "0 0 * * 5#3"])
+def test_crons_that_fire_still_pass(cron: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, window(cron), capsys) == (0, [])
+
+
+def test_cron_text_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines = validate(tmp_path, window("1," * 5000 + "1 * * * *"), capsys)
+    assert code == 2
+    assert lines[0].endswith('..." is not a 5-field cron expression (e.g. "0 22 * * 1-5")')
+
+
+def override(until: str) -> str:
+    return HEAD + GROUP + f"overrides:\n  - {{nodeGroup: a, state: up, until: {until}, reason: x}}\n"
+
+
+@pytest.mark.parametrize(
+    ("until", "message"),
+    [
+        ("'9999-12-31T23:00:00-05:00'", "9999-12-31T23:00:00-05:00 is outside the years 2000-2100"),
+        ("'0001-01-01T00:00:00+01:00'", "0001-01-01T00:00:00+01:00 is outside the years 2000-2100"),
+        ("0", '0 is not a date-time: write e.g. "2026-12-02T23:00:00+01:00"'),
+    ],
+)
+def test_override_until_is_a_sane_date_time(
+    until: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert validate(tmp_path, override(until), capsys) == (2, [f"8: overrides[0].until: {message}"])
+
+
+def test_unquoted_until_with_offset_still_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(tmp_path, override("2026-12-02T23:00:00+01:00"), capsys) == (0, [])
+
+
+def test_name_with_a_trailing_newline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + GROUP.replace("name: a", 'name: "vision-t4\\n"')
+    assert validate(tmp_path, text, capsys) == (
+        2,
+        ['4: nodeGroups[0].name: "vision-t4\\n" is not a valid name (lowercase letters, digits and "-", at most 63)'],
+    )
+
+
+@pytest.mark.parametrize("value", ["'08:00\\n'", "' 08:00'"])
+def test_clock_with_whitespace_is_not_a_time(value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + f'defaults:\n  workingHours:\n    - {{days: Mon-Fri, start: "{value[1:-1]}", end: "20:00"}}\n'
+    code, lines = validate(tmp_path, text, capsys)
+    assert code == 2
+    assert lines[0].endswith("is not a time of day (use HH:MM, 24-hour clock)")
+
+
+# --- as strict as the published JSON Schema -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("gpusPerNode", "true", "true: Input should be a valid integer"),
+        ("gpusPerNode", "'8'", '"8": Input should be a valid integer'),
+        ("alwaysOn", "1", "1: Input should be a valid boolean"),
+        ("alwaysOn", "'yes'", '"yes": Input should be a valid boolean'),
+        ("up", "{min: false, desired: 1, max: 2}", None),
+    ],
+)
+def test_no_bool_int_or_text_coercion(
+    field: str, value: str, message: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, lines = validate(tmp_path, HEAD + GROUP + f"    {field}: {value}\n", capsys)
+    assert code == 2
+    if message is None:
+        assert lines == ["7: nodeGroups[0].up.min: false: Input should be a valid integer"]
+    else:
+        assert lines == [f"7: nodeGroups[0].{field}: {message}"]
+
+
+def test_a_number_is_not_a_holiday_date(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  holidays: {dates: [0, 2026-12-24, '2026-12-31', '1999-12-31']}\n"
+    assert validate(tmp_path, text, capsys) == (
+        2,
+        [
+            "4: defaults.holidays.dates[0]: 0 is not a date: write YYYY-MM-DD, e.g. 2026-12-24",
+            "4: defaults.holidays.dates[3]: 1999-12-31 is outside the years 2000-2100",
+        ],
+    )
+
+
+def test_list_lengths_are_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + "defaults:\n  holidays:\n    dates: [" + ", ".join(["2026-01-01"] * 501) + "]\n"
+    assert validate(tmp_path, text, capsys) == (2, ["5: defaults.holidays.dates: 501 items: at most 500"])
