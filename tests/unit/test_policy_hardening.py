@@ -333,3 +333,63 @@ def test_a_number_is_not_a_holiday_date(tmp_path: Path, capsys: pytest.CaptureFi
 def test_list_lengths_are_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = HEAD + "defaults:\n  holidays:\n    dates: [" + ", ".join(["2026-01-01"] * 501) + "]\n"
     assert validate(tmp_path, text, capsys) == (2, ["5: defaults.holidays.dates: 501 items: at most 500"])
+
+
+# --- calendar and schema flags --------------------------------------------------------------------------------
+
+EXAMPLE = "gitops/policy.yaml"
+
+
+@pytest.mark.parametrize("at", ["9999-12-30T00:00", "0001-01-02T00:00", "0001-01-01T00:00:00+14:00"])
+def test_calendar_at_outside_the_supported_years(at: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calendar", "--policy", EXAMPLE, "--at", at]) == 2
+    assert f"gpu-jobs: --at '{at}' is outside the years 2000-2100" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("days", "message"),
+    [
+        ("0", "argument --days: 0 is not between 1 and 366"),
+        ("-3", "argument --days: -3 is not between 1 and 366"),
+        ("99999999", "argument --days: 99999999 is not between 1 and 366"),
+        ("seven", "argument --days: 'seven' is not a whole number of days"),
+    ],
+)
+def test_calendar_days_out_of_range(days: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["calendar", "--policy", EXAMPLE, "--days", days])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_calendar_of_a_year_is_quick(capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    assert main(["calendar", "--policy", EXAMPLE, "--days", "366", "--at", "2026-12-01T00:00"]) == 0
+    elapsed = time.monotonic() - started
+    assert capsys.readouterr().out.count("\u2588") > 0
+    assert elapsed < 5, f"took {elapsed:.1f}s"  # was quadratic: 1500 days took 51 s
+
+
+def test_calendar_of_the_last_supported_days(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calendar", "--policy", EXAMPLE, "--days", "366", "--at", "2100-12-31T23:59:00-12:00"]) == 0
+    assert "training-a100" in capsys.readouterr().out
+
+
+def test_calendar_of_a_policy_with_bad_bytes_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(HEAD.encode("utf-16"))
+    assert main(["calendar", "--policy", str(path)]) == 2
+    assert f"{path}:1: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_schema_write_creates_missing_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "new" / "dir" / "policy.schema.json"
+    assert main(["schema", "--write", str(target)]) == 0
+    assert target.read_text() == Path("gitops/policy.schema.json").read_text()
+
+
+def test_schema_write_to_an_unwritable_place_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert main(["schema", "--write", str(blocker / "policy.schema.json")]) == 2
+    assert f"gpu-jobs: cannot write {blocker}/policy.schema.json: " in capsys.readouterr().err
