@@ -155,7 +155,7 @@ class _Lines:
             for i, item in enumerate(node.value):
                 self._check_duplicates(item, (*path, i))
 
-    def _find(self, path: PathParts) -> tuple[yaml.Node | None, int]:
+    def find(self, path: PathParts) -> tuple[yaml.Node | None, int]:
         """The node at ``path`` (None if it is not there) and the line of the deepest part that is."""
         node = self._root
         line = node.start_mark.line + 1 if node is not None else 1
@@ -176,10 +176,7 @@ class _Lines:
         return node, line
 
     def line(self, path: PathParts) -> int:
-        return self._find(path)[1]
-
-    def node(self, path: PathParts) -> yaml.Node | None:
-        return self._find(path)[0]
+        return self.find(path)[1]
 
 
 _SEXAGESIMAL = re.compile(r"[-+]?\d+(?::[0-5]?\d)+")
@@ -266,7 +263,7 @@ def parse_policy(text: str, filename: str) -> Policy:
     except ValidationError as exc:
         for error in exc.errors():
             loc = tuple(error["loc"])
-            node, line = lines._find(loc)
+            node, line = lines.find(loc)
             problems.append(Problem(filename, line, format_path(loc), _message(error, node)))
         raise PolicyError(sorted(problems)) from None
     problems += [
