@@ -9,17 +9,33 @@ from zoneinfo import ZoneInfo
 
 from jobs import calendar_output
 from jobs.core.calendar import build_calendar, compare
+from jobs.core.policy import MAX_YEAR, MIN_YEAR
 from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
-from jobs.settings import DEFAULT_POLICY, env, parse_at
+from jobs.settings import DEFAULT_POLICY, SettingsError, env, parse_at
+
+#: A year at most: the grid is drawn per half hour and a longer view is not what a review needs.
+MAX_DAYS = 366
 
 _RENDER = {"text": calendar_output.to_text, "json": calendar_output.to_json, "markdown": calendar_output.to_markdown}
+
+
+def _days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days") from None
+    if not 1 <= days <= MAX_DAYS:
+        raise argparse.ArgumentTypeError(f"{days} is not between 1 and {MAX_DAYS}")
+    return days
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
     parser.add_argument("--at", default=env("AT"), help="ISO 8601 instant (default: now) [GPU_JOBS_AT]")
-    parser.add_argument("--days", type=int, default=7, help="days to draw and list changes for (default 7)")
+    parser.add_argument(
+        "--days", type=_days, default=7, help=f"days to draw and list changes for, 1 to {MAX_DAYS} (default 7)"
+    )
     parser.add_argument("--output", choices=sorted(_RENDER), default="text")
     parser.add_argument(
         "--compare", metavar="OTHER_POLICY", help="the policy before the change: show up-hours before/after"
@@ -30,7 +46,10 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
     policy = load_policy(args.policy)
     tz = ZoneInfo(policy.defaults.timezone)
     at = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC).astimezone(tz)
-    calendar = build_calendar(policy, at, max(1, args.days))
+    if not MIN_YEAR <= at.year <= MAX_YEAR:
+        # Near year 1 or 9999 the schedule's UTC arithmetic overflows; policy dates are held to the same years.
+        raise SettingsError(f"--at {args.at!r} is outside the years {MIN_YEAR}-{MAX_YEAR}")
+    calendar = build_calendar(policy, at, args.days)
     comparisons = compare(load_policy(args.compare), policy, at) if args.compare else None
     print(_RENDER[args.output](calendar, comparisons), end="")
     for group in calendar.groups:

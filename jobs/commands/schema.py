@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from jobs.core.policy import Policy
-from jobs.outcome import Outcome
+from jobs.outcome import ExitCode, Outcome
 
 SCHEMA_ID = "https://gpu-jobs.dev/schemas/policy-v1.json"
 
@@ -30,8 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, log: Any) -> Outcome:
     text = render()
     if args.write:
-        with open(args.write, "w", encoding="utf-8") as out:
-            out.write(text)
+        path = Path(args.write)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"gpu-jobs: cannot write {args.write}: {exc.strerror or exc}", file=sys.stderr)
+            log.error("schema.not_written", path=args.write, error=str(exc))
+            return Outcome(ExitCode.BAD_CONFIG)
         log.info("schema.written", path=args.write)
     else:
         print(text, end="")

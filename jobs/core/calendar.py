@@ -6,6 +6,7 @@ markdown (for a pull-request comment).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,11 +79,14 @@ def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -
     first_day = at.astimezone(tz).date()
     grid_start = datetime.combine(first_day, time(0), tzinfo=tz).astimezone(UTC)
     grid_segments = schedule.segments(grid_start, grid_start + timedelta(days=days + 1))
+    # Looked up by bisection: a scan per cell made the grid quadratic in --days (1500 days took 51 s).
+    starts = [s.start for s in grid_segments]
     rows = []
     for offset in range(days):
         day = first_day + timedelta(days=offset)
         cells = "".join(
-            UP if _state_at(grid_segments, _slot(day, slot, tz)) == "up" else DOWN for slot in range(SLOTS_PER_DAY)
+            UP if _state_at(grid_segments, starts, _slot(day, slot, tz)) == "up" else DOWN
+            for slot in range(SLOTS_PER_DAY)
         )
         rows.append((day, cells, schedule.holidays.name(day)))
     return GroupCalendar(
@@ -101,8 +105,10 @@ def _slot(day: date, slot: int, tz: ZoneInfo) -> datetime:
     return datetime.combine(day, time(slot // 2, 30 * (slot % 2)), tzinfo=tz).astimezone(UTC)
 
 
-def _state_at(segments: Sequence[Segment], at: datetime) -> State:
-    return next((s.state for s in segments if s.start <= at < s.end), "down")
+def _state_at(segments: Sequence[Segment], starts: Sequence[datetime], at: datetime) -> State:
+    """The state of the segment covering ``at``; ``segments`` are sorted and ``starts`` are their starts."""
+    i = bisect.bisect_right(starts, at) - 1
+    return segments[i].state if i >= 0 and at < segments[i].end else "down"
 
 
 def up_hours_by_group(policy: Policy, at: datetime) -> dict[str, float]:

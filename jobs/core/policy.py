@@ -7,6 +7,7 @@ that reads well after ``FILE:LINE: PATH:``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
@@ -15,13 +16,16 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
+    StrictBool,
+    StrictInt,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -29,7 +33,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from jobs.core import holiday_regions
-from jobs.core.timespec import parse_clock, parse_days, parse_duration
+from jobs.core.timespec import parse_clock, parse_days, parse_duration, quoted
 
 API_VERSION = "gpu-jobs/v1"
 KIND = "GpuPolicy"
@@ -46,11 +50,19 @@ class Model(BaseModel):
     )
 
 
+# The shape of every IANA name (Area/Location[/Sub], Etc/GMT+5, EST5EDT), checked before ZoneInfo sees the text:
+# ZoneInfo turns "a/a/a/..." into a chain of package imports that ends in RecursionError.
+_TIMEZONE = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9][A-Za-z0-9_+-]*){0,2}")
+
+
 def _check_timezone(value: str) -> str:
+    unknown = f"{quoted(value)} is not a known IANA timezone (e.g. Europe/Berlin)"
+    if len(value) > 64 or not _TIMEZONE.fullmatch(value):
+        raise ValueError(unknown)
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f'"{value}" is not a known IANA timezone (e.g. Europe/Berlin)') from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(unknown) from None
     return value
 
 
@@ -64,15 +76,63 @@ def _check_clock(value: str) -> str:
     return value
 
 
+#: The longest warmUp, maxDelay and drainTimeout: each is about one night or weekend, never weeks.
+MAX_SETTING_DURATION = timedelta(days=7)
+
+
 def _check_duration(value: str) -> str:
+    parse_duration(value, MAX_SETTING_DURATION)
+    return value
+
+
+def _check_window_duration(value: str) -> str:
     parse_duration(value)
     return value
 
 
+# croniter's R (random) and H (hashed) pick a value when the expression is read: the schedule would change from
+# one run to the next. The lookarounds keep day and month names (FRI, THU, MAR) out of it.
+_RANDOM_CRON_FIELD = re.compile(r"(?<![A-Za-z])[RrHh](?![A-Za-z])")
+# A leap year's start, so that a cron for 29 February fires within the year checked.
+_CRON_CHECK_FROM = datetime(2028, 1, 1) - timedelta(minutes=1)  # noqa: DTZ001 - crons run on naive wall time
+
+
 def _check_cron(value: str) -> str:
-    if len(value.split()) != 5 or not croniter.is_valid(value):
-        raise ValueError(f'"{value}" is not a 5-field cron expression (e.g. "0 22 * * 1-5")')
+    fields = value.split()
+    if len(value) > 100 or len(fields) != 5 or not croniter.is_valid(value):
+        raise ValueError(f'{quoted(value)} is not a 5-field cron expression (e.g. "0 22 * * 1-5")')
+    if any(_RANDOM_CRON_FIELD.search(f) for f in fields):
+        raise ValueError(f"{quoted(value)}: R and H (random or hashed) would move the window from run to run")
+    try:
+        croniter(value, _CRON_CHECK_FROM, max_years_between_matches=1).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"{quoted(value)} never fires (no such date within a year)") from None
     return value
+
+
+#: Dates and override expiries outside these years are typos, and near year 1 or 9999 the UTC arithmetic of the
+#: schedule overflows.
+MIN_YEAR, MAX_YEAR = 2000, 2100
+
+
+def _check_year(value: date) -> date:
+    if not MIN_YEAR <= value.year <= MAX_YEAR:
+        raise ValueError(f"{value.isoformat()} is outside the years {MIN_YEAR}-{MAX_YEAR}")
+    return value
+
+
+def _not_a_number(what: str) -> Any:
+    """Pydantic reads a number as a Unix timestamp; in a policy it is a typo (the JSON Schema says string)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, bool | int | float):
+            raise ValueError(f"{json.dumps(value)} is not a {what}: write {_EXAMPLES[what]}")
+        return value
+
+    return BeforeValidator(check)
+
+
+_EXAMPLES = {"date": "YYYY-MM-DD, e.g. 2026-12-24", "date-time": 'e.g. "2026-12-02T23:00:00+01:00"'}
 
 
 def _check_aware(value: datetime) -> datetime:
@@ -85,8 +145,9 @@ Timezone = Annotated[str, AfterValidator(_check_timezone)]
 
 
 def _check_name(value: str) -> str:
-    if not _NAME.match(value):
-        raise ValueError(f'"{value}" is not a valid name (lowercase letters, digits and "-", at most 63)')
+    # fullmatch: with match, the pattern's $ also accepts "vision-t4\n".
+    if not _NAME.fullmatch(value):
+        raise ValueError(f'{quoted(value)} is not a valid name (lowercase letters, digits and "-", at most 63)')
     return value
 
 
@@ -99,17 +160,18 @@ DaySet = Annotated[
     WithJsonSchema({"type": "string", "examples": ["Mon-Fri", "Sat,Sun", "daily"]}),
 ]
 Clock = Annotated[str, AfterValidator(_check_clock), WithJsonSchema({"type": "string", "pattern": r"^\d{2}:\d{2}$"})]
-Duration = Annotated[
-    str,
-    AfterValidator(_check_duration),
-    WithJsonSchema({"type": "string", "pattern": r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$", "examples": ["15m", "8h"]}),
-]
+_DURATION_SCHEMA = {"type": "string", "pattern": r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$", "examples": ["15m", "8h"]}
+Duration = Annotated[str, AfterValidator(_check_duration), WithJsonSchema(_DURATION_SCHEMA)]
+WindowDuration = Annotated[str, AfterValidator(_check_window_duration), WithJsonSchema(_DURATION_SCHEMA)]
 Cron = Annotated[str, AfterValidator(_check_cron), WithJsonSchema({"type": "string", "examples": ["0 22 * * 1-5"]})]
 AwareDatetime = Annotated[
     datetime,
+    _not_a_number("date-time"),
     AfterValidator(_check_aware),
+    AfterValidator(_check_year),
     PlainSerializer(lambda v: v.isoformat(), return_type=str),
 ]
+PolicyDate = Annotated[date, _not_a_number("date"), AfterValidator(_check_year)]
 Name = Annotated[str, AfterValidator(_check_name), WithJsonSchema({"type": "string", "pattern": _NAME.pattern})]
 
 
@@ -118,7 +180,7 @@ class Holidays(Model):
 
     country: str | None = Field(default=None, description="ISO 3166-1 alpha-2 code, e.g. DE")
     subdivision: str | None = Field(default=None, description="e.g. BE for Berlin")
-    dates: tuple[date, ...] = ()
+    dates: tuple[PolicyDate, ...] = Field(default=(), max_length=500)
 
     @model_validator(mode="after")
     def _known_country(self) -> Holidays:
@@ -140,7 +202,7 @@ class WorkingHours(Model):
     start: Clock | None = None
     end: Clock | None = None
     cron: Cron | None = None
-    duration: Duration | None = None
+    duration: WindowDuration | None = None
 
     @model_validator(mode="after")
     def _one_form(self) -> WorkingHours:
@@ -174,9 +236,10 @@ class WorkingHours(Model):
 class WorkingSize(Model):
     """The size a group has while up. Without it, the job restores what the group had before shutdown."""
 
-    min: int = Field(ge=0)
-    desired: int = Field(ge=0)
-    max: int = Field(ge=1)
+    # Strict: YAML's true is not 1, and "4" is not a number (the JSON Schema agrees).
+    min: StrictInt = Field(ge=0)
+    desired: StrictInt = Field(ge=0)
+    max: StrictInt = Field(ge=1)
 
     @model_validator(mode="after")
     def _ordered(self) -> WorkingSize:
@@ -313,7 +376,7 @@ class Schedule(Model):
 
     timezone: Timezone | None = None
     holidays: Holidays | None = None
-    working_hours: tuple[WorkingHours, ...] | None = None
+    working_hours: Annotated[tuple[WorkingHours, ...], Field(max_length=50)] | None = None
     warm_up: Duration | None = None
     on_busy: Literal["wait", "drain", "force"] | None = Field(
         default=None, description="GPU pods still running at shutdown: wait (default), drain or force"
@@ -339,13 +402,13 @@ class NodeGroup(Schedule):
     aws: AwsLocator | None = None
     gcp: GcpLocator | None = None
     azure: AzureLocator | None = None
-    always_on: bool = False
-    gpus_per_node: int | None = Field(default=None, ge=1, description="for GPU-hour estimates")
+    always_on: StrictBool = False
+    gpus_per_node: StrictInt | None = Field(default=None, ge=1, description="for GPU-hour estimates")
     up: WorkingSize | None = None
     strategy: Literal["scale", "stop"] = Field(
         default="scale", description="AKS only: scale the pool to 0, or stop it (power state Stopped)"
     )
-    autoscaler_wake_up: bool = Field(
+    autoscaler_wake_up: StrictBool = Field(
         default=False,
         description="EKS: keep the Cluster Autoscaler discovery tags at night, so pending pods can wake the group",
     )
@@ -402,10 +465,11 @@ class Policy(Model):
     defaults: Defaults = Defaults()
     clusters: tuple[Cluster, ...] = Field(
         default=(),
+        max_length=100,
         description="the fleet; may be omitted when the node groups' locators say it (one cluster per locator)",
     )
-    node_groups: tuple[NodeGroup, ...] = ()
-    overrides: tuple[Override, ...] = ()
+    node_groups: tuple[NodeGroup, ...] = Field(default=(), max_length=500)
+    overrides: tuple[Override, ...] = Field(default=(), max_length=500)
 
     def group(self, name: str) -> NodeGroup:
         for group in self.node_groups:

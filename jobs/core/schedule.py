@@ -170,8 +170,17 @@ class GroupSchedule:
         cuts.update(o.until.astimezone(UTC) for o in self.overrides)
         points = sorted(c for c in cuts if start <= c <= end)
         out: list[Segment] = []
+        # Sweep: at each point only the intervals covering it are passed on (in their sorted order). Filtering all
+        # of them per point made a long calendar quadratic.
+        active: list[Interval] = []
+        pending = iter(intervals)  # sorted by warm_start
+        upcoming = next(pending, None)
         for a, b in itertools.pairwise(points):
-            state, reason = self._state(a, intervals)
+            while upcoming is not None and upcoming.warm_start <= a:
+                active.append(upcoming)
+                upcoming = next(pending, None)
+            active = [i for i in active if a < i.end]
+            state, reason = self._state(a, active)
             if out and out[-1].state == state and out[-1].reason == reason:
                 out[-1] = Segment(out[-1].start, b, state, reason)
             else:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import time, timedelta
 
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _DAY_INDEX = {name.lower(): i for i, name in enumerate(DAY_NAMES)}
-_DURATION = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
-_CLOCK = re.compile(r"^(?P<h>[01]\d|2[0-4]):(?P<m>[0-5]\d)$")
+# Used with fullmatch: ``$`` alone would also match before a trailing newline.
+_DURATION = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
+_CLOCK = re.compile(r"(?P<h>[01]\d|2[0-4]):(?P<m>[0-5]\d)")
+#: No duration in a policy is longer (a cron window may last up to this; the knobs have their own, shorter limits).
+MAX_DURATION = timedelta(days=31)
+
+
+def quoted(text: str, limit: int = 60) -> str:
+    """``text`` in double quotes for a message, escaped and shortened: input can hold anything, at any length."""
+    shown = json.dumps(text, ensure_ascii=False)
+    return shown if len(shown) <= limit else shown[: limit - 4] + '..."'
 
 
 def parse_days(text: str) -> frozenset[int]:
@@ -22,7 +32,7 @@ def parse_days(text: str) -> frozenset[int]:
     for part in text.split(","):
         bounds = [b.strip().lower() for b in part.split("-")]
         if len(bounds) > 2 or any(b not in _DAY_INDEX for b in bounds):
-            raise ValueError(f'"{text}" is not a day range (use e.g. Mon-Fri, Sat,Sun, Mon-Wed,Fri or daily)')
+            raise ValueError(f"{quoted(text)} is not a day range (use e.g. Mon-Fri, Sat,Sun, Mon-Wed,Fri or daily)")
         first, last = _DAY_INDEX[bounds[0]], _DAY_INDEX[bounds[-1]]
         span = (last - first) % 7
         days.update((first + i) % 7 for i in range(span + 1))
@@ -37,26 +47,32 @@ def format_days(days: frozenset[int]) -> str:
 
 def parse_clock(text: str) -> time | None:
     """``HH:MM`` -> time; ``24:00`` (only meaningful as an end) -> None, meaning midnight after the day."""
-    match = _CLOCK.match(text.strip())
+    match = _CLOCK.fullmatch(text)
     if not match:
-        raise ValueError(f'"{text}" is not a time of day (use HH:MM, 24-hour clock)')
+        raise ValueError(f"{quoted(text)} is not a time of day (use HH:MM, 24-hour clock)")
     hour, minute = int(match["h"]), int(match["m"])
     if hour == 24:
         if minute:
-            raise ValueError(f'"{text}" is not a time of day (use HH:MM, 24-hour clock)')
+            raise ValueError(f"{quoted(text)} is not a time of day (use HH:MM, 24-hour clock)")
         return None
     return time(hour, minute)
 
 
-def parse_duration(text: str) -> timedelta:
-    """``15m``, ``8h``, ``1h30m``, ``2d`` -> timedelta (strictly positive)."""
-    match = _DURATION.match(text.strip())
-    if not text.strip() or not match:
-        raise ValueError(f'"{text}" is not a duration (use e.g. 15m, 8h, 1h30m, 2d)')
+def parse_duration(text: str, limit: timedelta = MAX_DURATION) -> timedelta:
+    """``15m``, ``8h``, ``1h30m``, ``2d`` -> timedelta (strictly positive, at most ``limit``)."""
+    match = _DURATION.fullmatch(text)
+    if not text or not match:
+        raise ValueError(f"{quoted(text)} is not a duration (use e.g. 15m, 8h, 1h30m, 2d)")
+    too_long = f"{quoted(text)} is longer than the limit of {format_duration(limit)}"
+    # Seven digits of any unit are already more than any limit; more would overflow timedelta (99999999999d).
+    if any(len(v) > 7 for v in match.groupdict(default="").values()):
+        raise ValueError(too_long)
     parts = {k: int(v) for k, v in match.groupdict(default="0").items()}
     value = timedelta(days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
     if value <= timedelta(0):
-        raise ValueError(f'"{text}" is not a positive duration')
+        raise ValueError(f"{quoted(text)} is not a positive duration")
+    if value > limit:
+        raise ValueError(too_long)
     return value
 
 
