@@ -28,7 +28,7 @@ from tests.emulators.base import Emulator, FaultKind, RunningServer, start
 from tests.emulators.gcp.compute import Compute, Instance
 from tests.emulators.gcp.gke import Autoscaling, Gke, Pool
 from tests.emulators.gcp.quotas import COMPUTE_SERVICE, Quotas
-from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route
+from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route, permission_403, rate_limit_403
 
 ENV_VAR = "GPU_JOBS_GCP_ENDPOINT"
 DEFAULT_OPERATION_POLLS = 2
@@ -45,10 +45,12 @@ class GcpEmulator(Emulator):
         self.operation_polls = operation_polls
         self.url = ""
         self._server: RunningServer | None = None
-        lock = threading.RLock()
+        lock = self._lock = threading.RLock()
         self.gke = Gke(lock, lambda: self.operation_polls)
         self.quotas = Quotas(lock)
         self.compute = Compute(lock, lambda: self.operation_polls, self.gke)
+        # Errors armed per operation beyond the shared fault kinds (e.g. a 403 rate limit): operation -> queue.
+        self._errors: dict[str, list[ApiError]] = {}
         self._routes: list[tuple[Route, _FaultRenderer]] = [
             (r, service.fault) for service in (self.gke, self.quotas, self.compute) for r in service.routes()
         ]
@@ -67,6 +69,25 @@ class GcpEmulator(Emulator):
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+    # ----- faults beyond the shared kinds -----
+
+    def inject_error(self, operation: str, error: ApiError, times: int = 1) -> None:
+        """The next ``times`` calls of ``operation`` answer ``error`` (after the shared faults, if any)."""
+        with self._lock:
+            self._errors.setdefault(operation, []).extend([error] * times)
+
+    def inject_rate_limit_403(self, operation: str, reason: str = "rateLimitExceeded", times: int = 1) -> None:
+        """Compute Engine / GKE rate limits: HTTP 403 with reason ``rateLimitExceeded``/``userRateLimitExceeded``."""
+        self.inject_error(operation, rate_limit_403(reason), times)
+
+    def inject_permission_denied(self, operation: str, permission: str, times: int = 1) -> None:
+        self.inject_error(operation, permission_403(permission), times)
+
+    def _take_error(self, operation: str) -> ApiError | None:
+        with self._lock:
+            queue = self._errors.get(operation)
+            return queue.pop(0) if queue else None
 
     # ----- seeding and inspection -----
 
@@ -194,6 +215,9 @@ class GcpEmulator(Emulator):
             try:
                 if fault is not None:
                     raise render_fault(fault, candidate.operation, match)
+                error = self._take_error(candidate.operation)
+                if error is not None:
+                    raise error
                 reply = candidate.handler(call, match)
             except ApiError as error:
                 return _json(error.status_code, error.body())

@@ -23,7 +23,7 @@ from jobs.core.nodegroups import (
     steps_between,
 )
 from jobs.core.policy import NodeGroup
-from jobs.errors import Busy, CloudError, Conflict, Invalid, NotFound, Throttled, Unavailable
+from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.nodegroups.ports import CloudGroup
 from tests.emulators.base import FaultKind, start
 from tests.emulators.gcp import GcpEmulator, clients
@@ -356,6 +356,39 @@ def test_faults_on_apply(gcp: GcpEmulator, adapter: GkeNodePools, kind: FaultKin
 
     assert caught.value.operation == "nodePools.setSize"
     assert gcp.log.count("nodePools.setSize") == 1
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 2
+
+
+@pytest.mark.parametrize("reason", ["rateLimitExceeded", "userRateLimitExceeded"])
+@pytest.mark.parametrize("operation", ["nodePools.setSize", "instanceGroupManagers.get"])
+def test_a_rate_limit_403_is_throttled_not_denied(
+    gcp: GcpEmulator, adapter: GkeNodePools, operation: str, reason: str
+) -> None:
+    group = _seed(gcp)
+    gcp.inject_rate_limit_403(operation, reason)
+
+    def call() -> object:
+        if operation == "nodePools.setSize":
+            return adapter.apply(group, SetSize(0, 0, 0))
+        return adapter.describe(group, live_size=True)
+
+    with pytest.raises(Throttled) as caught:  # retryable: the job backs off and tries again
+        call()
+
+    assert caught.value.code == reason
+    assert caught.value.operation == operation
+    assert caught.value.retryable
+
+
+def test_a_permission_403_stays_denied(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
+    group = _seed(gcp)
+    gcp.inject_permission_denied("nodePools.setSize", "container.clusters.update")
+
+    with pytest.raises(Denied) as caught:
+        adapter.apply(group, SetSize(0, 0, 0))
+
+    assert caught.value.code == "IAM_PERMISSION_DENIED"
+    assert not caught.value.retryable
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 2
 
 
