@@ -32,6 +32,9 @@ from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route, permiss
 
 ENV_VAR = "GPU_JOBS_GCP_ENDPOINT"
 DEFAULT_OPERATION_POLLS = 2
+#: Real operations finish with time whether polled or not; a few seconds here (minutes on GKE) keeps every
+#: "still RUNNING" moment of a test intact while an operation nobody polls still completes.
+DEFAULT_OPERATION_SECONDS = 5.0
 
 _FaultRenderer = Callable[[FaultKind, str, re.Match[str]], ApiError]
 
@@ -39,16 +42,22 @@ _FaultRenderer = Callable[[FaultKind, str, re.Match[str]], ApiError]
 class GcpEmulator(Emulator):
     """State of all three services, the WSGI app serving them, and the seeding API the tests use."""
 
-    def __init__(self, operation_polls: int = DEFAULT_OPERATION_POLLS) -> None:
+    def __init__(
+        self,
+        operation_polls: int = DEFAULT_OPERATION_POLLS,
+        operation_seconds: float | None = DEFAULT_OPERATION_SECONDS,
+    ) -> None:
         super().__init__()
         #: GETs of an operation until it is DONE (0: writes answer DONE at once). Read at each write.
         self.operation_polls = operation_polls
+        #: Seconds after which an operation is DONE, polled or not (None: only polls finish it). Read at each write.
+        self.operation_seconds = operation_seconds
         self.url = ""
         self._server: RunningServer | None = None
         lock = self._lock = threading.RLock()
-        self.gke = Gke(lock, lambda: self.operation_polls)
+        self.gke = Gke(lock, lambda: self.operation_polls, lambda: self.operation_seconds)
         self.quotas = Quotas(lock)
-        self.compute = Compute(lock, lambda: self.operation_polls, self.gke)
+        self.compute = Compute(lock, lambda: self.operation_polls, self.gke, lambda: self.operation_seconds)
         # Errors armed per operation beyond the shared fault kinds (e.g. a 403 rate limit): operation -> queue.
         self._errors: dict[str, list[ApiError]] = {}
         self._routes: list[tuple[Route, _FaultRenderer]] = [
@@ -135,6 +144,7 @@ class GcpEmulator(Emulator):
 
     def node_pool(self, project: str, location: str, cluster: str, name: str) -> Pool:
         """The live record of a pool (``.size`` per zone, ``.autoscaling``); read it, do not edit it."""
+        self.gke.refresh()
         pool = self.gke.find_pool(project, location, cluster, name)
         if pool is None:
             raise KeyError(f"no node pool {project}/{location}/{cluster}/{name}")
@@ -161,6 +171,7 @@ class GcpEmulator(Emulator):
         return instance
 
     def instance(self, project: str, zone: str, name: str) -> Instance | None:
+        self.compute.refresh()
         return self.compute.instances.get((project, zone, name))
 
     def set_quota(
@@ -207,6 +218,9 @@ class GcpEmulator(Emulator):
         return self._answer(call)(environ, start_response)
 
     def _answer(self, call: Call) -> Response:
+        # Operations whose time is up are done before anything is read or written.
+        self.gke.refresh()
+        self.compute.refresh()
         for candidate, render_fault in self._routes:
             match = candidate.pattern.match(call.path)
             if match is None or candidate.method != call.method:
@@ -241,9 +255,13 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return Response(json.dumps(body), status=status, content_type="application/json; charset=UTF-8")
 
 
-def start_gcp(port: int = 0, operation_polls: int = DEFAULT_OPERATION_POLLS) -> GcpEmulator:
+def start_gcp(
+    port: int = 0,
+    operation_polls: int = DEFAULT_OPERATION_POLLS,
+    operation_seconds: float | None = DEFAULT_OPERATION_SECONDS,
+) -> GcpEmulator:
     """Serve a fresh emulator on 127.0.0.1 (for the demo sandbox); call ``.stop()`` when done."""
-    emulator = GcpEmulator(operation_polls)
+    emulator = GcpEmulator(operation_polls, operation_seconds)
     emulator._server = start(emulator, port)
     emulator.url = emulator._server.url
     return emulator

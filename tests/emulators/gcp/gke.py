@@ -5,7 +5,8 @@ Provider rules enforced here:
 - A node pool reports no live node count: ``initialNodeCount`` stays the creation value. The live per-zone
   size is visible only where the real API shows it: the ``targetSize`` of the pool's per-zone instance group
   managers (``instanceGroupUrls``), served by the Compute part of this emulator.
-- Writes return an Operation (PENDING -> RUNNING -> DONE over ``operation_polls`` GETs); the change lands at DONE.
+- Writes return an Operation (PENDING -> RUNNING -> DONE over ``operation_polls`` GETs, or once
+  ``operation_seconds`` have passed, polled or not, as real operations run on their own); the change lands at DONE.
 - While any operation on the cluster is not DONE, every write answers 400 FAILED_PRECONDITION with ErrorInfo
   reason ``CLUSTER_ALREADY_HAS_OPERATION`` (the REST client raises ``google.api_core.exceptions.BadRequest``).
 - setSize is accepted while autoscaling is enabled: the autoscaler never drags a pool into [min, max] by itself
@@ -151,6 +152,7 @@ class GkeOperation:
     staged: StagedOperation
 
     def to_proto(self) -> container_v1.Operation:
+        self.staged.refresh()
         base = f"{CONTAINER}/projects/{self.project}/locations/{self.location}"
         return container_v1.Operation(
             name=self.staged.name,
@@ -173,9 +175,15 @@ _POOL = f"{_CLUSTER}/nodePools/(?P<pool>{SEG})"
 class Gke:
     """State and REST handlers of the GKE part. ``lock`` is the emulator's, shared by all services."""
 
-    def __init__(self, lock: threading.RLock, operation_polls: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        lock: threading.RLock,
+        operation_polls: Callable[[], int],
+        operation_seconds: Callable[[], float | None] = lambda: None,
+    ) -> None:
         self._lock = lock
         self._polls = operation_polls
+        self._seconds = operation_seconds
         self.clusters: dict[tuple[str, str, str], Cluster] = {}
         self.operations: dict[tuple[str, str, str], GkeOperation] = {}
 
@@ -213,6 +221,12 @@ class Gke:
                 if pool.project == project and zone in pool.zones and pool.igm_name() == igm:
                     return pool
         return None
+
+    def refresh(self) -> None:
+        """Finish every operation whose time is up, so that what it changes shows on the next read."""
+        with self._lock:
+            for op in self.operations.values():
+                op.staged.refresh()
 
     def finish_all(self) -> None:
         with self._lock:
@@ -277,7 +291,7 @@ class Gke:
         running = self._running_op(pool.project, pool.location, pool.cluster)
         if running is not None:
             raise self._busy_error(pool.cluster, running)
-        staged = StagedOperation(operation_id(), self._polls(), apply)
+        staged = StagedOperation(operation_id(), self._polls(), apply, self._seconds())
         op = GkeOperation(pool.project, pool.location, pool.cluster, pool.name, op_type, staged)
         self.operations[(pool.project, pool.location, staged.name)] = op
         return op

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -257,3 +258,39 @@ def test_finish_operations_hook_completes_pending_work(gcp: GcpEmulator, pool: s
 
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 5
     assert _poll(client, op).status == Status.DONE
+
+
+# ----- operations finish with time, polled or not -------------------------------------------------------------
+
+
+def test_an_operation_nobody_polls_finishes_once_its_time_is_up(gcp: GcpEmulator, pool: str) -> None:
+    gcp.operation_polls = 1_000_000  # polls alone would never finish it
+    gcp.operation_seconds = 0.05
+    client = clients.gke(gcp.url)
+    op = _resize(client, pool, 0)
+    assert client.get_node_pool(name=pool).status == container_v1.NodePool.Status.RECONCILING
+
+    time.sleep(0.1)
+
+    # No operations.get in between: the pool reads resized and the cluster takes the next write.
+    assert client.get_node_pool(name=pool).status == container_v1.NodePool.Status.RUNNING
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+    assert _resize(client, pool, 1).status == Status.PENDING
+    done = _poll(client, op)
+    assert done.status == Status.DONE
+    assert done.end_time
+    assert "operations.get" not in gcp.log.operations()[:-1]
+
+
+def test_polls_still_finish_an_operation_before_its_time(gcp: GcpEmulator, pool: str) -> None:
+    gcp.operation_polls = 1
+    gcp.operation_seconds = 3600.0
+    client = clients.gke(gcp.url)
+
+    assert _poll(client, _resize(client, pool, 0)).status == Status.DONE
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+
+
+def test_operations_have_a_small_default_time_limit(gcp: GcpEmulator) -> None:
+    assert gcp.operation_seconds is not None
+    assert 0 < gcp.operation_seconds <= 10
