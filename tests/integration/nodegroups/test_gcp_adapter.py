@@ -413,18 +413,30 @@ def test_busy_codes_carry_the_gke_reason(gcp: GcpEmulator, adapter: GkeNodePools
     assert caught.value.code == "CLUSTER_ALREADY_HAS_OPERATION"
 
 
-def test_a_write_while_the_cluster_runs_an_operation_is_busy(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
+def test_a_write_while_the_cluster_runs_a_cluster_operation_is_busy(
+    gcp: GcpEmulator, adapter: GkeNodePools
+) -> None:
     group = _seed(gcp, "a100")
-    _seed(gcp, "l4")
-    running = clients.gke(gcp.url).set_node_pool_size(request={"name": _path("l4"), "node_count": 0})
+    upgrade = gcp.start_cluster_operation(PROJECT, REGION, CLUSTER)
 
-    with pytest.raises(Busy, match=running.name):
+    with pytest.raises(Busy, match=upgrade):
         adapter.apply(group, SetSize(0, 0, 0))
 
     assert len(gcp.gke.operations) == 1  # nothing was started; the job retries Busy with backoff
     gcp.finish_operations()
     adapter.apply(group, SetSize(0, 0, 0))  # once the other operation is DONE the same step goes through
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+
+
+def test_writes_to_two_pools_of_one_cluster_go_through_at_once(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
+    group = _seed(gcp, "a100")
+    _seed(gcp, "l4")
+    running = clients.gke(gcp.url).set_node_pool_size(request={"name": _path("l4"), "node_count": 0})
+
+    adapter.apply(group, SetSize(0, 0, 0))  # not Busy: one operation per node pool, not per cluster
+
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+    assert running.name in {op.staged.name for op in gcp.gke.operations.values() if not op.staged.done}
 
 
 # ----- provider rules, refused before any call -----------------------------------------------------------------
