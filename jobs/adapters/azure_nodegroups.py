@@ -38,7 +38,7 @@ from azure.mgmt.containerservice.models import AgentPool, PowerState
 
 from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
+from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import AKS_AGENTPOOL_LABEL
@@ -282,12 +282,6 @@ def _check(group: NodeGroup, pool: AgentPool, step: Step) -> None:
                 operation=_OP_PUT,
                 code="CountOutsideBounds",
             )
-    elif isinstance(step, SetPower) and step.stopped and current.autoscaling:
-        raise Invalid(
-            f"{where}: cannot stop the pool while its autoscaler is on: disable it first",
-            operation=_OP_PUT,
-            code="AutoscalerEnabled",
-        )
 
 
 def _change(pool: AgentPool, step: Step) -> None:

@@ -5,6 +5,7 @@ Schedule for every case: Mon-Fri 08:00-20:00 Europe/Berlin. NIGHT is Tue 2026-12
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -217,10 +218,16 @@ def test_aks_scale_and_stop_strategies() -> None:
     assert isinstance(scaled, GroupAction)
     assert isinstance(stopped, GroupAction)
     assert scaled.steps == (SetAutoscaling(False), SetSize(1, 0, 6))
-    assert stopped.steps == (SetAutoscaling(False), SetPower(True))
-    # Back up from stopped: power first, then the autoscaler in its own update.
-    down = GroupConfig(min=1, desired=2, max=6, autoscaling=False, stopped=True)
+    # Stopping a pool stops its autoscaler with it: no separate autoscaler update.
+    assert stopped.steps == (SetPower(True),)
+    # Back up from stopped: starting restarts the autoscaler with its bounds, so power is the only step.
+    down = replace(AKS_UP, stopped=True)
     back = plan_one("aks", down, DAY, record=rec(AKS_UP, "down"), extra="strategy: stop")
+    assert isinstance(back, GroupAction)
+    assert back.steps == (SetPower(False),)
+    # A pool stopped the old way (autoscaler switched off first) still gets its autoscaler back.
+    old_way = GroupConfig(min=1, desired=2, max=6, autoscaling=False, stopped=True)
+    back = plan_one("aks", old_way, DAY, record=rec(AKS_UP, "down"), extra="strategy: stop")
     assert isinstance(back, GroupAction)
     assert back.steps == (SetPower(False), SetAutoscaling(True, 1, 6))
 
@@ -312,6 +319,8 @@ def test_an_unknown_live_size_with_no_nodes_in_sight_is_not_idle() -> None:
 
 def test_a_group_already_at_zero_nodes_goes_down_with_none_in_sight() -> None:
     # The autoscaler took it to zero: no nodes to see, nothing running, the shutdown (max, autoscaler) goes ahead.
-    action = plan_one("eks", GroupConfig(min=0, desired=0, max=8, autoscaling=True, autoscaler_tags=CA), NIGHT, nodes=())
+    action = plan_one(
+        "eks", GroupConfig(min=0, desired=0, max=8, autoscaling=True, autoscaler_tags=CA), NIGHT, nodes=()
+    )
     assert isinstance(action, GroupAction)
     assert action.after.max == 1
