@@ -205,16 +205,15 @@ def validate(old: AgentPoolState | None, new: AgentPoolState) -> None:
                 f"Cannot manually scale agent pool '{new.name}' while the cluster autoscaler is enabled on it: "
                 "disable the cluster autoscaler first, or change minCount/maxCount instead.",
             )
-    if new.power_state == "Stopped":
-        if new.mode == "System":
-            raise ArmError(
-                400,
-                "BadRequest",
-                f"Cannot stop agent pool '{new.name}': System mode agent pools cannot be stopped, "
-                "only User mode agent pools can.",
-            )
-        # An autoscaled pool may be stopped: AKS stops its cluster autoscaler with it and restarts it on start
-        # (learn.microsoft.com/azure/aks/start-stop-nodepools), so enableAutoScaling/minCount/maxCount stay.
+    # An autoscaled pool may be stopped: AKS stops its cluster autoscaler with it and restarts it on start
+    # (learn.microsoft.com/azure/aks/start-stop-nodepools), so enableAutoScaling/minCount/maxCount stay.
+    if new.power_state == "Stopped" and new.mode == "System":
+        raise ArmError(
+            400,
+            "BadRequest",
+            f"Cannot stop agent pool '{new.name}': System mode agent pools cannot be stopped, "
+            "only User mode agent pools can.",
+        )
 
 
 def _validate_autoscaler(pool: AgentPoolState) -> None:

@@ -209,7 +209,6 @@ def test_manual_pool_down_then_up_restores_the_exact_configuration(
     down_steps = steps_between("aks", original, down_config("aks", original))
     run(adapter, target, down_steps)
     at_night = adapter.describe(target)
-    night_pool = pool_config(azure, "a100")
     up_steps = steps_between("aks", at_night, original)
     run(adapter, target, up_steps)
 
