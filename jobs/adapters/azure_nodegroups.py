@@ -8,8 +8,8 @@ AKS rules checked here, before any write, so a refusal names the rule instead of
 
 - System mode pools are never touched (they need >= 1 node and cannot be stopped): ``Denied``.
 - A manual count change needs the pool autoscaler off; enabling the autoscaler cannot change the count in the
-  same update, so the current count must already lie within the new bounds; a pool with its autoscaler on
-  cannot be stopped: ``Invalid``.
+  same update, so the current count must already lie within the new bounds: ``Invalid``. A pool may be stopped
+  with its autoscaler on: AKS stops the autoscaler with the pool and restarts it on start.
 - A pool whose own operation is still running is ``Busy`` without sending a doomed PUT.
 
 The SDK's retries are off (``retry_total=0``): the job retries Busy/Throttled/Unavailable itself with backoff
