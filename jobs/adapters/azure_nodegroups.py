@@ -8,8 +8,8 @@ AKS rules checked here, before any write, so a refusal names the rule instead of
 
 - System mode pools are never touched (they need >= 1 node and cannot be stopped): ``Denied``.
 - A manual count change needs the pool autoscaler off; enabling the autoscaler cannot change the count in the
-  same update, so the current count must already lie within the new bounds; a pool with its autoscaler on
-  cannot be stopped: ``Invalid``.
+  same update, so the current count must already lie within the new bounds: ``Invalid``. A pool may be stopped
+  with its autoscaler on: AKS stops the autoscaler with the pool and restarts it on start.
 - A pool whose own operation is still running is ``Busy`` without sending a doomed PUT.
 
 The SDK's retries are off (``retry_total=0``): the job retries Busy/Throttled/Unavailable itself with backoff
@@ -38,7 +38,7 @@ from azure.mgmt.containerservice.models import AgentPool, PowerState
 
 from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
+from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import AKS_AGENTPOOL_LABEL
@@ -282,12 +282,6 @@ def _check(group: NodeGroup, pool: AgentPool, step: Step) -> None:
                 operation=_OP_PUT,
                 code="CountOutsideBounds",
             )
-    elif isinstance(step, SetPower) and step.stopped and current.autoscaling:
-        raise Invalid(
-            f"{where}: cannot stop the pool while its autoscaler is on: disable it first",
-            operation=_OP_PUT,
-            code="AutoscalerEnabled",
-        )
 
 
 def _change(pool: AgentPool, step: Step) -> None:

@@ -48,6 +48,9 @@ GCP_PERMISSIONS = (
 )
 
 BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"
+# 403 reasons that mean "slow down", not "not allowed" (Compute Engine rate quotas; RATE_LIMIT_EXCEEDED is the
+# ErrorInfo spelling of newer APIs).
+_RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
 MAX_NODES_PER_ZONE = 1000  # GKE's per-zone node pool limit
 
 _Status = container_v1.NodePool.Status
@@ -321,6 +324,12 @@ def _from_api_error(err: api_exceptions.GoogleAPICallError, operation: str, targ
     # The ErrorInfo reason is the contract; the message check covers answers that carry no ErrorInfo.
     if reason == BUSY_REASON or BUSY_REASON in err.message or "running incompatible operation" in err.message:
         return Busy(message, operation=operation, code=BUSY_REASON)
+    if isinstance(err, api_exceptions.Forbidden):
+        # Compute Engine (and GKE's v1 API) answer a rate limit with 403, not 429: the reason tells it from a
+        # real permission refusal, which stays Denied.
+        limited = sorted(_RATE_LIMIT_REASONS.intersection(_reasons(err)))
+        if limited:
+            return Throttled(message, operation=operation, code=limited[0])
     kinds: list[tuple[type[api_exceptions.GoogleAPICallError], type[CloudError]]] = [
         (api_exceptions.TooManyRequests, Throttled),  # 429 RESOURCE_EXHAUSTED
         (api_exceptions.ServerError, Unavailable),  # 5xx incl. 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED
@@ -334,6 +343,16 @@ def _from_api_error(err: api_exceptions.GoogleAPICallError, operation: str, targ
         if isinstance(err, sdk_error):
             return ours(message, operation=operation, code=code)
     return Invalid(message, operation=operation, code=code)  # 400 INVALID_ARGUMENT, other FAILED_PRECONDITION
+
+
+def _reasons(err: api_exceptions.GoogleAPICallError) -> set[str]:
+    """Every reason the error carries: the ErrorInfo one and those of the legacy ``errors`` list."""
+    found = {err.reason} if err.reason else set()
+    for item in err.errors or ():
+        reason = item.get("reason") if isinstance(item, dict) else None
+        if isinstance(reason, str):
+            found.add(reason)
+    return found
 
 
 def _rpc_status(err: api_exceptions.GoogleAPICallError) -> str:

@@ -221,7 +221,9 @@ def down_config(kind: ProviderKind, current: GroupConfig, *, stop: bool = False,
     if kind == "asg":
         return replace(current, min=0, desired=0, max=0, autoscaling=False)
     if kind == "aks" and stop:
-        return replace(current, autoscaling=False, stopped=True)
+        # Stopping an AKS pool stops its autoscaler too, and starting it restarts it (Azure docs, "Start and stop
+        # an AKS node pool"): the autoscaler settings stay as they are.
+        return replace(current, stopped=True)
     return replace(current, desired=0, autoscaling=False)
 
 

@@ -5,6 +5,7 @@ Schedule for every case: Mon-Fri 08:00-20:00 Europe/Berlin. NIGHT is Tue 2026-12
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -217,10 +218,16 @@ def test_aks_scale_and_stop_strategies() -> None:
     assert isinstance(scaled, GroupAction)
     assert isinstance(stopped, GroupAction)
     assert scaled.steps == (SetAutoscaling(False), SetSize(1, 0, 6))
-    assert stopped.steps == (SetAutoscaling(False), SetPower(True))
-    # Back up from stopped: power first, then the autoscaler in its own update.
-    down = GroupConfig(min=1, desired=2, max=6, autoscaling=False, stopped=True)
+    # Stopping a pool stops its autoscaler with it: no separate autoscaler update.
+    assert stopped.steps == (SetPower(True),)
+    # Back up from stopped: starting restarts the autoscaler with its bounds, so power is the only step.
+    down = replace(AKS_UP, stopped=True)
     back = plan_one("aks", down, DAY, record=rec(AKS_UP, "down"), extra="strategy: stop")
+    assert isinstance(back, GroupAction)
+    assert back.steps == (SetPower(False),)
+    # A pool stopped the old way (autoscaler switched off first) still gets its autoscaler back.
+    old_way = GroupConfig(min=1, desired=2, max=6, autoscaling=False, stopped=True)
+    back = plan_one("aks", old_way, DAY, record=rec(AKS_UP, "down"), extra="strategy: stop")
     assert isinstance(back, GroupAction)
     assert back.steps == (SetPower(False), SetAutoscaling(True, 1, 6))
 

@@ -3,7 +3,7 @@
 Error codes and messages are the real ones where public sources show them (``InvalidParameter`` count/min/max
 messages, ``PropertyChangeNotAllowed``, ``OperationNotAllowed`` busy, "Cannot manually scale and enable cluster
 autoscaler in the same update operation"). Where AKS's exact wording is not public (a manual count change
-while the autoscaler stays on, stopping a System pool or an autoscaled pool) the code is ``BadRequest`` with
+while the autoscaler stays on, stopping a System pool) the code is ``BadRequest`` with
 a message that says what AKS refuses; product code must key on the HTTP status and not on these texts.
 """
 
@@ -205,21 +205,15 @@ def validate(old: AgentPoolState | None, new: AgentPoolState) -> None:
                 f"Cannot manually scale agent pool '{new.name}' while the cluster autoscaler is enabled on it: "
                 "disable the cluster autoscaler first, or change minCount/maxCount instead.",
             )
-    if new.power_state == "Stopped":
-        if new.mode == "System":
-            raise ArmError(
-                400,
-                "BadRequest",
-                f"Cannot stop agent pool '{new.name}': System mode agent pools cannot be stopped, "
-                "only User mode agent pools can.",
-            )
-        if new.enable_auto_scaling:
-            raise ArmError(
-                400,
-                "BadRequest",
-                f"Cannot stop agent pool '{new.name}' while the cluster autoscaler is enabled on it: "
-                "disable the cluster autoscaler first.",
-            )
+    # An autoscaled pool may be stopped: AKS stops its cluster autoscaler with it and restarts it on start
+    # (learn.microsoft.com/azure/aks/start-stop-nodepools), so enableAutoScaling/minCount/maxCount stay.
+    if new.power_state == "Stopped" and new.mode == "System":
+        raise ArmError(
+            400,
+            "BadRequest",
+            f"Cannot stop agent pool '{new.name}': System mode agent pools cannot be stopped, "
+            "only User mode agent pools can.",
+        )
 
 
 def _validate_autoscaler(pool: AgentPoolState) -> None:

@@ -146,9 +146,16 @@ class ComputeOperation:
 class Compute:
     """State and REST handlers of the Compute part (reads GKE pools for their instance group managers)."""
 
-    def __init__(self, lock: threading.RLock, operation_polls: Callable[[], int], gke: Gke) -> None:
+    def __init__(
+        self,
+        lock: threading.RLock,
+        operation_polls: Callable[[], int],
+        gke: Gke,
+        operation_seconds: Callable[[], float | None] = lambda: None,
+    ) -> None:
         self._lock = lock
         self._polls = operation_polls
+        self._seconds = operation_seconds
         self._gke = gke
         self.instances: dict[tuple[str, str, str], Instance] = {}
         self.operations: dict[tuple[str, str, str], ComputeOperation] = {}
@@ -182,6 +189,12 @@ class Compute:
             self.instances[(instance.project, instance.zone, instance.name)] = instance
             self._zones_seen.add((instance.project, instance.zone))
 
+    def refresh(self) -> None:
+        """Finish every operation whose time is up, so that what it changes shows on the next read."""
+        with self._lock:
+            for op in self.operations.values():
+                op.staged.refresh()
+
     def finish_all(self) -> None:
         with self._lock:
             for op in self.operations.values():
@@ -200,7 +213,7 @@ class Compute:
         return found
 
     def _start(self, instance: Instance, op_type: str, apply: Callable[[], None]) -> ComputeOperation:
-        staged = StagedOperation(operation_id(), self._polls(), apply)
+        staged = StagedOperation(operation_id(), self._polls(), apply, self._seconds())
         op = ComputeOperation(instance.project, instance.zone, op_type, instance, staged)
         self.operations[(instance.project, instance.zone, staged.name)] = op
         return op

@@ -28,10 +28,13 @@ from tests.emulators.base import Emulator, FaultKind, RunningServer, start
 from tests.emulators.gcp.compute import Compute, Instance
 from tests.emulators.gcp.gke import Autoscaling, Gke, Pool
 from tests.emulators.gcp.quotas import COMPUTE_SERVICE, Quotas
-from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route
+from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route, permission_403, rate_limit_403
 
 ENV_VAR = "GPU_JOBS_GCP_ENDPOINT"
 DEFAULT_OPERATION_POLLS = 2
+#: Real operations finish with time whether polled or not; a few seconds here (minutes on GKE) keeps every
+#: "still RUNNING" moment of a test intact while an operation nobody polls still completes.
+DEFAULT_OPERATION_SECONDS = 5.0
 
 _FaultRenderer = Callable[[FaultKind, str, re.Match[str]], ApiError]
 
@@ -39,16 +42,24 @@ _FaultRenderer = Callable[[FaultKind, str, re.Match[str]], ApiError]
 class GcpEmulator(Emulator):
     """State of all three services, the WSGI app serving them, and the seeding API the tests use."""
 
-    def __init__(self, operation_polls: int = DEFAULT_OPERATION_POLLS) -> None:
+    def __init__(
+        self,
+        operation_polls: int = DEFAULT_OPERATION_POLLS,
+        operation_seconds: float | None = DEFAULT_OPERATION_SECONDS,
+    ) -> None:
         super().__init__()
         #: GETs of an operation until it is DONE (0: writes answer DONE at once). Read at each write.
         self.operation_polls = operation_polls
+        #: Seconds after which an operation is DONE, polled or not (None: only polls finish it). Read at each write.
+        self.operation_seconds = operation_seconds
         self.url = ""
         self._server: RunningServer | None = None
-        lock = threading.RLock()
-        self.gke = Gke(lock, lambda: self.operation_polls)
+        lock = self._lock = threading.RLock()
+        self.gke = Gke(lock, lambda: self.operation_polls, lambda: self.operation_seconds)
         self.quotas = Quotas(lock)
-        self.compute = Compute(lock, lambda: self.operation_polls, self.gke)
+        self.compute = Compute(lock, lambda: self.operation_polls, self.gke, lambda: self.operation_seconds)
+        # Errors armed per operation beyond the shared fault kinds (e.g. a 403 rate limit): operation -> queue.
+        self._errors: dict[str, list[ApiError]] = {}
         self._routes: list[tuple[Route, _FaultRenderer]] = [
             (r, service.fault) for service in (self.gke, self.quotas, self.compute) for r in service.routes()
         ]
@@ -67,6 +78,25 @@ class GcpEmulator(Emulator):
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+    # ----- faults beyond the shared kinds -----
+
+    def inject_error(self, operation: str, error: ApiError, times: int = 1) -> None:
+        """The next ``times`` calls of ``operation`` answer ``error`` (after the shared faults, if any)."""
+        with self._lock:
+            self._errors.setdefault(operation, []).extend([error] * times)
+
+    def inject_rate_limit_403(self, operation: str, reason: str = "rateLimitExceeded", times: int = 1) -> None:
+        """Compute Engine / GKE rate limits: HTTP 403 with reason ``rateLimitExceeded``/``userRateLimitExceeded``."""
+        self.inject_error(operation, rate_limit_403(reason), times)
+
+    def inject_permission_denied(self, operation: str, permission: str, times: int = 1) -> None:
+        self.inject_error(operation, permission_403(permission), times)
+
+    def _take_error(self, operation: str) -> ApiError | None:
+        with self._lock:
+            queue = self._errors.get(operation)
+            return queue.pop(0) if queue else None
 
     # ----- seeding and inspection -----
 
@@ -114,6 +144,7 @@ class GcpEmulator(Emulator):
 
     def node_pool(self, project: str, location: str, cluster: str, name: str) -> Pool:
         """The live record of a pool (``.size`` per zone, ``.autoscaling``); read it, do not edit it."""
+        self.gke.refresh()
         pool = self.gke.find_pool(project, location, cluster, name)
         if pool is None:
             raise KeyError(f"no node pool {project}/{location}/{cluster}/{name}")
@@ -140,6 +171,7 @@ class GcpEmulator(Emulator):
         return instance
 
     def instance(self, project: str, zone: str, name: str) -> Instance | None:
+        self.compute.refresh()
         return self.compute.instances.get((project, zone, name))
 
     def set_quota(
@@ -173,6 +205,10 @@ class GcpEmulator(Emulator):
     def deny(self, preference_name: str) -> None:
         self.quotas.deny(preference_name)
 
+    def start_cluster_operation(self, project: str, location: str, cluster: str, op_type: str = "UPGRADE_MASTER") -> str:
+        """Start a cluster-level operation (a control plane upgrade, as GKE starts on its own); its name."""
+        return self.gke.start_cluster_operation(project, location, cluster, op_type).staged.name
+
     def finish_operations(self) -> None:
         """Bring every pending GKE and Compute operation to DONE, applying its change."""
         self.gke.finish_all()
@@ -186,6 +222,9 @@ class GcpEmulator(Emulator):
         return self._answer(call)(environ, start_response)
 
     def _answer(self, call: Call) -> Response:
+        # Operations whose time is up are done before anything is read or written.
+        self.gke.refresh()
+        self.compute.refresh()
         for candidate, render_fault in self._routes:
             match = candidate.pattern.match(call.path)
             if match is None or candidate.method != call.method:
@@ -194,6 +233,9 @@ class GcpEmulator(Emulator):
             try:
                 if fault is not None:
                     raise render_fault(fault, candidate.operation, match)
+                error = self._take_error(candidate.operation)
+                if error is not None:
+                    raise error
                 reply = candidate.handler(call, match)
             except ApiError as error:
                 return _json(error.status_code, error.body())
@@ -217,9 +259,13 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return Response(json.dumps(body), status=status, content_type="application/json; charset=UTF-8")
 
 
-def start_gcp(port: int = 0, operation_polls: int = DEFAULT_OPERATION_POLLS) -> GcpEmulator:
+def start_gcp(
+    port: int = 0,
+    operation_polls: int = DEFAULT_OPERATION_POLLS,
+    operation_seconds: float | None = DEFAULT_OPERATION_SECONDS,
+) -> GcpEmulator:
     """Serve a fresh emulator on 127.0.0.1 (for the demo sandbox); call ``.stop()`` when done."""
-    emulator = GcpEmulator(operation_polls)
+    emulator = GcpEmulator(operation_polls, operation_seconds)
     emulator._server = start(emulator, port)
     emulator.url = emulator._server.url
     return emulator

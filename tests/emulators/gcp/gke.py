@@ -5,9 +5,15 @@ Provider rules enforced here:
 - A node pool reports no live node count: ``initialNodeCount`` stays the creation value. The live per-zone
   size is visible only where the real API shows it: the ``targetSize`` of the pool's per-zone instance group
   managers (``instanceGroupUrls``), served by the Compute part of this emulator.
-- Writes return an Operation (PENDING -> RUNNING -> DONE over ``operation_polls`` GETs); the change lands at DONE.
-- While any operation on the cluster is not DONE, every write answers 400 FAILED_PRECONDITION with ErrorInfo
-  reason ``CLUSTER_ALREADY_HAS_OPERATION`` (the REST client raises ``google.api_core.exceptions.BadRequest``).
+- Writes return an Operation (PENDING -> RUNNING -> DONE over ``operation_polls`` GETs, or once
+  ``operation_seconds`` have passed, polled or not, as real operations run on their own); the change lands at DONE.
+- GKE runs "one cluster-level operation at a time, or one operation per node pool" (GKE docs, Troubleshoot
+  concurrent operations): a node pool write while that pool, or the cluster itself, has an operation not DONE
+  answers 400 FAILED_PRECONDITION with ErrorInfo reason ``CLUSTER_ALREADY_HAS_OPERATION`` (the REST client raises
+  ``google.api_core.exceptions.BadRequest``); writes to other node pools of the cluster go ahead. A cluster-level
+  operation (``start_cluster_operation``, e.g. a control plane upgrade GKE starts itself) blocks every write,
+  and is refused while any operation runs. At most ``MAX_CONCURRENT_OPERATIONS`` per cluster: past that, 429
+  RESOURCE_EXHAUSTED "hits the concurrent operations quota".
 - setSize is accepted while autoscaling is enabled: the autoscaler never drags a pool into [min, max] by itself
   (it only acts for pending pods or idle nodes), and this emulator runs no autoscaler.
 - setAutoscaling validates limits the way GKE does (max >= 1, min <= max, per-zone and total limits exclusive).
@@ -46,6 +52,8 @@ GPU_TAINT = container_v1.NodeTaint(
     key="nvidia.com/gpu", value="present", effect=container_v1.NodeTaint.Effect.NO_SCHEDULE
 )
 MAX_NODES_PER_ZONE = 1000
+#: GKE's per-cluster cap on operations running at once ("hits the concurrent operations quota 5").
+MAX_CONCURRENT_OPERATIONS = 5
 
 Op = container_v1.Operation
 
@@ -146,11 +154,12 @@ class GkeOperation:
     project: str
     location: str
     cluster: str
-    pool: str
+    pool: str | None  # None: a cluster-level operation
     op_type: str
     staged: StagedOperation
 
     def to_proto(self) -> container_v1.Operation:
+        self.staged.refresh()
         base = f"{CONTAINER}/projects/{self.project}/locations/{self.location}"
         return container_v1.Operation(
             name=self.staged.name,
@@ -159,7 +168,7 @@ class GkeOperation:
             operation_type=Op.Type.__members__[self.op_type],
             status=Op.Status.__members__[self.staged.status],
             self_link=f"{base}/operations/{self.staged.name}",
-            target_link=f"{base}/clusters/{self.cluster}/nodePools/{self.pool}",
+            target_link=f"{base}/clusters/{self.cluster}" + (f"/nodePools/{self.pool}" if self.pool else ""),
             start_time=self.staged.started_at,
             end_time=self.staged.ended_at,
         )
@@ -173,9 +182,15 @@ _POOL = f"{_CLUSTER}/nodePools/(?P<pool>{SEG})"
 class Gke:
     """State and REST handlers of the GKE part. ``lock`` is the emulator's, shared by all services."""
 
-    def __init__(self, lock: threading.RLock, operation_polls: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        lock: threading.RLock,
+        operation_polls: Callable[[], int],
+        operation_seconds: Callable[[], float | None] = lambda: None,
+    ) -> None:
         self._lock = lock
         self._polls = operation_polls
+        self._seconds = operation_seconds
         self.clusters: dict[tuple[str, str, str], Cluster] = {}
         self.operations: dict[tuple[str, str, str], GkeOperation] = {}
 
@@ -214,6 +229,12 @@ class Gke:
                     return pool
         return None
 
+    def refresh(self) -> None:
+        """Finish every operation whose time is up, so that what it changes shows on the next read."""
+        with self._lock:
+            for op in self.operations.values():
+                op.staged.refresh()
+
     def finish_all(self) -> None:
         with self._lock:
             for op in self.operations.values():
@@ -221,9 +242,17 @@ class Gke:
 
     # ----- rules -----
 
-    def _running_op(self, project: str, location: str, cluster: str) -> GkeOperation | None:
-        for op in self.operations.values():
-            if (op.project, op.location, op.cluster) == (project, location, cluster) and not op.staged.done:
+    def _running_ops(self, project: str, location: str, cluster: str) -> list[GkeOperation]:
+        return [
+            op
+            for op in self.operations.values()
+            if (op.project, op.location, op.cluster) == (project, location, cluster) and not op.staged.done
+        ]
+
+    def _blocking_op(self, project: str, location: str, cluster: str, pool: str | None) -> GkeOperation | None:
+        """The running operation a new one on ``pool`` (``None``: the cluster itself) must wait for, if any."""
+        for op in self._running_ops(project, location, cluster):
+            if pool is None or op.pool is None or op.pool == pool:
                 return op
         return None
 
@@ -257,8 +286,7 @@ class Gke:
         return not self._reconciling(pool)
 
     def _reconciling(self, pool: Pool) -> bool:
-        running = self._running_op(pool.project, pool.location, pool.cluster)
-        return running is not None and running.pool == pool.name
+        return any(op.pool == pool.name for op in self._running_ops(pool.project, pool.location, pool.cluster))
 
     def _cluster_proto(self, cluster: Cluster) -> container_v1.Cluster:
         zones = sorted({zone for pool in cluster.pools.values() for zone in pool.zones})
@@ -273,14 +301,33 @@ class Gke:
             node_pools=[p.to_proto(self._reconciling(p)) for p in cluster.pools.values()],
         )
 
-    def _start(self, pool: Pool, op_type: str, apply: Callable[[], None]) -> GkeOperation:
-        running = self._running_op(pool.project, pool.location, pool.cluster)
-        if running is not None:
-            raise self._busy_error(pool.cluster, running)
-        staged = StagedOperation(operation_id(), self._polls(), apply)
-        op = GkeOperation(pool.project, pool.location, pool.cluster, pool.name, op_type, staged)
-        self.operations[(pool.project, pool.location, staged.name)] = op
+    def _start(
+        self, key: tuple[str, str, str], pool: str | None, op_type: str, apply: Callable[[], None]
+    ) -> GkeOperation:
+        project, location, cluster = key
+        blocking = self._blocking_op(project, location, cluster, pool)
+        if blocking is not None:
+            raise self._busy_error(cluster, blocking)
+        if len(self._running_ops(project, location, cluster)) >= MAX_CONCURRENT_OPERATIONS:
+            raise GoogleError(
+                429,
+                "RESOURCE_EXHAUSTED",
+                f'Too many operations: cluster "{cluster}" hits the concurrent operations quota '
+                f"{MAX_CONCURRENT_OPERATIONS}, please try again later.",
+            )
+        staged = StagedOperation(operation_id(), self._polls(), apply, self._seconds())
+        op = GkeOperation(project, location, cluster, pool, op_type, staged)
+        self.operations[(project, location, staged.name)] = op
         return op
+
+    def start_cluster_operation(
+        self, project: str, location: str, cluster: str, op_type: str = "UPGRADE_MASTER"
+    ) -> GkeOperation:
+        """A cluster-level operation (as GKE starts for control plane upgrades or repairs): a test hook."""
+        with self._lock:
+            if (project, location, cluster) not in self.clusters:
+                raise KeyError(f"no cluster {project}/{location}/{cluster}")
+            return self._start((project, location, cluster), None, op_type, lambda: None)
 
     # ----- handlers -----
 
@@ -318,7 +365,8 @@ class Gke:
             def apply() -> None:
                 pool.size = count
 
-            return proto_reply(self._start(pool, "SET_NODE_POOL_SIZE", apply).to_proto(), call)
+            op = self._start((pool.project, pool.location, pool.cluster), pool.name, "SET_NODE_POOL_SIZE", apply)
+            return proto_reply(op.to_proto(), call)
 
     def _set_autoscaling(self, call: Call, m: re.Match[str]) -> Reply:
         request = call.parse(container_v1.SetNodePoolAutoscalingRequest)
@@ -329,8 +377,10 @@ class Gke:
             def apply() -> None:
                 pool.autoscaling = wanted
 
-            # GKE has no dedicated operation type for autoscaling changes; it reports them as cluster updates.
-            return proto_reply(self._start(pool, "UPDATE_CLUSTER", apply).to_proto(), call)
+            # GKE has no dedicated operation type for autoscaling changes; it reports them as cluster updates, but
+            # the operation targets (and holds) the node pool only.
+            op = self._start((pool.project, pool.location, pool.cluster), pool.name, "UPDATE_CLUSTER", apply)
+            return proto_reply(op.to_proto(), call)
 
     def _list_operations(self, call: Call, m: re.Match[str]) -> Reply:
         with self._lock:

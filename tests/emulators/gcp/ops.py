@@ -1,7 +1,9 @@
-"""Long-running operations that advance one step per poll, as GKE and Compute operations do."""
+"""Long-running operations, as GKE and Compute operations run: they advance per poll, and also finish on their own
+once their time is up, polled or not (a real operation runs on the server, whoever watches it)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -13,7 +15,8 @@ OpStatus = Literal["PENDING", "RUNNING", "DONE"]
 
 @dataclass
 class StagedOperation:
-    """PENDING when created, RUNNING on early polls, DONE on poll number ``polls_to_done``.
+    """PENDING when created, RUNNING on early polls, DONE on poll number ``polls_to_done`` or once
+    ``seconds_to_done`` have passed since creation, whichever comes first (``None``: no time limit).
 
     The change the operation stands for is applied (``on_done``) only when it reaches DONE, so a client that
     reads the resource before its operation finished sees the old state, as on the real cloud.
@@ -22,8 +25,10 @@ class StagedOperation:
     name: str
     polls_to_done: int
     on_done: Callable[[], None]
+    seconds_to_done: float | None = None
     status: OpStatus = "PENDING"
     polls: int = 0
+    created: float = field(default_factory=time.monotonic)
     started_at: str = field(default_factory=rfc3339_now)
     ended_at: str = ""
 
@@ -33,7 +38,15 @@ class StagedOperation:
 
     @property
     def done(self) -> bool:
+        self.refresh()
         return self.status == "DONE"
+
+    def refresh(self) -> None:
+        """Finish if the time is up; every read of the operation (or of what it changes) calls this."""
+        if self.status == "DONE" or self.seconds_to_done is None:
+            return
+        if time.monotonic() - self.created >= self.seconds_to_done:
+            self.finish()
 
     def poll(self) -> None:
         if self.done:
@@ -45,7 +58,7 @@ class StagedOperation:
             self.status = "RUNNING"
 
     def finish(self) -> None:
-        if self.done:
+        if self.status == "DONE":
             return
         self.status = "DONE"
         self.ended_at = rfc3339_now()

@@ -122,6 +122,7 @@ class ComputeError(ApiError):
     status_code: int
     reason: str
     message: str
+    domain: str = "global"
 
     def __post_init__(self) -> None:
         super().__init__(f"{self.status_code} {self.reason}: {self.message}")
@@ -131,9 +132,34 @@ class ComputeError(ApiError):
             "error": {
                 "code": self.status_code,
                 "message": self.message,
-                "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
+                "errors": [{"message": self.message, "domain": self.domain, "reason": self.reason}],
             }
         }
+
+
+#: The 403 reasons Google's APIs answer a rate limit with (Compute Engine: "you receive a 403 error with the
+#: reason rateLimitExceeded"); a 403 with any other reason is a real permission refusal.
+RATE_LIMIT_REASONS = ("rateLimitExceeded", "userRateLimitExceeded")
+
+
+def rate_limit_403(reason: str = "rateLimitExceeded") -> ComputeError:
+    """A rate limit as Compute Engine (and GKE's v1 API, in the same legacy shape) answer it: HTTP 403, not 429."""
+    if reason not in RATE_LIMIT_REASONS:
+        raise ValueError(f"not a rate-limit reason: {reason}")
+    message = "User Rate Limit Exceeded" if reason == "userRateLimitExceeded" else "Rate Limit Exceeded"
+    return ComputeError(403, reason, message, domain="usageLimits")
+
+
+def permission_403(permission: str) -> GoogleError:
+    """A real permission refusal: 403 PERMISSION_DENIED with ErrorInfo IAM_PERMISSION_DENIED."""
+    return GoogleError(
+        403,
+        "PERMISSION_DENIED",
+        f"Permission '{permission}' denied on resource (or it may not exist).",
+        reason="IAM_PERMISSION_DENIED",
+        domain="iam.googleapis.com",
+        metadata={"permission": permission},
+    )
 
 
 def google_fault(kind: FaultKind, operation: str, busy: Callable[[], GoogleError]) -> GoogleError:

@@ -123,6 +123,35 @@ def test_busy_fault_carries_the_gke_reason(gcp: GcpEmulator) -> None:
     assert gcp.node_pool_size(PROJECT, REGION, "ml", "l4") == 2
 
 
+@pytest.mark.parametrize("reason", ["rateLimitExceeded", "userRateLimitExceeded"])
+@pytest.mark.parametrize("operation", ["instances.aggregatedList", "nodePools.setSize"])
+def test_rate_limit_is_a_403_with_the_rate_limit_reason(gcp: GcpEmulator, operation: str, reason: str) -> None:
+    # Compute Engine: "If your project exceeds a rate quota, you receive a 403 error with the reason
+    # rateLimitExceeded" (cloud.google.com/compute/api-quota); api_core makes every 403 Forbidden.
+    _seed(gcp)
+    gcp.inject_rate_limit_403(operation, reason)
+
+    with pytest.raises(exceptions.Forbidden) as caught:
+        INVOKE[operation](gcp)
+
+    assert [e["reason"] for e in caught.value.errors] == [reason]
+    assert caught.value.errors[0]["domain"] == "usageLimits"
+    assert gcp.log.count(operation) == 1
+    assert not gcp.gke.operations  # a refused write started nothing
+    INVOKE[operation](gcp)  # armed for one call only
+
+
+def test_permission_denied_is_a_403_with_the_iam_reason(gcp: GcpEmulator) -> None:
+    _seed(gcp)
+    gcp.inject_permission_denied("nodePools.get", "container.clusters.get")
+
+    with pytest.raises(exceptions.Forbidden) as caught:
+        INVOKE["nodePools.get"](gcp)
+
+    assert caught.value.reason == "IAM_PERMISSION_DENIED"
+    assert caught.value.response.json()["error"]["status"] == "PERMISSION_DENIED"  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("operation", ["nodePools.get", "instances.stop"])
 def test_timeout_fault_answers_504_after_holding(gcp: GcpEmulator, operation: str) -> None:
     _seed(gcp)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -10,6 +11,7 @@ from google.api_core import exceptions
 from google.cloud import container_v1
 
 from tests.emulators.gcp import GcpEmulator, clients
+from tests.emulators.gcp.wire import GoogleError
 
 pytestmark = pytest.mark.integration
 
@@ -132,14 +134,13 @@ def test_zero_is_omitted_on_the_wire_and_reads_back_as_zero(gcp: GcpEmulator) ->
     assert _target_sizes(gcp, got) == [0, 0]
 
 
-def test_write_while_the_cluster_has_an_operation_is_refused(gcp: GcpEmulator, pool: str) -> None:
-    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "l4", zones=ZONES, per_zone_count=1)
-    gcp.add_node_pool(PROJECT, REGION, "other", "l4", zones=ZONES, per_zone_count=1)
+def test_a_second_write_to_the_same_pool_is_refused(gcp: GcpEmulator, pool: str) -> None:
+    gcp.add_node_pool(PROJECT, REGION, "other", "a100", zones=ZONES, per_zone_count=1)
     client = clients.gke(gcp.url)
     first = _resize(client, pool, 0)
 
     with pytest.raises(exceptions.BadRequest) as refused:
-        _autoscale(client, f"{LOC}/clusters/{CLUSTER}/nodePools/l4", enabled=False)
+        _autoscale(client, pool, enabled=False)
 
     # Over REST the class follows the HTTP status (400 -> BadRequest, not FailedPrecondition); the gRPC
     # status and the reason travel in the body.
@@ -147,11 +148,55 @@ def test_write_while_the_cluster_has_an_operation_is_refused(gcp: GcpEmulator, p
     assert refused.value.domain == "container.googleapis.com"
     assert refused.value.response.json()["error"]["status"] == "FAILED_PRECONDITION"
     assert first.name in refused.value.message
-    _resize(client, f"{LOC}/clusters/other/nodePools/l4", 0)  # another cluster is not blocked
+    _resize(client, f"{LOC}/clusters/other/nodePools/a100", 0)  # another cluster is not blocked
 
     while _poll(client, first).status != Status.DONE:
         pass
     assert _resize(client, pool, 1).status == Status.PENDING
+
+
+def test_writes_to_different_pools_of_one_cluster_run_concurrently(gcp: GcpEmulator, pool: str) -> None:
+    # GKE docs (Troubleshoot concurrent operations): "GKE only allows one cluster-level operation at a time or
+    # one operation per node pool".
+    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "l4", zones=ZONES, per_zone_count=1)
+    client = clients.gke(gcp.url)
+    l4 = f"{LOC}/clusters/{CLUSTER}/nodePools/l4"
+
+    first = _resize(client, pool, 0)
+    second = _autoscale(client, l4, enabled=False)
+
+    assert first.status == second.status == Status.PENDING
+    assert second.target_link.endswith("/nodePools/l4")
+    gcp.finish_operations()
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+    assert gcp.node_pool(PROJECT, REGION, CLUSTER, "l4").autoscaling is None
+
+
+def test_a_cluster_level_operation_blocks_every_pool_and_waits_for_them(gcp: GcpEmulator, pool: str) -> None:
+    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "l4", zones=ZONES, per_zone_count=1)
+    client = clients.gke(gcp.url)
+    upgrade = gcp.start_cluster_operation(PROJECT, REGION, CLUSTER)
+
+    for name in (pool, f"{LOC}/clusters/{CLUSTER}/nodePools/l4"):
+        with pytest.raises(exceptions.BadRequest, match=upgrade) as refused:
+            _resize(client, name, 0)
+        assert refused.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
+
+    gcp.finish_operations()
+    _resize(client, pool, 0)
+    with pytest.raises(GoogleError, match="incompatible operation"):
+        gcp.start_cluster_operation(PROJECT, REGION, CLUSTER)  # nor may a cluster-level one start meanwhile
+
+
+def test_the_concurrent_operations_quota_is_five_per_cluster(gcp: GcpEmulator) -> None:
+    client = clients.gke(gcp.url)
+    for index in range(6):
+        gcp.add_node_pool(PROJECT, REGION, CLUSTER, f"p{index}", zones=ZONES, per_zone_count=1)
+    for index in range(5):
+        _resize(client, f"{LOC}/clusters/{CLUSTER}/nodePools/p{index}", 0)
+
+    with pytest.raises(exceptions.TooManyRequests, match="concurrent operations quota 5"):
+        _resize(client, f"{LOC}/clusters/{CLUSTER}/nodePools/p5", 0)
 
 
 def test_autoscaling_disable_then_enable_round_trip(gcp: GcpEmulator) -> None:
@@ -257,3 +302,39 @@ def test_finish_operations_hook_completes_pending_work(gcp: GcpEmulator, pool: s
 
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 5
     assert _poll(client, op).status == Status.DONE
+
+
+# ----- operations finish with time, polled or not -------------------------------------------------------------
+
+
+def test_an_operation_nobody_polls_finishes_once_its_time_is_up(gcp: GcpEmulator, pool: str) -> None:
+    gcp.operation_polls = 1_000_000  # polls alone would never finish it
+    gcp.operation_seconds = 0.05
+    client = clients.gke(gcp.url)
+    op = _resize(client, pool, 0)
+    assert client.get_node_pool(name=pool).status == container_v1.NodePool.Status.RECONCILING
+
+    time.sleep(0.1)
+
+    # No operations.get in between: the pool reads resized and the cluster takes the next write.
+    assert client.get_node_pool(name=pool).status == container_v1.NodePool.Status.RUNNING
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+    assert _resize(client, pool, 1).status == Status.PENDING
+    done = _poll(client, op)
+    assert done.status == Status.DONE
+    assert done.end_time
+    assert "operations.get" not in gcp.log.operations()[:-1]
+
+
+def test_polls_still_finish_an_operation_before_its_time(gcp: GcpEmulator, pool: str) -> None:
+    gcp.operation_polls = 1
+    gcp.operation_seconds = 3600.0
+    client = clients.gke(gcp.url)
+
+    assert _poll(client, _resize(client, pool, 0)).status == Status.DONE
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+
+
+def test_operations_have_a_small_default_time_limit(gcp: GcpEmulator) -> None:
+    assert gcp.operation_seconds is not None
+    assert 0 < gcp.operation_seconds <= 10

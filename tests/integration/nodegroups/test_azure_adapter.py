@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -261,12 +262,14 @@ def test_strategy_stop_and_back_restores_the_exact_configuration(azure: AzureEmu
     down_steps = steps_between("aks", original, down_config("aks", original, stop=True))
     run(adapter, target, down_steps)
     at_night = adapter.describe(target)
+    night_pool = pool_config(azure, "a100")
     up_steps = steps_between("aks", at_night, original)
     run(adapter, target, up_steps)
 
-    assert down_steps == [SetAutoscaling(False), SetPower(True)]
-    assert at_night == GroupConfig(min=0, desired=2, max=0, stopped=True)
-    assert up_steps == [SetPower(False), SetAutoscaling(True, 1, 4)]
+    assert down_steps == [SetPower(True)]  # stopping stops the autoscaler too: it is not switched off first
+    assert at_night == replace(original, stopped=True)
+    assert night_pool == (2, True, 1, 4, "Stopped")
+    assert up_steps == [SetPower(False)]  # starting restarts the autoscaler with its bounds
     assert adapter.describe(target) == original
     assert pool_config(azure, "a100") == (2, True, 1, 4, "Running")
 
@@ -293,7 +296,6 @@ def test_system_pool_is_refused_without_a_write(azure: AzureEmulator, adapter: A
     ("pool", "step", "code"),
     [
         ("a100", SetSize(0, 0, 0), "AutoscalerEnabled"),  # the autoscaler owns the count
-        ("a100", SetPower(True), "AutoscalerEnabled"),  # AKS cannot stop an autoscaled pool
         ("idle", SetAutoscaling(True, 1, 4), "CountOutsideBounds"),  # cannot scale and enable in one update
         ("t4", SetAutoscaling(True, 4, 2), "AutoscalerBounds"),
         ("t4", SetSize(0, 1001, 0), "Count"),

@@ -23,7 +23,7 @@ from jobs.core.nodegroups import (
     steps_between,
 )
 from jobs.core.policy import NodeGroup
-from jobs.errors import Busy, CloudError, Conflict, Invalid, NotFound, Throttled, Unavailable
+from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.nodegroups.ports import CloudGroup
 from tests.emulators.base import FaultKind, start
 from tests.emulators.gcp import GcpEmulator, clients
@@ -359,6 +359,39 @@ def test_faults_on_apply(gcp: GcpEmulator, adapter: GkeNodePools, kind: FaultKin
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 2
 
 
+@pytest.mark.parametrize("reason", ["rateLimitExceeded", "userRateLimitExceeded"])
+@pytest.mark.parametrize("operation", ["nodePools.setSize", "instanceGroupManagers.get"])
+def test_a_rate_limit_403_is_throttled_not_denied(
+    gcp: GcpEmulator, adapter: GkeNodePools, operation: str, reason: str
+) -> None:
+    group = _seed(gcp)
+    gcp.inject_rate_limit_403(operation, reason)
+
+    def call() -> object:
+        if operation == "nodePools.setSize":
+            return adapter.apply(group, SetSize(0, 0, 0))
+        return adapter.describe(group, live_size=True)
+
+    with pytest.raises(Throttled) as caught:  # retryable: the job backs off and tries again
+        call()
+
+    assert caught.value.code == reason
+    assert caught.value.operation == operation
+    assert caught.value.retryable
+
+
+def test_a_permission_403_stays_denied(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
+    group = _seed(gcp)
+    gcp.inject_permission_denied("nodePools.setSize", "container.clusters.update")
+
+    with pytest.raises(Denied) as caught:
+        adapter.apply(group, SetSize(0, 0, 0))
+
+    assert caught.value.code == "IAM_PERMISSION_DENIED"
+    assert not caught.value.retryable
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 2
+
+
 def test_a_client_side_timeout_is_unavailable(gcp: GcpEmulator) -> None:
     group = _seed(gcp)
     gcp.timeout_hold_s = 0.5  # the server holds longer than the client waits
@@ -380,18 +413,30 @@ def test_busy_codes_carry_the_gke_reason(gcp: GcpEmulator, adapter: GkeNodePools
     assert caught.value.code == "CLUSTER_ALREADY_HAS_OPERATION"
 
 
-def test_a_write_while_the_cluster_runs_an_operation_is_busy(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
+def test_a_write_while_the_cluster_runs_a_cluster_operation_is_busy(
+    gcp: GcpEmulator, adapter: GkeNodePools
+) -> None:
     group = _seed(gcp, "a100")
-    _seed(gcp, "l4")
-    running = clients.gke(gcp.url).set_node_pool_size(request={"name": _path("l4"), "node_count": 0})
+    upgrade = gcp.start_cluster_operation(PROJECT, REGION, CLUSTER)
 
-    with pytest.raises(Busy, match=running.name):
+    with pytest.raises(Busy, match=upgrade):
         adapter.apply(group, SetSize(0, 0, 0))
 
     assert len(gcp.gke.operations) == 1  # nothing was started; the job retries Busy with backoff
     gcp.finish_operations()
     adapter.apply(group, SetSize(0, 0, 0))  # once the other operation is DONE the same step goes through
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+
+
+def test_writes_to_two_pools_of_one_cluster_go_through_at_once(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
+    group = _seed(gcp, "a100")
+    _seed(gcp, "l4")
+    running = clients.gke(gcp.url).set_node_pool_size(request={"name": _path("l4"), "node_count": 0})
+
+    adapter.apply(group, SetSize(0, 0, 0))  # not Busy: one operation per node pool, not per cluster
+
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
+    assert running.name in {op.staged.name for op in gcp.gke.operations.values() if not op.staged.done}
 
 
 # ----- provider rules, refused before any call -----------------------------------------------------------------
