@@ -12,6 +12,8 @@ from collections.abc import Collection
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from jobs.core.policy import MAX_YEAR, MIN_YEAR
+
 ENV_PREFIX = "GPU_JOBS_"
 DEFAULT_POLICY = "gitops/policy.yaml"
 _TRUE = {"1", "true", "yes", "on"}
@@ -45,6 +47,9 @@ def parse_at(text: str | None, default_tz: str) -> datetime | None:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise SettingsError(f"--at {text!r} is not an ISO 8601 date-time (e.g. 2026-12-01T07:29:00+01:00)") from None
+    if not MIN_YEAR <= value.year <= MAX_YEAR:
+        # Near year 1 or 9999 the schedule's UTC arithmetic overflows; policy dates are held to the same years.
+        raise SettingsError(f"--at {text!r} is outside the years {MIN_YEAR}-{MAX_YEAR}")
     return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(default_tz))
 
 

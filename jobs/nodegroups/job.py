@@ -33,7 +33,9 @@ from jobs.nodegroups.ports import CloudGroup, Cluster, Events, NodeGroupCloud, R
 from jobs.retry import Backoff
 
 Status = Literal["planned", "applied", "failed", "skipped"]
-CLUSTER_SERIAL_KINDS = frozenset({"gke", "aks"})
+# AKS runs one agent pool operation per cluster ("Another agentpool operation ... is in progress"); GKE runs one per
+# node pool (plus cluster-level ones), so its pools need not take turns.
+CLUSTER_SERIAL_KINDS = frozenset({"aks"})
 
 
 @dataclass(frozen=True)
@@ -215,8 +217,8 @@ class Executor:
         self._locks_guard = threading.Lock()
 
     def _cluster_lock(self, group: NodeGroup, kind: str) -> threading.Lock | contextlib.nullcontext[None]:
-        """GKE and AKS run one operation per cluster at a time: updates to groups of one cluster take turns
-        here, instead of racing into each other's busy errors."""
+        """AKS runs one operation per cluster at a time: updates to its pools take turns here, instead of racing
+        into each other's busy errors."""
         if kind not in CLUSTER_SERIAL_KINDS:
             return contextlib.nullcontext()
         with self._locks_guard:

@@ -530,7 +530,8 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
         assert len(report.results) == 5
     assert kube.get("Pod", "train-0", "team-a") is None  # evicted
     node = kube.get("Node", "ip-10-0-1-1")
-    assert node is not None
-    assert node["spec"]["unschedulable"] is True  # cordoned
+    assert node is not None  # back in the morning: a fresh node, schedulable
+    assert not node["spec"].get("unschedulable")
+    assert "patch nodes" in kube.log.operations()  # cordoned for the drain
     used = {tuple(op.split(" ", 1)) for op in kube.log.operations()}
     assert used == allowed - DECLARED_BUT_UNUSED

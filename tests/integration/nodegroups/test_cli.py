@@ -162,3 +162,10 @@ def test_a_kubernetes_api_that_is_down_fails_every_group_with_a_summary(fleet: F
     assert "not judged: cluster ml-prod cannot be read" in out
     assert "Traceback" not in fleet_stderr[-1]
     assert fleet.cloud_writes() == 0
+
+
+@pytest.mark.parametrize("at", ["9999-12-30T00:00", "0001-01-02T00:00"])
+def test_an_instant_out_of_range_is_exit_2_not_an_overflow(fleet: Fleet, tmp_path: Path, at: str) -> None:
+    code, summary, _ = gpu_jobs(fleet, tmp_path, "--at", at)
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert "is outside the years 2000-2100" in fleet_stderr[-1]
