@@ -303,6 +303,18 @@ class LeaseLock:
             return "another run (lease taken concurrently)"
         return None
 
+    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
+        lease = call("get leases", lambda: self.coordination.read_namespaced_lease(self.name, self.namespace))
+        if lease.spec is None or lease.spec.holder_identity != holder:
+            return False
+        lease.spec.renew_time = now
+        lease.spec.lease_duration_seconds = int(duration.total_seconds())
+        try:
+            call("update leases", lambda: self.coordination.replace_namespaced_lease(self.name, self.namespace, lease))
+        except errors.Conflict:
+            return False  # someone wrote the Lease since it was read: it is theirs now
+        return True
+
     def release(self, holder: str) -> None:
         lease = call("get leases", lambda: self.coordination.read_namespaced_lease(self.name, self.namespace))
         if lease.spec is None or lease.spec.holder_identity != holder:

@@ -16,6 +16,7 @@ from typing import Any
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.policy import Policy
 from jobs.fleet import Target, select_clusters
+from jobs.lease import stop_on_signals
 from jobs.nodegroups import job
 from jobs.nodegroups import report as render
 from jobs.nodegroups.job import JobSettings, Ports, Report
@@ -173,7 +174,8 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
     clouds = _clouds({g.cloud for g in groups}, adapter_settings)
     ports = {t.cluster: _ports(policy, t, clouds, adapter_settings) for t in targets}
     started = time.monotonic()
-    reports = _run_fleet(policy, now, settings, ports, log)
+    with stop_on_signals():
+        reports = _run_fleet(policy, now, settings, ports, log)
     # The job's own time, without interpreter start-up and SDK imports: what concurrency can change.
     log.info(
         "nodegroups.timing",

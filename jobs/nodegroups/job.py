@@ -29,6 +29,7 @@ from jobs.core.nodegroup_plan import (
 from jobs.core.nodegroups import GroupIdentity, Record, RecordError
 from jobs.core.policy import NodeGroup, Policy
 from jobs.errors import Busy, CloudError
+from jobs.lease import STOP, HeldLease, Stopped
 from jobs.nodegroups.ports import CloudGroup, Cluster, Events, NodeGroupCloud, RecordStore, RunLock
 from jobs.retry import Backoff
 
@@ -139,8 +140,10 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
             reason = "no node label for this group: its nodes and GPU pods cannot be seen (set nodeSelector)"
             return ObservedGroup(group, kind, config, record, cluster=cluster, nodes_error=reason)
         mine = tuple(n.name for n in nodes if selector.items() <= n.labels.items())
-        if not mine and config.desired is None:
-            # The provider reports no live size (GKE): before judging "no nodes", learn how many the cloud runs.
+        if config.desired is None and (not mine or (record is not None and record.phase != "up")):
+            # The provider reports no live size (GKE). Learn how many nodes the cloud runs before judging "no
+            # nodes", and when the job believes the pool down while nodes are in sight (resized by hand at night):
+            # level-triggered means the real size, not the size this job last set.
             try:
                 config = settings.backoff.call(lambda: cloud.describe(group, live_size=True))
             except CloudError as exc:
@@ -204,6 +207,7 @@ class Executor:
         now: datetime,
         log: Any,
         sleep: Callable[[float], None] = time.sleep,
+        fence: Callable[[str], None] = lambda what: None,
     ) -> None:
         self.policy, self.ports, self.settings, self.now, self.log, self.sleep = (
             policy,
@@ -213,6 +217,7 @@ class Executor:
             log,
             sleep,
         )
+        self.fence = fence  # raises Stopped before a write this run may no longer make (Lease lost, SIGTERM)
         self._cluster_locks: dict[tuple[str, ...], threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -224,11 +229,19 @@ class Executor:
         with self._locks_guard:
             return self._cluster_locks.setdefault(_cluster_key(group), threading.Lock())
 
-    def _retry(self, what: str, fn: Callable[[], Any], group: str) -> Any:
+    def _retry(self, what: str, fn: Callable[[], Any], group: str, *, undo: bool = False) -> Any:
+        """``fn`` with backoff; fenced before every attempt (a retry may come after the Lease is gone), except
+        for undoing the run's own temporary changes, which must happen even as it stops."""
+
         def on_retry(exc: CloudError, delay: float) -> None:
             self.log.info("nodegroup.retry", node_group=group, call=what, error=str(exc), wait_s=round(delay, 2))
 
-        return self.settings.backoff.call(fn, sleep=self.sleep, on_retry=on_retry)
+        def fenced() -> Any:
+            if not undo:
+                self.fence(what)
+            return fn()
+
+        return self.settings.backoff.call(fenced, sleep=self.sleep, on_retry=on_retry)
 
     def event(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
         try:
@@ -296,7 +309,7 @@ class Executor:
 
     def _uncordon(self, group: str, nodes: tuple[str, ...]) -> None:
         for node in nodes:
-            self._retry("uncordon", partial(self.ports.cluster.uncordon, node), group)
+            self._retry("uncordon", partial(self.ports.cluster.uncordon, node), group, undo=True)
             self.log.info("nodegroup.uncordoned", node_group=group, node=node)
         if nodes:
             self.event(group, "NodesUncordoned", f"uncordoned {', '.join(nodes)} (cordoned by an earlier drain)")
@@ -309,6 +322,11 @@ class Executor:
         evicted: set[GpuPod] = set()
         while pending:
             still: list[GpuPod] = []
+            try:
+                self.fence("drain")
+            except Stopped:
+                self._uncordon(action.group, action.cordon)  # the group stays up: its nodes take work again
+                raise
             for pod in pending:
                 if pod not in evicted:
                     try:
@@ -331,12 +349,13 @@ class Executor:
             pending = still
 
 
-def _save_skip_records(plan: NodeGroupPlan, ports: Ports, log: Any) -> list[GroupResult]:
+def _save_skip_records(plan: NodeGroupPlan, ports: Ports, log: Any, fence: Callable[[str], None]) -> list[GroupResult]:
     failed = []
     for skip in plan.skips:
         if skip.save_record is None:
             continue
         try:
+            fence("save record")
             ports.records.save(skip.group, skip.save_record)
         except CloudError as exc:
             log.error("nodegroup.record_failed", node_group=skip.group, error=str(exc))
@@ -401,6 +420,8 @@ def apply(
         return report(results, planned.skips, observation.unmanaged)
 
     try:
+        if STOP.is_set():
+            raise Stopped("the run was asked to stop before it took the Lease")
         holder = ports.lock.acquire(settings.holder, (clock or _system_clock)(), settings.lease_duration)
     except CloudError as exc:
         log.error("lease.failed", cluster=settings.cluster, error=str(exc))
@@ -409,6 +430,7 @@ def apply(
         return report(failed, planned.skips, observation.unmanaged)
     if holder is not None:
         return report(lock_holder=holder)
+    held = HeldLease(ports.lock, settings.holder, settings.lease_duration, log, clock or _system_clock)
     try:
         # Under the lease, look again: another run may have finished what this one planned. (The unmanaged
         # groups found a moment ago still stand: no need to list every cluster twice.)
@@ -416,29 +438,16 @@ def apply(
         again = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
         if isinstance(again, Refusal):
             return report(refused=again.reason, unmanaged=observation.unmanaged)
-        failures = _save_skip_records(again, ports, log)
-        executor = Executor(policy, ports, settings, now, log, sleep)
+        failures = _save_skip_records(again, ports, log, held.check)
+        executor = Executor(policy, ports, settings, now, log, sleep, held.check)
         with ThreadPoolExecutor(max_workers=settings.workers) as pool:
             results = tuple(pool.map(executor.apply, again.actions)) + tuple(failures)
         for skip in again.skips:
             if skip.save_record is not None and skip.save_record.busy_since is not None:
                 executor.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
     finally:
-        _release(ports, settings, log)
+        held.close()
     return report(results, again.skips, observation.unmanaged)
-
-
-def _release(ports: Ports, settings: JobSettings, log: Any) -> None:
-    """Give the Lease back; a failure here must not replace the run's own outcome (the Lease expires by itself)."""
-    try:
-        ports.lock.release(settings.holder)
-    except CloudError as exc:
-        log.error(
-            "lease.release_failed",
-            cluster=settings.cluster,
-            error=str(exc),
-            message=f"the Lease expires by itself within {settings.lease_duration}",
-        )
 
 
 def run(

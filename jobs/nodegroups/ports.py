@@ -110,6 +110,10 @@ class RunLock(Protocol):
         """Take the lock; return None on success or the current holder when someone else has it."""
         ...
 
+    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
+        """Extend the lock if ``holder`` still holds it; False when someone else has it now."""
+        ...
+
     def release(self, holder: str) -> None: ...
 
 

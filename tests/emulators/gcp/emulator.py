@@ -205,7 +205,9 @@ class GcpEmulator(Emulator):
     def deny(self, preference_name: str) -> None:
         self.quotas.deny(preference_name)
 
-    def start_cluster_operation(self, project: str, location: str, cluster: str, op_type: str = "UPGRADE_MASTER") -> str:
+    def start_cluster_operation(
+        self, project: str, location: str, cluster: str, op_type: str = "UPGRADE_MASTER"
+    ) -> str:
         """Start a cluster-level operation (a control plane upgrade, as GKE starts on its own); its name."""
         return self.gke.start_cluster_operation(project, location, cluster, op_type).staged.name
 

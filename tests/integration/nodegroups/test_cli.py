@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -169,3 +171,45 @@ def test_an_instant_out_of_range_is_exit_2_not_an_overflow(fleet: Fleet, tmp_pat
     code, summary, _ = gpu_jobs(fleet, tmp_path, "--at", at)
     assert (code, summary["exit_code"]) == (2, 2)
     assert "is outside the years 2000-2100" in fleet_stderr[-1]
+
+
+def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordoned_node(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    from tests.emulators.kube.seed import disruption_budget, gpu_pod
+
+    # A budget that never allows the eviction: the drain waits (drainTimeout 5m) until the pod is told to stop.
+    fleet.kube.create(gpu_pod("serve-0", "team-a", node="ip-10-0-1-1", labels={"app": "serve"}))
+    fleet.kube.create(disruption_budget("serve", "team-a", {"app": "serve"}, min_available=1))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        POLICY.replace("  warmUp: 15m\n", "  warmUp: 15m\n  onBusy: drain\n  drainTimeout: 5m\n")
+    )
+    environ = {
+        **os.environ,
+        **fleet.aws.env(),
+        "KUBECONFIG": str(fleet.kube.kubeconfig),
+        "GPU_JOBS_GCP_ENDPOINT": fleet.gcp.url,
+        "GPU_JOBS_AZURE_ENDPOINT": fleet.azure.url,
+        "GPU_JOBS_NAMESPACE": "gpu-jobs",
+        "GPU_JOBS_POLL_INTERVAL": "0.05",
+        "GPU_JOBS_POLICY": str(policy),
+    }
+    argv = [sys.executable, "-m", "jobs", "--log-format", "json", "nodegroups", "--at", EVENING.isoformat()]
+    argv += ["--cluster", "ml-prod", "--only", "train"]
+    job = subprocess.Popen(argv, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (fleet.kube.get("Node", "ip-10-0-1-1") or {}).get("spec", {}).get("unschedulable"):
+        assert job.poll() is None, job.communicate()
+        assert time.monotonic() < deadline, "the drain never started"
+        time.sleep(0.05)
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=30)
+    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    summary = next(e for e in events if e["event"] == "run.summary")
+    assert (job.returncode, counts(summary)) == (1, ("nodegroups", False, 1, 0, 1, 1))
+    assert "drain not started: the run was asked to stop" in out
+    assert not fleet.kube.get("Node", "ip-10-0-1-1")["spec"].get("unschedulable")  # uncordoned on the way out
+    (lease,) = [item for item in fleet.kube.list("Lease", "gpu-jobs") if item["metadata"]["name"].endswith("ml-prod")]
+    assert not lease["spec"].get("holderIdentity")  # released, not held for 30 minutes
+    assert fleet.cloud_writes() == 0

@@ -413,9 +413,7 @@ def test_busy_codes_carry_the_gke_reason(gcp: GcpEmulator, adapter: GkeNodePools
     assert caught.value.code == "CLUSTER_ALREADY_HAS_OPERATION"
 
 
-def test_a_write_while_the_cluster_runs_a_cluster_operation_is_busy(
-    gcp: GcpEmulator, adapter: GkeNodePools
-) -> None:
+def test_a_write_while_the_cluster_runs_a_cluster_operation_is_busy(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
     group = _seed(gcp, "a100")
     upgrade = gcp.start_cluster_operation(PROJECT, REGION, CLUSTER)
 

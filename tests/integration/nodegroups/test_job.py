@@ -301,3 +301,20 @@ def test_a_malformed_record_fails_its_group_only(fleet: Fleet) -> None:
     assert skip.reason.startswith("left as it is: record ConfigMap gpu-jobs-nodegroup-gpu-a100-")
     assert "is not JSON" in skip.reason
     assert fleet.configs()["train"].desired == 0  # still down: its sizes to restore are unknown
+
+
+def test_a_gke_pool_resized_by_hand_at_night_goes_down_again(fleet: Fleet) -> None:
+    from jobs.core.nodegroups import SetSize
+
+    fleet.run(EVENING, only="research")
+    assert fleet.configs()["research"].desired == 0
+    # Someone resizes the pool in the console at night; its nodes register again.
+    group = fleet.policy.group("research")
+    fleet.ports.clouds["gcp"].apply(group, SetSize(0, 2, 0))
+    fleet.sync_nodes()
+    assert fleet.kube.get("Node", "gke-research-h100-1") is not None
+    later = fleet.run(EVENING + timedelta(minutes=10), only="research")
+    assert statuses(later) == {"research": "applied"}
+    assert fleet.configs()["research"].desired == 0
+    kept = records(fleet)["research"]
+    assert (kept.phase, kept.config.desired) == ("down", 2)  # the pre-shutdown size, not the hand-made one

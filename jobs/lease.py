@@ -1,0 +1,120 @@
+"""Holding a run's Lease while it writes: renewed in the background, checked before every write, and given up when
+the run is asked to stop (SIGTERM from the kubelet or Ctrl-C from a laptop).
+
+A step may outlast the Lease (an operation timeout, a retry deadline, a drain), and a CLI run has no
+``activeDeadlineSeconds``: without renewal a second run could take the Lease and act on the same groups. Renewal
+alone is not enough either (a renewal that fails silently), so every write first asks :meth:`HeldLease.check`,
+which refuses once the Lease is lost, about to expire without a renewal, or the run was told to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any, Protocol
+
+from jobs.errors import CloudError
+
+# Set by SIGTERM / SIGINT: start nothing new, undo what is temporary, release, report and exit.
+STOP = threading.Event()
+# A write must have this much of the Lease left, so that it ends before anyone else could take it.
+MARGIN = 0.2
+
+
+class Stopped(CloudError):
+    """The run may not write any more: it was asked to stop, or it no longer holds the Lease."""
+
+
+class Renewable(Protocol):
+    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
+        """Extend the Lease if ``holder`` still holds it; False when someone else has it now."""
+        ...
+
+    def release(self, holder: str) -> None: ...
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While a command writes, SIGTERM (its pod deleted, its node drained) and SIGINT become a request to stop, not
+    a traceback: the run finishes its summary and exit code. The previous handlers come back afterwards."""
+
+    def request(signum: int, frame: FrameType | None) -> None:
+        STOP.set()
+
+    STOP.clear()
+    previous = {sig: signal.signal(sig, request) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class HeldLease:
+    """A Lease just acquired by ``holder``: renewed every third of its duration until :meth:`close`."""
+
+    def __init__(
+        self,
+        lock: Renewable,
+        holder: str,
+        duration: timedelta,
+        log: Any,
+        clock: Callable[[], datetime],
+        stop: threading.Event = STOP,
+    ) -> None:
+        self.lock, self.holder, self.duration, self.log, self.clock, self.stop = (
+            lock,
+            holder,
+            duration,
+            log,
+            clock,
+            stop,
+        )
+        self._valid_until = time.monotonic() + duration.total_seconds()
+        self._lost: str | None = None
+        self._done = threading.Event()
+        self._renewer = threading.Thread(target=self._renew_loop, name="lease-renewer", daemon=True)
+        self._renewer.start()
+
+    def check(self, what: str) -> None:
+        """Raise :class:`Stopped` unless this run may still start ``what`` (a write)."""
+        if self.stop.is_set():
+            raise Stopped(f"{what} not started: the run was asked to stop", operation=what)
+        if self._lost is not None:
+            raise Stopped(f"{what} not started: {self._lost}", operation=what)
+        left = self._valid_until - time.monotonic()
+        if left < MARGIN * self.duration.total_seconds():
+            raise Stopped(f"{what} not started: the Lease could not be renewed and is about to expire", operation=what)
+
+    def _renew_loop(self) -> None:
+        interval = self.duration.total_seconds() / 3
+        while not self._done.wait(interval):
+            try:
+                if self.lock.renew(self.holder, self.clock(), self.duration):
+                    self._valid_until = time.monotonic() + self.duration.total_seconds()
+                else:
+                    self._lost = "the Lease was taken by another run"
+                    self.log.error("lease.lost", holder=self.holder)
+                    return
+            except CloudError as exc:  # try again at the next interval; check() refuses once it runs out
+                self.log.warning("lease.renew_failed", error=str(exc))
+
+    def close(self) -> None:
+        """Stop renewing and give the Lease back; a failure here never replaces the run's own outcome."""
+        self._done.set()
+        self._renewer.join()
+        if self._lost is not None:
+            return
+        try:
+            self.lock.release(self.holder)
+        except CloudError as exc:
+            self.log.error(
+                "lease.release_failed",
+                error=str(exc),
+                message=f"the Lease expires by itself within {self.duration}",
+            )
