@@ -25,8 +25,10 @@ class Backoff:
         *,
         sleep: Callable[[float], None] = time.sleep,
         on_retry: Callable[[CloudError, float], None] | None = None,
+        retryable: Callable[[CloudError], bool] = lambda exc: exc.retryable,
     ) -> T:
-        """Call ``fn``; on a retryable error wait (full jitter, doubling) and try again until the deadline."""
+        """Call ``fn``; on a retryable error wait (full jitter, doubling) and try again until the deadline. A write
+        passes its own ``retryable``: Unavailable may mean "done, answer lost", which is not for resending."""
         started = time.monotonic()
         attempt = 0
         while True:
@@ -35,7 +37,7 @@ class Backoff:
             except CloudError as exc:
                 attempt += 1
                 delay = random.uniform(0, min(self.cap_s, self.base_s * 2 ** (attempt - 1)))  # noqa: S311 - jitter
-                if not exc.retryable or time.monotonic() - started + delay > self.deadline_s:
+                if not retryable(exc) or time.monotonic() - started + delay > self.deadline_s:
                     raise
                 if on_retry is not None:
                     on_retry(exc, delay)

@@ -169,6 +169,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
         lease_duration=timedelta(minutes=30),
         holder=f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}",
         drain_poll_s=adapter_settings.poll_interval_s,
+        settle_timeout_s=adapter_settings.operation_timeout_s,
     )
     groups = [g for t in targets for g in policy.groups_in(t.cluster) if only in (None, g.name)]
     clouds = _clouds({g.cloud for g in groups}, adapter_settings)

@@ -260,6 +260,21 @@ def steps_between(kind: ProviderKind, current: GroupConfig, target: GroupConfig)
     return steps
 
 
+def step_applied(kind: ProviderKind, live: GroupConfig, step: Step) -> bool:
+    """Whether the live configuration already shows ``step``: after a write whose answer was lost, it is resent
+    only if not."""
+    if isinstance(step, SetPower):
+        return live.stopped == step.stopped
+    if isinstance(step, SetSize):
+        target = replace(live, min=step.min, desired=step.desired, max=step.max, autoscaling=False)
+        return not _size_differs(kind, live, target)
+    if not step.enabled:
+        return not live.autoscaling
+    if kind in ("eks", "asg"):
+        return all(live.autoscaler_tags.get(key) == value for key, value in step.tags.items())
+    return live.autoscaling and (live.min, live.max) == (step.min, step.max)
+
+
 def _bounds(kind: ProviderKind, config: GroupConfig) -> tuple[object, ...]:
     """What the autoscaler's configuration consists of, per provider: restored only when it differs."""
     if kind in ("eks", "asg"):

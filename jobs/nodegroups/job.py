@@ -26,9 +26,9 @@ from jobs.core.nodegroup_plan import (
     guard,
     plan_nodegroups,
 )
-from jobs.core.nodegroups import GroupIdentity, Record, RecordError
+from jobs.core.nodegroups import GroupConfig, GroupIdentity, ProviderKind, Record, RecordError, Step, step_applied
 from jobs.core.policy import NodeGroup, Policy
-from jobs.errors import Busy, CloudError
+from jobs.errors import Busy, CloudError, OutcomeUnknown, Unavailable
 from jobs.lease import STOP, HeldLease, Stopped
 from jobs.nodegroups.ports import CloudGroup, Cluster, Events, NodeGroupCloud, RecordStore, RunLock
 from jobs.retry import Backoff
@@ -37,6 +37,8 @@ Status = Literal["planned", "applied", "failed", "skipped"]
 # AKS runs one agent pool operation per cluster ("Another agentpool operation ... is in progress"); GKE runs one per
 # node pool (plus cluster-level ones), so its pools need not take turns.
 CLUSTER_SERIAL_KINDS = frozenset({"aks"})
+# A write that got no answer is observed, then resent at most this many times if it does not show.
+UNKNOWN_OUTCOME_RESENDS = 2
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class JobSettings:
     lease_duration: timedelta = timedelta(minutes=30)
     holder: str = "gpu-jobs"
     drain_poll_s: float = 5.0
+    settle_timeout_s: float = 1200.0  # how long an update in flight may take before its outcome is judged
 
 
 @dataclass(frozen=True)
@@ -229,9 +232,12 @@ class Executor:
         with self._locks_guard:
             return self._cluster_locks.setdefault(_cluster_key(group), threading.Lock())
 
-    def _retry(self, what: str, fn: Callable[[], Any], group: str, *, undo: bool = False) -> Any:
+    def _retry(
+        self, what: str, fn: Callable[[], Any], group: str, *, undo: bool = False, resend_unknown: bool = True
+    ) -> Any:
         """``fn`` with backoff; fenced before every attempt (a retry may come after the Lease is gone), except
-        for undoing the run's own temporary changes, which must happen even as it stops."""
+        for undoing the run's own temporary changes, which must happen even as it stops. ``resend_unknown=False``
+        for writes that are not idempotent: an Unavailable error comes back to the caller to observe and decide."""
 
         def on_retry(exc: CloudError, delay: float) -> None:
             self.log.info("nodegroup.retry", node_group=group, call=what, error=str(exc), wait_s=round(delay, 2))
@@ -241,7 +247,65 @@ class Executor:
                 self.fence(what)
             return fn()
 
-        return self.settings.backoff.call(fenced, sleep=self.sleep, on_retry=on_retry)
+        def retryable(exc: CloudError) -> bool:
+            return exc.retryable and (resend_unknown or not isinstance(exc, Unavailable))
+
+        return self.settings.backoff.call(fenced, sleep=self.sleep, on_retry=on_retry, retryable=retryable)
+
+    def _write(self, group: NodeGroup, kind: ProviderKind, cloud: NodeGroupCloud, step: Step) -> None:
+        """Apply one step. Busy and throttled answers are refusals, resent with backoff; a 5xx or a timeout may
+        mean "done, answer lost", so the group is observed (once its update settles) and the step resent only if
+        it does not show. An update that was applied is never sent twice."""
+        what = step.describe()
+        for _ in range(UNKNOWN_OUTCOME_RESENDS + 1):
+            try:
+                self._retry(what, partial(cloud.apply, group, step), group.name, resend_unknown=False)
+                return
+            except Unavailable as exc:
+                self.log.warning("nodegroup.outcome_unknown", node_group=group.name, step=what, error=str(exc))
+                if step_applied(kind, self._settled(group, cloud), step):
+                    self.log.info("nodegroup.applied_after_all", node_group=group.name, step=what)
+                    return
+        raise OutcomeUnknown(
+            f"{what}: no answer {UNKNOWN_OUTCOME_RESENDS + 1} times and the group does not show it: next run",
+            operation=what,
+        )
+
+    def save_record(self, group: str, record: Record) -> None:
+        """Write a record. Its writes carry a resourceVersion, so a blind resend after a lost answer would conflict
+        with itself: read the record back, and resend only if it is not what was written."""
+        for _ in range(UNKNOWN_OUTCOME_RESENDS + 1):
+            try:
+                self._retry("save record", partial(self.ports.records.save, group, record), group, resend_unknown=False)
+                return
+            except Unavailable as exc:
+                self.log.warning("nodegroup.outcome_unknown", node_group=group, step="save record", error=str(exc))
+                stored = self._retry("load records", self.ports.records.load, group).get(group)
+                if isinstance(stored, Record) and replace(stored, describes=None) == replace(record, describes=None):
+                    return
+        raise OutcomeUnknown(f"save record: no answer {UNKNOWN_OUTCOME_RESENDS + 1} times", operation="save record")
+
+    def save_skip_records(self, plan: NodeGroupPlan) -> list[GroupResult]:
+        """The records a skip asks for (when a shutdown was first postponed); a failure fails that group only."""
+        failed = []
+        for skip in plan.skips:
+            if skip.save_record is None:
+                continue
+            try:
+                self.save_record(skip.group, skip.save_record)
+            except CloudError as exc:
+                self.log.error("nodegroup.record_failed", node_group=skip.group, error=str(exc))
+                failed.append(GroupResult(skip.group, "failed", f"cannot save record: {exc}"))
+        return failed
+
+    def _settled(self, group: NodeGroup, cloud: NodeGroupCloud) -> GroupConfig:
+        """The group's live configuration once no update is running on it (the lost write may still be)."""
+        deadline = time.monotonic() + self.settings.settle_timeout_s
+        while True:
+            live: GroupConfig = self._retry("describe", lambda: cloud.describe(group, live_size=True), group.name)
+            if not live.busy or time.monotonic() > deadline:
+                return live
+            self.sleep(self.settings.drain_poll_s)
 
     def event(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
         try:
@@ -276,7 +340,7 @@ class Executor:
             live = self._retry("describe", lambda: cloud.describe(group, live_size=True), group.name)
             record = Record(replace(live, busy=False), "stopping", self.now)
             # Durable before anything changes: a crash from here on still knows the size to restore.
-            self._retry("save record", lambda: self.ports.records.save(group.name, record), group.name)
+            self.save_record(group.name, record)
             self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
             self.event(group.name, "ConfigurationRecorded", f"pre-shutdown configuration: {record.config.to_json()}")
         if action.evict:
@@ -285,7 +349,7 @@ class Executor:
             self.log.warning("nodegroup.pod_lost", node_group=group.name, pod=str(pod), reason="onBusy force")
         for step in action.steps:
             with self._cluster_lock(group, action.kind):
-                self._retry(step.describe(), partial(cloud.apply, group, step), group.name)
+                self._write(group, action.kind, cloud, step)
             self.log.info(
                 "nodegroup.changed",
                 node_group=group.name,
@@ -304,7 +368,7 @@ class Executor:
             record.config if record else action.after, action.direction, record.recorded_at if record else self.now
         )
         if final != record:
-            self._retry("save record", lambda: self.ports.records.save(group.name, final), group.name)
+            self.save_record(group.name, final)
         self._uncordon(action.group, action.uncordon)
 
     def _uncordon(self, group: str, nodes: tuple[str, ...]) -> None:
@@ -347,20 +411,6 @@ class Executor:
             if still:
                 self.sleep(self.settings.drain_poll_s)
             pending = still
-
-
-def _save_skip_records(plan: NodeGroupPlan, ports: Ports, log: Any, fence: Callable[[str], None]) -> list[GroupResult]:
-    failed = []
-    for skip in plan.skips:
-        if skip.save_record is None:
-            continue
-        try:
-            fence("save record")
-            ports.records.save(skip.group, skip.save_record)
-        except CloudError as exc:
-            log.error("nodegroup.record_failed", node_group=skip.group, error=str(exc))
-            failed.append(GroupResult(skip.group, "failed", f"cannot save record: {exc}"))
-    return failed
 
 
 def _system_clock() -> datetime:
@@ -438,8 +488,8 @@ def apply(
         again = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
         if isinstance(again, Refusal):
             return report(refused=again.reason, unmanaged=observation.unmanaged)
-        failures = _save_skip_records(again, ports, log, held.check)
         executor = Executor(policy, ports, settings, now, log, sleep, held.check)
+        failures = executor.save_skip_records(again)
         with ThreadPoolExecutor(max_workers=settings.workers) as pool:
             results = tuple(pool.map(executor.apply, again.actions)) + tuple(failures)
         for skip in again.skips:

@@ -3,7 +3,8 @@
 Each cloud emulator is a WSGI app built on top of :class:`Emulator`. The app calls
 :meth:`Emulator.begin` at the start of every request with the operation name it recognised (e.g.
 ``UpdateNodegroupConfig``, ``nodePools.setSize``, ``agentPools.createOrUpdate``); ``begin`` records the request,
-sleeps the injected latency, and returns the fault to simulate, if one is armed. How a fault looks on the wire
+sleeps the injected latency, and returns the fault to simulate, if one is armed (``"lost"``: carry the request
+out, then answer as the ``"timeout"`` fault does). How a fault looks on the wire
 (status, error body) is the cloud's own business, so each emulator renders it itself.
 """
 
@@ -18,7 +19,9 @@ from typing import Any, Literal
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-FaultKind = Literal["throttle", "server_error", "busy", "timeout", "conflict"]
+# "lost": the request is carried out, then its answer is lost (the front end answers 504 as if it had timed out):
+# the client cannot tell whether it happened, which is why a write must not be resent blindly.
+FaultKind = Literal["throttle", "server_error", "busy", "timeout", "conflict", "lost"]
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # AWS query and JSON protocols send every call as a POST: their reads are told apart by the operation name.
 READ_OPERATION_PREFIXES = ("Describe", "List", "Get")

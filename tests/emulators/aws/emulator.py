@@ -73,12 +73,14 @@ class AwsEmulator(Emulator):
             with self._actions_lock:
                 self._actions.add(call.iam_action)
         fault = self.begin(call.method, call.path, operation, call.query, body)
-        if fault:
+        if fault and fault != "lost":
             reply = fault_reply(call, fault)
         else:
             handler = self._handlers.get((call.service, call.operation))
             passthrough = functools.partial(self._to_moto, environ, body)  # only some handlers call moto
             reply = handler(call, passthrough) if handler else passthrough()
+            if fault == "lost":  # carried out; the answer never reaches the client
+                reply = fault_reply(call, "timeout")
         start_response(f"{reply.status} {_reason(reply.status)}", reply.headers)
         return [reply.body]
 

@@ -260,6 +260,7 @@ class AksService:
                 self._host.operation_polls,
                 succeeded,
                 failed,
+                self._host.operation_seconds,
             )
             echo = pool_body(cluster, dataclasses.replace(new, provisioning_state=transitional))
         status_url = ctx.absolute(

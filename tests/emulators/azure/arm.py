@@ -12,6 +12,7 @@ retry-after header that azure-core's ``ARMPolling`` sleeps before the next poll.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -178,6 +179,9 @@ class AsyncOperation:
     on_failed: Callable[[], None]
     status: OperationStatus = "InProgress"
     error: ArmError | None = None
+    #: Monotonic instant after which the operation succeeds even if nobody polls it (a real one finishes on its
+    #: own: a client whose answer was lost never polls); ``None``: only polls finish it.
+    finish_at: float | None = None
     start_time: str = field(default_factory=now_iso)
     end_time: str | None = None
 
@@ -229,10 +233,20 @@ class AsyncOperations:
         polls: int | None,
         on_succeeded: Callable[[], None],
         on_failed: Callable[[], None],
+        seconds: float | None = None,
     ) -> AsyncOperation:
         operation = AsyncOperation(str(uuid.uuid4()), kind, target, polls, on_succeeded, on_failed)
+        if polls is not None and seconds is not None:
+            operation.finish_at = time.monotonic() + seconds
         self._by_id[operation.id] = operation
         return operation
+
+    def settle(self) -> None:
+        """Finish the operations whose time is up (callers hold the emulator's lock)."""
+        now = time.monotonic()
+        for operation in self.running():
+            if operation.finish_at is not None and operation.finish_at <= now:
+                operation.finish("Succeeded")
 
     def get(self, operation_id: str) -> AsyncOperation | None:
         return self._by_id.get(operation_id.lower()) or self._by_id.get(operation_id)
@@ -265,6 +279,8 @@ class Host(Protocol):
     operations: AsyncOperations
     #: Status polls answering InProgress before an operation succeeds; ``None`` holds it until finished by hand.
     operation_polls: int | None
+    #: An operation also succeeds this long after it started, polled or not.
+    operation_seconds: float | None
     #: Delay announced in retry-after headers of LRO and 429 responses.
     retry_after_s: float
     #: Items per page in list responses; ``None`` answers everything in one page.

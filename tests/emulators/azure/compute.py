@@ -247,7 +247,9 @@ class ComputeService:
     def _begin(
         self, vm: VmState, kind: str, succeeded: Callable[[], None], failed: Callable[[], None]
     ) -> AsyncOperation:
-        operation = self._host.operations.start(kind, vm.id, self._host.operation_polls, succeeded, failed)
+        operation = self._host.operations.start(
+            kind, vm.id, self._host.operation_polls, succeeded, failed, self._host.operation_seconds
+        )
         self._busy[_key(vm.subscription, vm.resource_group, vm.name)] = operation
         return operation
 

@@ -46,6 +46,7 @@ class AzureEmulator(Emulator):
         self,
         *,
         operation_polls: int | None = 1,
+        operation_seconds: float | None = 5.0,
         quota_request_polls: int | None = 1,
         retry_after_s: float = 0.01,
         page_size: int | None = None,
@@ -54,6 +55,8 @@ class AzureEmulator(Emulator):
         #: Status polls that answer InProgress before an AKS / VM operation succeeds. ``None`` holds every
         #: operation until :meth:`finish_operations`.
         self.operation_polls = operation_polls
+        #: An AKS / VM operation also succeeds this long after it started, polled or not (``None``: polls only).
+        self.operation_seconds = operation_seconds
         #: Delay announced by retry-after headers on LRO and 429 responses (see ``arm.retry_after_headers``).
         self.retry_after_s = retry_after_s
         #: Items per page of list responses (``nextLink`` paging); ``None`` = one page.
@@ -213,11 +216,13 @@ class AzureEmulator(Emulator):
         return response(environ, start_response)
 
     def _dispatch(self, request: Request) -> Response:
+        with self._lock:
+            self.operations.settle()
         route, groups = self._match(request.method, request.path)
         operation = route.operation if route else f"unknown:{request.method} {request.path}"
         fault = self.begin(request.method, request.path, operation, request.query_string.decode(), request.get_data())
         try:
-            if fault is not None:
+            if fault is not None and fault != "lost":
                 raise fault_error(fault, operation, self.retry_after_s)
             _check_auth(request)
             if not request.args.get("api-version"):
@@ -232,7 +237,10 @@ class AzureEmulator(Emulator):
                     "InvalidResourceType",
                     f"The emulator has no route for {request.method} {request.path} (not an emulated ARM API).",
                 )
-            return route.handler(RequestContext(request, request.host_url.rstrip("/")), groups)
+            response = route.handler(RequestContext(request, request.host_url.rstrip("/")), groups)
+            if fault == "lost":  # carried out; the answer never reaches the client
+                raise fault_error("timeout", operation, self.retry_after_s)
+            return response
         except ArmError as error:
             return error_response(error)
 

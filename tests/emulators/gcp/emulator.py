@@ -233,12 +233,14 @@ class GcpEmulator(Emulator):
                 continue
             fault = self.begin(call.method, call.path, candidate.operation, _raw_query(call), call.body)
             try:
-                if fault is not None:
+                if fault is not None and fault != "lost":
                     raise render_fault(fault, candidate.operation, match)
                 error = self._take_error(candidate.operation)
                 if error is not None:
                     raise error
                 reply = candidate.handler(call, match)
+                if fault == "lost":  # carried out; the answer never reaches the client
+                    raise render_fault("timeout", candidate.operation, match)
             except ApiError as error:
                 return _json(error.status_code, error.body())
             return _json(reply.status, reply.body)

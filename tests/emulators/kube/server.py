@@ -113,8 +113,14 @@ class KubeEmulator(Emulator):
         verb = _verb(method, target, request.args)
         operation = target.operation(verb) if target else f"{method.lower()} {path}"
         fault = self.begin(method, path, operation, query, body)
-        if fault:
+        if fault and fault != "lost":
             raise _fault(fault, target)
+        response = self._answer(request, method, path, target, verb, body)
+        if fault == "lost":  # carried out; the answer never reaches the client
+            raise _fault("timeout", target)
+        return response
+
+    def _answer(self, request: Request, method: str, path: str, target: Any, verb: str, body: bytes) -> Response:
         # A wrong token is 401. No token is let in as anonymous: kubectl never sends a bearer token over plain http.
         presented = request.headers.get("Authorization")
         if presented is not None and presented != f"Bearer {self.token}":

@@ -182,9 +182,7 @@ def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordone
     fleet.kube.create(gpu_pod("serve-0", "team-a", node="ip-10-0-1-1", labels={"app": "serve"}))
     fleet.kube.create(disruption_budget("serve", "team-a", {"app": "serve"}, min_available=1))
     policy = tmp_path / "policy.yaml"
-    policy.write_text(
-        POLICY.replace("  warmUp: 15m\n", "  warmUp: 15m\n  onBusy: drain\n  drainTimeout: 5m\n")
-    )
+    policy.write_text(POLICY.replace("  warmUp: 15m\n", "  warmUp: 15m\n  onBusy: drain\n  drainTimeout: 5m\n"))
     environ = {
         **os.environ,
         **fleet.aws.env(),

@@ -318,3 +318,40 @@ def test_a_gke_pool_resized_by_hand_at_night_goes_down_again(fleet: Fleet) -> No
     assert fleet.configs()["research"].desired == 0
     kept = records(fleet)["research"]
     assert (kept.phase, kept.config.desired) == ("down", 2)  # the pre-shutdown size, not the hand-made one
+
+
+# A write whose answer was lost is observed, not blindly resent: every write path, every emulator.
+LOST_ANSWER_PATHS = [
+    ("train", "aws", "UpdateNodegroupConfig"),
+    ("train", "aws", "DeleteTags"),
+    ("batch", "aws", "UpdateAutoScalingGroup"),
+    ("research", "gcp", "nodePools.setAutoscaling"),
+    ("research", "gcp", "nodePools.setSize"),
+    ("finetune", "azure", "agentPools.createOrUpdate"),
+    ("vision", "azure", "agentPools.createOrUpdate"),
+    ("train", "kube", "create configmaps"),
+    ("train", "kube", "update configmaps"),
+]
+
+
+@pytest.mark.parametrize(("group", "emulator", "operation"), LOST_ANSWER_PATHS)
+def test_a_write_whose_answer_is_lost_is_observed_not_resent(
+    fleet: Fleet, group: str, emulator: str, operation: str
+) -> None:
+    original = fleet.configs()[group]
+    fleet.run(EVENING, only=group, dry_run=True)  # warm nothing up; just a read-only pass
+    target = getattr(fleet, emulator)
+    target.log.clear()
+    target.faults.inject(operation, "lost", times=1)
+    evening = fleet.run(EVENING, only=group)
+    assert {r.group: (r.status, r.message) for r in evening.results} == {group: ("applied", evening.results[0].message)}
+    sent = target.log.count(operation)
+    target.log.clear()
+    morning = fleet.run(MORNING, only=group)
+    assert statuses(morning) == {group: "applied"}
+    assert fleet.configs()[group] == original
+    assert sent == LOST_ANSWER_SENT.get((group, operation), 1)  # as many as without the fault: none resent
+
+
+# Writes of one evening per path, without any fault: the lost answer adds none.
+LOST_ANSWER_SENT = {("finetune", "agentPools.createOrUpdate"): 2}  # AKS: autoscaler off, then count 0

@@ -182,7 +182,11 @@ def make_fleet(
         events=kube_adapter.KubeEvents(api, "gpu-jobs", "nodegroups", known),
     )
     job_settings = JobSettings(
-        backoff=Backoff(deadline_s=3, base_s=0.01, cap_s=0.05), workers=8, drain_poll_s=0.01, holder="test-run"
+        backoff=Backoff(deadline_s=3, base_s=0.01, cap_s=0.05),
+        workers=8,
+        drain_poll_s=0.01,
+        settle_timeout_s=15,
+        holder="test-run",
     )
     fleet = Fleet(kube, aws, gcp, azure, policy, ports, job_settings)
     fleet.clear_logs()
