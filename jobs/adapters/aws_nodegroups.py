@@ -48,6 +48,7 @@ IAM_ACTIONS = (
     "autoscaling:UpdateAutoScalingGroup",
     "autoscaling:CreateOrUpdateTags",
     "autoscaling:DeleteTags",
+    "ec2:DescribeLaunchTemplateVersions",
 )
 
 ASG_RESOURCE_TYPE = "auto-scaling-group"
@@ -74,7 +75,15 @@ _UNAVAILABLE = frozenset(
 )
 # ScalingActivityInProgress / ResourceContention: Auto Scaling's "another change is running, try again".
 _BUSY = frozenset({"ResourceInUseException", "ScalingActivityInProgress", "ResourceContention"})
-_NOT_FOUND = frozenset({"ResourceNotFoundException", "NotFoundException"})
+_NOT_FOUND = frozenset(
+    {
+        "ResourceNotFoundException",
+        "NotFoundException",
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.VersionNotFound",
+    }
+)
 _INVALID = frozenset(
     {
         "InvalidParameterException",
@@ -89,6 +98,13 @@ _INVALID = frozenset(
 _DENIED_PREFIXES = ("AccessDenied", "UnauthorizedOperation", "UnrecognizedClient", "InvalidClientTokenId", "Expired")
 
 T = TypeVar("T")
+
+#: The instance type reported for a node group whose type cannot be found out (see ``discover``).
+UNKNOWN_INSTANCE_TYPE = "unknown"
+# DescribeAutoScalingGroups takes at most this many names per request.
+_ASG_NAMES_PER_CALL = 50
+
+_TemplateKey = tuple[str, str, str]  # (region, "id" or "name", value)
 
 # One boto3 session per process, shared by every adapter instance: a session loads the service models on its first
 # client (~0.5 s each), and sessions are not thread-safe, so clients are created from it under this lock only.
@@ -216,7 +232,7 @@ class AwsNodeGroups:
 
     def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
         clusters = sorted({(t.region, t.cluster) for t in map(self._target, groups) if isinstance(t, _Eks)})
-        found: list[CloudGroup] = []
+        described: list[tuple[str, str, dict[str, Any]]] = []
         for region, cluster in clusters:
             eks = self._client("eks", region)
             names = self._paged("ListNodegroups", eks.list_nodegroups, "nodegroups", "nextToken", clusterName=cluster)
@@ -224,18 +240,106 @@ class AwsNodeGroups:
                 nodegroup = self._call(
                     "DescribeNodegroup", eks.describe_nodegroup, clusterName=cluster, nodegroupName=name
                 )
-                facts = nodegroup["nodegroup"]
-                types = [str(t) for t in facts.get("instanceTypes") or []]
-                gpu_types = [t for t in types if _GPU_FAMILY.match(t.split(".", 1)[0])]
-                if gpu_types or _GPU_AMI.search(str(facts.get("amiType", ""))):
-                    found.append(
-                        CloudGroup(
-                            cloud="aws",
-                            locator={"region": region, "cluster": cluster, "nodegroup": name},
-                            instance_type=",".join(gpu_types or types),
-                        )
+                described.append((region, cluster, nodegroup["nodegroup"]))
+        types = self._instance_types(described)
+        found: list[CloudGroup] = []
+        for index, (region, cluster, facts) in enumerate(described):
+            known = types[index]
+            gpu_types = [t for t in known or [] if _GPU_FAMILY.match(t.split(".", 1)[0])]
+            # A type that cannot be found out is reported: a GPU group left running all night costs more than
+            # one line too many in the report.
+            if known is None or gpu_types or _GPU_AMI.search(str(facts.get("amiType", ""))):
+                found.append(
+                    CloudGroup(
+                        cloud="aws",
+                        locator={"region": region, "cluster": cluster, "nodegroup": str(facts["nodegroupName"])},
+                        instance_type=",".join(gpu_types or known or [UNKNOWN_INSTANCE_TYPE]),
                     )
+                )
         return found
+
+    def _instance_types(self, described: list[tuple[str, str, dict[str, Any]]]) -> list[list[str] | None]:
+        """Each described node group's instance types, or None if they cannot be found out.
+
+        EKS fills ``instanceTypes`` only for node groups without a launch template; the others take the type from
+        their template version, read with one ``DescribeLaunchTemplateVersions`` per template (every version its
+        node groups use at once). A template without ``InstanceType`` (e.g. one using instance requirements) or one
+        since deleted leaves the live instances of the backing ASG (one batched read per region); a group with
+        none running (scaled to zero) is unknown.
+        """
+        types: list[list[str] | None] = []
+        wanted: dict[_TemplateKey, set[str]] = {}
+        for region, _, facts in described:
+            listed = [str(t) for t in facts.get("instanceTypes") or []]
+            template = _template_of(region, facts)
+            types.append(listed or None)
+            if not listed and template is not None:
+                wanted.setdefault(template[0], set()).add(template[1])
+        from_templates = {key: self._template_types(key, versions) for key, versions in sorted(wanted.items())}
+        for index, (region, _, facts) in enumerate(described):
+            template = _template_of(region, facts)
+            if types[index] is None and template is not None:
+                instance_type = from_templates[template[0]].get(template[1])
+                types[index] = [instance_type] if instance_type else None
+        self._types_from_asgs(described, types)
+        return types
+
+    def _template_types(self, key: _TemplateKey, versions: set[str]) -> dict[str, str | None]:
+        """Version ("$Latest", "$Default", "3") -> the InstanceType it launches, None if it sets none."""
+        region, by, value = key
+        ec2 = self._client("ec2", region)
+        selector = {"LaunchTemplateId": value} if by == "id" else {"LaunchTemplateName": value}
+        try:
+            found = self._paged(
+                "DescribeLaunchTemplateVersions",
+                ec2.describe_launch_template_versions,
+                "LaunchTemplateVersions",
+                "NextToken",
+                Versions=sorted(versions),
+                **selector,
+            )
+        except NotFound:
+            return {}  # deleted template or version: its groups fall back to their instances
+        data = {int(v["VersionNumber"]): v.get("LaunchTemplateData") or {} for v in found}
+        default = next((int(v["VersionNumber"]) for v in found if v.get("DefaultVersion")), None)
+        resolved: dict[str, str | None] = {}
+        for version in versions:
+            number: int | None
+            if version.lower() == "$latest":
+                number = max(data, default=None)  # asked for with the rest, so the highest number returned
+            elif version.lower() == "$default":
+                number = default
+            else:
+                number = int(version) if version.isdigit() else None
+            instance_type = data.get(number, {}).get("InstanceType") if number is not None else None
+            resolved[version] = str(instance_type) if instance_type else None
+        return resolved
+
+    def _types_from_asgs(self, described: list[tuple[str, str, dict[str, Any]]], types: list[list[str] | None]) -> None:
+        """Fill the unknown entries of ``types`` from the instances of the groups' backing ASGs."""
+        asgs: dict[str, dict[str, int]] = {}  # region -> ASG name -> index in described
+        for index, (region, _, facts) in enumerate(described):
+            names = (facts.get("resources") or {}).get("autoScalingGroups") or []
+            if types[index] is None and names:
+                asgs.setdefault(region, {})[str(names[0]["name"])] = index
+        for region, wanted in sorted(asgs.items()):
+            autoscaling = self._client("autoscaling", region)
+            names = sorted(wanted)
+            for start in range(0, len(names), _ASG_NAMES_PER_CALL):
+                found = self._paged(
+                    "DescribeAutoScalingGroups",
+                    autoscaling.describe_auto_scaling_groups,
+                    "AutoScalingGroups",
+                    "NextToken",
+                    AutoScalingGroupNames=names[start : start + _ASG_NAMES_PER_CALL],
+                )
+                for asg in found:
+                    running = sorted(
+                        {str(i["InstanceType"]) for i in asg.get("Instances") or [] if i.get("InstanceType")}
+                    )
+                    owner = wanted.get(str(asg["AutoScalingGroupName"]))
+                    if owner is not None and running:
+                        types[owner] = running
 
     # --- EKS --------------------------------------------------------------------------------------------------
 
@@ -478,6 +582,17 @@ class AwsNodeGroups:
             if not page.get(token_key):
                 return results
             token = {token_key: str(page[token_key])}
+
+
+def _template_of(region: str, facts: Mapping[str, Any]) -> tuple[_TemplateKey, str] | None:
+    """(template, version) of a node group built from a launch template; EKS reports both id and name."""
+    spec = facts.get("launchTemplate") or {}
+    version = str(spec.get("version") or "$Default")  # EKS uses the default version when none was given
+    if spec.get("id"):
+        return (region, "id", str(spec["id"])), version
+    if spec.get("name"):
+        return (region, "name", str(spec["name"])), version
+    return None
 
 
 def _check_sizes(step: SetSize, *, floor_max: int, where: str) -> None:

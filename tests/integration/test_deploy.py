@@ -469,6 +469,8 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
         monkeypatch.setenv(key, value)
     adapter = AwsNodeGroups(AdapterSettings(poll_interval_s=0.01, operation_timeout_s=5.0, request_timeout_s=2.0))
     aws.add_eks_nodegroup(region, "ml", "gpu-a10g", 1, 2, 4, instance_types=["g5.xlarge"])
+    # Unlisted, from a launch template: discover reads its template (ec2:DescribeLaunchTemplateVersions).
+    aws.add_eks_nodegroup(region, "ml", "gpu-lt", 0, 0, 1, launch_template={"InstanceType": "g5.xlarge"})
     aws.add_asg(region, "gpu-plain", 1, 2, 3, tags={CA_ENABLED_TAG: "true", "k8s.io/cluster-autoscaler/ml": "owned"})
     groups = [
         NodeGroup(name="eks", cloud="aws", aws=AwsLocator(region=region, cluster="ml", nodegroup="gpu-a10g")),

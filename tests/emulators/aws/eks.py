@@ -12,7 +12,10 @@ backs a node group with no Auto Scaling group. This module adds exactly that:
 - a real moto Auto Scaling group per node group (``eks-<nodegroup>-<uuid>``) carrying the Cluster Autoscaler
   discovery tags, whose min/max/desired follow the node group when an update completes, and whose desired
   capacity (which the Cluster Autoscaler changes) shows up as the node group's ``desiredSize``, as on EKS;
-- ``TagResource``/``UntagResource``/``ListTagsForResource`` on node group ARNs.
+- ``TagResource``/``UntagResource``/``ListTagsForResource`` on node group ARNs;
+- node groups from a launch template described as EKS does: ``instanceTypes`` null unless the request gave
+  them, ``amiType`` ``CUSTOM`` when the template sets an ``ImageId``, ``diskSize`` null (moto would report
+  ``t3.medium``/``AL2_x86_64``/20), and a backing ASG that launches the template's ``InstanceType``.
 
 Everything else (clusters, ``DescribeNodegroup`` rendering, ``ListNodegroups``...) is moto's.
 """
@@ -41,6 +44,9 @@ CA_CLUSTER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
 NODE_ROLE_ARN = f"arn:aws:iam::{moto_state.ACCOUNT_ID}:role/eks-node-role"
 CLUSTER_ROLE_ARN = f"arn:aws:iam::{moto_state.ACCOUNT_ID}:role/eks-cluster-role"
 NOT_ACTIVE_MSG = "Nodegroup cannot be updated as it is currently not in Active State"
+#: What EKS launches when neither the launch template nor the request names an instance type.
+EKS_DEFAULT_INSTANCE_TYPE = "t3.medium"
+LT_AND_TYPES_MSG = "Instance type is specified in both the launch template and the nodegroup request"
 
 
 @dataclass(frozen=True)
@@ -161,13 +167,21 @@ class EksExtension:
         capacity_type: str,
         labels: dict[str, str],
         tags: dict[str, str],
+        launch_template: dict[str, str] | None = None,
     ) -> Nodegroup:
+        """``launch_template`` is EKS's ``{"id" or "name", "version"}`` of an existing EC2 launch template."""
         scaling = {"minSize": min_size, "desiredSize": desired_size, "maxSize": max_size}
         problem = scaling_error(scaling)
         if problem:
             raise ValueError(f"EKS would refuse this node group: {problem}")
         backend = moto_state.eks(region)
         subnets = [s.id for s in moto_state.ec2(region).describe_subnets()][:2]
+        if launch_template is not None:
+            data = launch_template_data(region, launch_template)
+            if data is None:
+                raise ValueError(f"no such launch template (version): {launch_template}")
+            if instance_types and data.get("InstanceType"):
+                raise ValueError(f"EKS would refuse this node group: {LT_AND_TYPES_MSG}")
         if cluster not in backend.clusters:
             backend.create_cluster(name=cluster, role_arn=CLUSTER_ROLE_ARN, resources_vpc_config={"subnetIds": subnets})
         group: Nodegroup = backend.create_nodegroup(
@@ -176,12 +190,13 @@ class EksExtension:
             nodegroup_name=nodegroup,
             subnets=subnets,
             scaling_config=scaling,
-            instance_types=list(instance_types),
+            instance_types=list(instance_types) or None,
             capacity_type=capacity_type,
             labels=dict(labels),
             tags=dict(tags),
+            launch_template=dict(launch_template) if launch_template else None,
         )
-        self._attach_asg(region, group)
+        self._attach_asg(region, group, self._as_eks_reports(region, group, list(instance_types), None))
         return group
 
     def settle(self) -> None:
@@ -190,26 +205,51 @@ class EksExtension:
             for update_id in list(self._open.values()):
                 self._complete(self._updates[update_id])
 
-    def _attach_asg(self, region: str, group: Nodegroup) -> None:
-        """Back a node group with a real moto ASG, named and tagged as EKS does."""
+    @staticmethod
+    def _as_eks_reports(
+        region: str, group: Nodegroup, requested_types: list[str], requested_ami: str | None
+    ) -> list[str]:
+        """Make a node group read as EKS describes it; return the instance types its ASG launches.
+
+        Without a launch template moto's rendering is already right. With one, EKS fills ``instanceTypes`` only
+        from the request, says ``CUSTOM`` for a template's own AMI and has no ``diskSize`` (the template's block
+        devices decide), while moto stores its defaults (t3.medium, AL2_x86_64, 20) as if they had been asked for.
+        """
+        spec: dict[str, str] | None = group.launch_template
+        if not spec:
+            return list(group.instance_types)
+        data = launch_template_data(region, spec) or {}
+        if not spec.get("version"):
+            spec["version"] = str(_template(region, spec).default_version_number)  # EKS pins the default
+        group.instance_types = list(requested_types) or None
+        group.ami_type = "CUSTOM" if data.get("ImageId") else (requested_ami or group.ami_type)
+        group.disk_size = None
+        if data.get("InstanceType"):
+            return [str(data["InstanceType"])]
+        return list(requested_types) or [EKS_DEFAULT_INSTANCE_TYPE]
+
+    def _attach_asg(self, region: str, group: Nodegroup, instance_types: list[str]) -> None:
+        """Back a node group with a real moto ASG launching ``instance_types``, named and tagged as EKS does."""
         group.scaling_config = dict(group.scaling_config)  # moto shares one default dict between node groups
         name = f"eks-{group.nodegroup_name}-{group.uuid}"
         ec2 = moto_state.ec2(region)
-        image_id = moto_state.IMAGE_ID
+        # EKS launches from its own copy of the node group's template, with its AMI unless the template has one
+        # (only the fields that matter here are copied).
+        data = (launch_template_data(region, group.launch_template) if group.launch_template else None) or {}
         template = ec2.create_launch_template(
             name=f"eks-{group.uuid}",
             description=f"EKS managed node group {group.nodegroup_name}",
-            template_data={"ImageId": image_id, "InstanceType": group.instance_types[0]},
+            template_data={"ImageId": data.get("ImageId") or moto_state.IMAGE_ID, "InstanceType": instance_types[0]},
             tag_spec={},
         )
         template_spec = {"LaunchTemplateId": template.id, "Version": "1"}
         mixed: dict[str, Any] | None = None
-        if len(group.instance_types) > 1:
+        if len(instance_types) > 1:
             # Several instance types: EKS uses a MixedInstancesPolicy with one override per type.
             mixed = {
                 "LaunchTemplate": {
                     "LaunchTemplateSpecification": template_spec,
-                    "Overrides": [{"InstanceType": t} for t in group.instance_types],
+                    "Overrides": [{"InstanceType": t} for t in instance_types],
                 }
             }
         owner_tags = {
@@ -295,14 +335,29 @@ class EksExtension:
         return group, None
 
     def _create_nodegroup(self, call: AwsCall, passthrough: Passthrough) -> Reply:
+        request = call.json_body()
+        requested_types = [str(t) for t in request.get("instanceTypes") or []]
+        spec = request.get("launchTemplate")
+        if spec and requested_types and (launch_template_data(call.region, spec) or {}).get("InstanceType"):
+            return error_reply(call, 400, "InvalidParameterException", LT_AND_TYPES_MSG)
         reply = passthrough()
-        if reply.status == 200:
-            group = moto_state.find_nodegroup(
-                call.region, call.path_params["name"], call.json_body().get("nodegroupName", "")
-            )
-            if group is not None:
-                self._attach_asg(call.region, group)
-        return reply
+        if reply.status != 200:
+            return reply
+        group = moto_state.find_nodegroup(call.region, call.path_params["name"], request.get("nodegroupName", ""))
+        if group is None:
+            return reply
+        types = self._as_eks_reports(call.region, group, requested_types, request.get("amiType"))
+        self._attach_asg(call.region, group, types)
+        # moto rendered its answer before the fix-up: answer with what DescribeNodegroup will say from now on.
+        body = json.loads(reply.body)
+        body["nodegroup"].update(
+            instanceTypes=group.instance_types,
+            amiType=group.ami_type,
+            diskSize=group.disk_size,
+            launchTemplate=group.launch_template,
+            resources=group.resources,
+        )
+        return Reply(reply.status, reply.headers, json.dumps(body, default=str).encode())
 
     def _delete_nodegroup(self, call: AwsCall, passthrough: Passthrough) -> Reply:
         group = moto_state.find_nodegroup(call.region, call.path_params["name"], call.path_params["nodegroupName"])
@@ -419,6 +474,24 @@ class EksExtension:
 
     def _list_tags(self, call: AwsCall, passthrough: Passthrough) -> Reply:
         return self._tag_call(call, passthrough, lambda group: json_reply({"tags": group.tags}, call.protocol))
+
+
+def _template(region: str, spec: dict[str, str]) -> Any:
+    """The moto launch template an EKS ``launchTemplate`` (``id`` or ``name``) names; raises if there is none."""
+    ec2 = moto_state.ec2(region)
+    if spec.get("id"):
+        return ec2.get_launch_template(spec["id"])
+    return ec2.get_launch_template_by_name(spec.get("name", ""))
+
+
+def launch_template_data(region: str, spec: dict[str, str]) -> dict[str, Any] | None:
+    """The ``LaunchTemplateData`` of the version an EKS ``launchTemplate`` names, or None if it does not exist."""
+    try:
+        template = _template(region, spec)
+        data: dict[str, Any] = template.get_version(spec.get("version") or "$Default").data
+    except Exception:  # moto's not-found errors differ per lookup; all mean "no such template (version)"
+        return None
+    return data
 
 
 def _asg_name(group: Nodegroup) -> str | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import io
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ StartResponse = Callable[..., Any]
 class SeededNodegroup:
     arn: str
     asg_name: str
+    launch_template_id: str | None = None  # the EC2 launch template the node group was built from, if any
 
 
 class AwsEmulator(Emulator):
@@ -189,14 +190,32 @@ class AwsEmulator(Emulator):
         min_size: int,
         desired_size: int,
         max_size: int,
-        instance_types: Iterable[str] = ("g5.xlarge",),
+        instance_types: Iterable[str] | None = None,
         capacity_type: str = "ON_DEMAND",
         labels: dict[str, str] | None = None,
         tags: dict[str, str] | None = None,
+        launch_template: Mapping[str, Any] | str | None = None,
+        launch_template_version: str | None = None,
     ) -> SeededNodegroup:
-        """An ACTIVE managed node group (and its cluster, if missing) backed by a tagged ASG with its instances."""
+        """An ACTIVE managed node group (and its cluster, if missing) backed by a tagged ASG with its instances.
+
+        ``launch_template`` builds it from an EC2 launch template: template data (``{"InstanceType": ...,
+        "ImageId": ...}``) creates a new one, a string names an existing one (id ``lt-...`` or name), at
+        ``launch_template_version`` (``"$Latest"``, ``"$Default"``, a number; default: the template's default).
+        ``instance_types`` defaults to g5.xlarge without a launch template and to none with one.
+        """
+        if instance_types is None:
+            instance_types = () if launch_template is not None else ("g5.xlarge",)
         types = list(instance_types)
-        _check_instance_types(types)
+        spec: dict[str, str] | None = None
+        if isinstance(launch_template, str):
+            key = "id" if launch_template.startswith("lt-") else "name"
+            spec = {key: launch_template}
+        elif launch_template is not None:
+            spec = {"id": self.add_launch_template(region, f"{cluster}-{nodegroup}", launch_template)}
+        if spec is not None and launch_template_version is not None:
+            spec["version"] = launch_template_version
+        _check_instance_types(types, allow_none=spec is not None)
         group = self.eks.add_nodegroup(
             region,
             cluster,
@@ -208,9 +227,22 @@ class AwsEmulator(Emulator):
             capacity_type=capacity_type,
             labels=labels or {},
             tags=tags or {},
+            launch_template=spec,
         )
         resources: dict[str, Any] = group.resources
-        return SeededNodegroup(group.arn, resources["autoScalingGroups"][0]["name"])
+        template: dict[str, str] | None = group.launch_template
+        return SeededNodegroup(
+            group.arn, resources["autoScalingGroups"][0]["name"], template["id"] if template else None
+        )
+
+    def add_launch_template(self, region: str, name: str, data: Mapping[str, Any]) -> str:
+        """An EC2 launch template with ``data`` as its version 1 (``LaunchTemplateData`` fields); returns its id."""
+        if "InstanceType" in data:
+            _check_instance_types([str(data["InstanceType"])])
+        template = moto_state.ec2(region).create_launch_template(
+            name=name, description=f"launch template {name}", template_data=dict(data), tag_spec={}
+        )
+        return str(template.id)
 
     def add_asg(
         self,
@@ -269,9 +301,9 @@ def start_aws(port: int = 0, region: str = DEFAULT_REGION) -> AwsEmulator:
     return emulator
 
 
-def _check_instance_types(types: list[str]) -> None:
+def _check_instance_types(types: list[str], *, allow_none: bool = False) -> None:
     unknown = [t for t in types if t not in INSTANCE_TYPES]
-    if not types or unknown:
+    if (not types and not allow_none) or unknown:
         raise ValueError(f"unknown EC2 instance type(s) {unknown or types}")
 
 

@@ -325,3 +325,113 @@ def test_deleting_a_nodegroup_removes_its_asg_and_instances(aws: AwsEmulator, ek
     assert autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[seeded.asg_name])["AutoScalingGroups"] == []
     running = ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]}])
     assert running["Reservations"] == []
+
+
+# --- node groups from a launch template ----------------------------------------------------------------------
+
+CUSTOM_AMI = "ami-0123456789abcdef0"
+
+
+def _asg_instance_types(aws: AwsEmulator, asg_name: str) -> list[str]:
+    found = aws.client("autoscaling", REGION).describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])
+    return [i["InstanceType"] for i in found["AutoScalingGroups"][0]["Instances"]]
+
+
+def test_seeded_launch_template_nodegroup_is_described_as_eks_does(aws: AwsEmulator, eks: Any) -> None:
+    seeded = aws.add_eks_nodegroup(
+        REGION, "ml", "gpu-a10g", 0, 2, 4, launch_template={"InstanceType": "p4d.24xlarge", "ImageId": CUSTOM_AMI}
+    )
+
+    group = _describe(eks)
+
+    # moto alone would say t3.medium, AL2_x86_64 and 20 GiB.
+    assert group.get("instanceTypes") is None
+    assert group["amiType"] == "CUSTOM"
+    assert group.get("diskSize") is None
+    assert group["launchTemplate"]["id"] == seeded.launch_template_id
+    assert group["launchTemplate"]["version"] == "1"  # EKS pins the default version when none is given
+    assert _asg_instance_types(aws, seeded.asg_name) == ["p4d.24xlarge", "p4d.24xlarge"]
+
+
+def test_created_launch_template_nodegroup_is_described_as_eks_does(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)  # the cluster
+    ec2 = aws.client("ec2", REGION)
+    template = ec2.create_launch_template(LaunchTemplateName="gpu", LaunchTemplateData={"InstanceType": "g5.xlarge"})
+    ec2.create_launch_template_version(
+        LaunchTemplateName="gpu", LaunchTemplateData={"InstanceType": "g6.xlarge", "ImageId": CUSTOM_AMI}
+    )
+
+    created = eks.create_nodegroup(
+        clusterName="ml",
+        nodegroupName="lt",
+        nodeRole="arn:aws:iam::123456789012:role/eks-node-role",
+        subnets=["subnet-1"],
+        scalingConfig={"minSize": 0, "desiredSize": 1, "maxSize": 2},
+        launchTemplate={"name": "gpu", "version": "$Latest"},
+    )["nodegroup"]
+    described = eks.describe_nodegroup(clusterName="ml", nodegroupName="lt")["nodegroup"]
+
+    for group in (created, described):
+        assert group.get("instanceTypes") is None
+        assert group["amiType"] == "CUSTOM"  # version 2 sets an ImageId
+        assert group.get("diskSize") is None
+        assert group["launchTemplate"] == {
+            "name": "gpu",
+            "id": template["LaunchTemplate"]["LaunchTemplateId"],
+            "version": "$Latest",
+        }
+    assert _asg_instance_types(aws, described["resources"]["autoScalingGroups"][0]["name"]) == ["g6.xlarge"]
+
+
+def test_launch_template_without_instance_type_takes_the_request_s(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+    aws.add_launch_template(REGION, "plain", {"KeyName": "ops"})
+
+    eks.create_nodegroup(
+        clusterName="ml",
+        nodegroupName="lt",
+        nodeRole="arn:aws:iam::123456789012:role/eks-node-role",
+        subnets=["subnet-1"],
+        scalingConfig={"minSize": 0, "desiredSize": 1, "maxSize": 2},
+        instanceTypes=["g5.2xlarge"],
+        amiType="AL2_x86_64_GPU",
+        launchTemplate={"name": "plain"},
+    )
+    group = eks.describe_nodegroup(clusterName="ml", nodegroupName="lt")["nodegroup"]
+
+    assert group["instanceTypes"] == ["g5.2xlarge"]
+    assert group["amiType"] == "AL2_x86_64_GPU"  # no ImageId in the template: EKS's AMI
+    assert group.get("diskSize") is None
+    assert _asg_instance_types(aws, group["resources"]["autoScalingGroups"][0]["name"]) == ["g5.2xlarge"]
+
+
+def test_instance_type_in_both_template_and_request_is_refused(aws: AwsEmulator, eks: Any) -> None:
+    _gpu_group(aws)
+    aws.add_launch_template(REGION, "gpu", {"InstanceType": "g5.xlarge"})
+
+    with pytest.raises(ClientError) as refused:
+        eks.create_nodegroup(
+            clusterName="ml",
+            nodegroupName="lt",
+            nodeRole="arn:aws:iam::123456789012:role/eks-node-role",
+            subnets=["subnet-1"],
+            instanceTypes=["g5.xlarge"],
+            launchTemplate={"name": "gpu"},
+        )
+
+    assert refused.value.response["Error"]["Code"] == "InvalidParameterException"
+    assert eks.list_nodegroups(clusterName="ml")["nodegroups"] == ["gpu-a10g"]
+    with pytest.raises(ValueError, match="both the launch template and the nodegroup request"):
+        aws.add_eks_nodegroup(REGION, "ml", "bad", 0, 0, 1, instance_types=["g5.xlarge"], launch_template="gpu")
+
+
+def test_nodegroups_can_share_a_seeded_launch_template(aws: AwsEmulator, eks: Any) -> None:
+    first = aws.add_eks_nodegroup(REGION, "ml", "a", 0, 1, 2, launch_template={"InstanceType": "g5.xlarge"})
+    second = aws.add_eks_nodegroup(REGION, "ml", "b", 0, 1, 2, launch_template=first.launch_template_id)
+
+    group = eks.describe_nodegroup(clusterName="ml", nodegroupName="b")["nodegroup"]
+
+    assert second.launch_template_id == first.launch_template_id
+    assert group["launchTemplate"]["id"] == first.launch_template_id
+    assert group["amiType"] != "CUSTOM"  # the template sets no ImageId
+    assert _asg_instance_types(aws, second.asg_name) == ["g5.xlarge"]

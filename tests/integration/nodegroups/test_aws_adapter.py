@@ -20,6 +20,7 @@ from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import CA_ENABLED_TAG
 from jobs.nodegroups.ports import CloudGroup
+from jobs.retry import Backoff
 from tests.emulators.aws import AwsEmulator, UpdateTiming
 from tests.emulators.base import FaultKind
 
@@ -470,3 +471,113 @@ def test_discover_recognises_a_gpu_ami_without_gpu_instance_types(aws: AwsEmulat
     found = adapter.discover([eks_group("cpu")])
 
     assert [g.locator["nodegroup"] for g in found] == ["gpu-ami"]
+
+
+# --- discover: node groups from a launch template (EKS reports no instanceTypes for them) ---------------------
+
+LOCATOR = {"region": REGION, "cluster": "ml"}
+
+
+def found_types(found: list[CloudGroup]) -> dict[str, str]:
+    return {g.locator["nodegroup"]: g.instance_type for g in found}
+
+
+def test_discover_finds_a_launch_template_gpu_group_by_its_template(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws, "cpu", instance_types=["m5.large"])
+    seed_eks(aws, "lt-gpu", launch_template={"InstanceType": "p4d.24xlarge", "ImageId": "ami-0123456789abcdef0"})
+    aws.log.clear()
+
+    found = adapter.discover([eks_group("cpu")])
+
+    assert found == [CloudGroup(cloud="aws", locator={**LOCATOR, "nodegroup": "lt-gpu"}, instance_type="p4d.24xlarge")]
+    assert aws.log.count("DescribeLaunchTemplateVersions") == 1
+    assert aws.iam_actions() <= set(IAM_ACTIONS)
+
+
+def test_discover_skips_a_launch_template_cpu_group(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws, "gpu-a10g")
+    seed_eks(aws, "lt-cpu", launch_template={"InstanceType": "m5.xlarge", "ImageId": "ami-0123456789abcdef0"})
+
+    found = adapter.discover([eks_group("gpu-a10g")])
+
+    assert found_types(found) == {"gpu-a10g": "g5.xlarge"}
+
+
+def test_discover_reads_each_shared_template_once_with_every_version(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    ec2 = aws.client("ec2", REGION)
+    template = aws.add_launch_template(REGION, "gpu", {"InstanceType": "g5.xlarge"})
+    ec2.create_launch_template_version(LaunchTemplateId=template, LaunchTemplateData={"InstanceType": "g6.xlarge"})
+    ec2.create_launch_template_version(LaunchTemplateId=template, LaunchTemplateData={"InstanceType": "m5.large"})
+    seed_eks(aws, "v1", launch_template=template, launch_template_version="1")
+    seed_eks(aws, "default", launch_template=template, launch_template_version="$Default")  # version 1
+    seed_eks(aws, "v2", launch_template="gpu", launch_template_version="2")  # by name: EKS reports the id too
+    seed_eks(aws, "latest", launch_template=template, launch_template_version="$Latest")  # version 3, a CPU
+    cpu = aws.add_launch_template(REGION, "cpu", {"InstanceType": "c5.large"})
+    seed_eks(aws, "cpu-a", launch_template=cpu)
+    seed_eks(aws, "cpu-b", launch_template=cpu)
+    aws.log.clear()
+
+    found = adapter.discover([eks_group("v1")])
+
+    assert found_types(found) == {"v1": "g5.xlarge", "default": "g5.xlarge", "v2": "g6.xlarge"}
+    # One read per template, each asking for every version its groups use.
+    assert aws.log.count("DescribeLaunchTemplateVersions") == 2
+    assert aws.log.count("DescribeNodegroup") == 6
+    assert aws.log.count("DescribeAutoScalingGroups") == 0
+
+
+def test_discover_falls_back_to_the_asg_when_the_template_names_no_type(
+    aws: AwsEmulator, adapter: AwsNodeGroups
+) -> None:
+    # No InstanceType in the template (instance requirements, say) and none in the request: EKS launches its
+    # default t3.medium and reports instanceTypes null.
+    requirements = {"InstanceRequirements": {"VCpuCount": {"Min": 2}, "MemoryMiB": {"Min": 4096}}}
+    seed_eks(aws, "running", sizes=(0, 1, 2), launch_template=requirements)
+    seed_eks(aws, "asleep", sizes=(0, 0, 2), launch_template="ml-running")
+    aws.log.clear()
+
+    found = adapter.discover([eks_group("running")])
+
+    # Running instances say what it is (a CPU: not reported); with none the type is unknown, and reported.
+    assert found_types(found) == {"asleep": "unknown"}
+    assert aws.log.count("DescribeLaunchTemplateVersions") == 1
+    assert aws.log.count("DescribeAutoScalingGroups") == 1  # both ASGs in one read
+
+
+def test_discover_with_a_deleted_template_falls_back_to_the_asg(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    template = aws.add_launch_template(REGION, "gone", {"InstanceType": "g5.xlarge"})
+    seed_eks(aws, "orphan", sizes=(0, 1, 2), launch_template=template)
+    aws.client("ec2", REGION).delete_launch_template(LaunchTemplateId=template)
+
+    found = adapter.discover([eks_group("orphan")])
+
+    assert found_types(found) == {"orphan": "g5.xlarge"}  # from its running instance
+
+
+def test_throttled_launch_template_read_is_retryable_then_succeeds(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
+    seed_eks(aws, "lt-gpu", launch_template={"InstanceType": "g6e.xlarge"})
+    aws.inject("DescribeLaunchTemplateVersions", "throttle")
+    aws.log.clear()
+
+    with pytest.raises(Throttled) as throttled:
+        adapter.discover([eks_group("lt-gpu")])
+    retried = Backoff(deadline_s=5.0, base_s=0.01).call(lambda: adapter.discover([eks_group("lt-gpu")]))
+
+    assert throttled.value.operation == "DescribeLaunchTemplateVersions"
+    assert throttled.value.code == "RequestLimitExceeded"
+    assert throttled.value.retryable
+    assert found_types(retried) == {"lt-gpu": "g6e.xlarge"}
+    assert aws.log.count("DescribeLaunchTemplateVersions") == 2  # no SDK retry hid the fault
+
+
+@pytest.mark.parametrize("kind", ["server_error", "timeout"])
+def test_launch_template_read_faults_are_unavailable(aws: AwsEmulator, adapter: AwsNodeGroups, kind: FaultKind) -> None:
+    seed_eks(aws, "lt-gpu", launch_template={"InstanceType": "g6e.xlarge"})
+    aws.timeout_hold_s = 0.05
+    aws.inject("DescribeLaunchTemplateVersions", kind)
+
+    with pytest.raises(Unavailable) as failed:
+        adapter.discover([eks_group("lt-gpu")])
+
+    assert failed.value.operation == "DescribeLaunchTemplateVersions"
+    assert aws.log.count("DescribeLaunchTemplateVersions") == 1
