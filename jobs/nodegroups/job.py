@@ -131,26 +131,22 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
             # Its sizes to restore are unknown: leave the group as it is and say so (this group only).
             return ObservedGroup(group, kind, None, None, error=str(stored), cluster=cluster, record_error=str(stored))
         record = stored
+        selector = node_selector(cloud, group)
+        mine = tuple(n.name for n in nodes if selector.items() <= n.labels.items()) if selector else ()
+        # Where the provider reports no live size (GKE), read it (one more call) when it matters: before judging
+        # "no nodes", and when the job believes the group down while nodes are in sight (resized by hand at
+        # night): level-triggered means the real size, not the size this job last set.
+        live = not mine or (record is not None and record.phase != "up")
         try:
-            config = settings.backoff.call(lambda: cloud.describe(group))
+            config = settings.backoff.call(lambda: cloud.describe(group, live_size=live))
         except CloudError as exc:
             return ObservedGroup(group, kind, None, record, error=str(exc), cluster=cluster)
         except Exception as exc:  # a bug or an untranslated SDK error: this group only, not the run
             log.error("nodegroup.describe_crashed", node_group=group.name, error=repr(exc), exc_info=True)
             return ObservedGroup(group, kind, None, record, error=f"unexpected error: {exc!r}", cluster=cluster)
-        selector = node_selector(cloud, group)
         if selector is None:
             reason = "no node label for this group: its nodes and GPU pods cannot be seen (set nodeSelector)"
             return ObservedGroup(group, kind, config, record, cluster=cluster, nodes_error=reason)
-        mine = tuple(n.name for n in nodes if selector.items() <= n.labels.items())
-        if config.desired is None and (not mine or (record is not None and record.phase != "up")):
-            # The provider reports no live size (GKE). Learn how many nodes the cloud runs before judging "no
-            # nodes", and when the job believes the pool down while nodes are in sight (resized by hand at night):
-            # level-triggered means the real size, not the size this job last set.
-            try:
-                config = settings.backoff.call(lambda: cloud.describe(group, live_size=True))
-            except CloudError as exc:
-                return ObservedGroup(group, kind, None, record, error=str(exc), cluster=cluster)
         pods = tuple(p for n in mine for p in pods_by_node.get(n, []))
         cordoned = tuple(n.name for n in nodes if n.name in mine and n.cordoned_by_job)
         return ObservedGroup(group, kind, config, record, pods, mine, cluster=cluster, cordoned=cordoned)
