@@ -47,6 +47,9 @@ def stop_on_signals() -> Iterator[None]:
         STOP.set()
 
     STOP.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may install handlers; a run driven from elsewhere is stopped by its driver
+        return
     previous = {sig: signal.signal(sig, request) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield

@@ -6,8 +6,6 @@ import argparse
 import os
 import socket
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,14 +14,15 @@ from typing import Any
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.policy import Policy
 from jobs.fleet import Target, select_clusters
-from jobs.lease import stop_on_signals
 from jobs.nodegroups import job
 from jobs.nodegroups import report as render
 from jobs.nodegroups.job import JobSettings, Ports, Report
 from jobs.nodegroups.ports import NodeGroupCloud
-from jobs.outcome import ExitCode, Outcome
+from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
 from jobs.retry import Backoff
+from jobs.runner import FleetRun
+from jobs.runner import outcome as runner_outcome
 from jobs.settings import (
     DEFAULT_POLICY,
     SettingsError,
@@ -71,10 +70,6 @@ def _peak_rss_mib() -> float | None:
     return round(kib / 1024, 1) if kib is not None else None
 
 
-# A central run works on this many clusters at once (never more than --workers), each with its own workers.
-CLUSTERS_AT_ONCE = 8
-
-
 def _clouds(names: set[str], settings: AdapterSettings) -> dict[str, NodeGroupCloud]:
     # SDKs are imported here, and only for the clouds the policy uses.
     from jobs.adapters.registry import nodegroup_cloud  # noqa: PLC0415
@@ -103,44 +98,6 @@ def _ports(policy: Policy, target: Target, clouds: dict[str, NodeGroupCloud], se
         lock=kube.LeaseLock(api, namespace, nodegroups_lease(target.cluster)),
         events=kube.KubeEvents(api, namespace, "nodegroups", known),
     )
-
-
-def _run_fleet(policy: Policy, now: datetime, settings: JobSettings, ports: dict[str, Ports], log: Any) -> list[Report]:
-    """Every cluster at once, each with its own Lease, records and Events in it. The clusters of one run share the
-    blast-radius limit: all are planned first, and a total over the limit changes nothing anywhere."""
-    per_cluster = {name: replace(settings, cluster=name) for name in ports}
-    logs = {name: log.bind(cluster=name) for name in ports}
-
-    def guarded(name: str, step: Callable[[], job.Planned | Report]) -> job.Planned | Report:
-        # A bug met in one cluster fails that cluster's groups, not the clusters running beside it.
-        try:
-            return step()
-        except Exception as exc:
-            logs[name].error("cluster.crashed", error=repr(exc), exc_info=True)
-            return job.failed_report(policy, now, per_cluster[name], f"unexpected error: {exc!r}")
-
-    def first(name: str) -> job.Planned | Report:
-        return guarded(name, lambda: job.plan(policy, now, per_cluster[name], ports[name], logs[name]))
-
-    with ThreadPoolExecutor(max_workers=max(1, min(len(ports), CLUSTERS_AT_ONCE, settings.workers))) as pool:
-        firsts = dict(zip(ports, pool.map(first, ports), strict=True))
-        total = sum(p.changes for p in firsts.values() if isinstance(p, job.Planned))
-        if len(ports) > 1 and total > settings.max_changes:
-            reason = (
-                f"the plan changes {total} node groups across {len(ports)} clusters, more than the limit of"
-                f" {settings.max_changes} per run (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
-            )
-            return [Report(now, settings.dry_run, name, refused=reason) for name in ports]
-
-        def second(name: str) -> Report:
-            planned = firsts[name]
-            if isinstance(planned, Report):
-                return planned
-            done = guarded(name, lambda: job.apply(planned, policy, now, per_cluster[name], ports[name], logs[name]))
-            assert isinstance(done, Report)
-            return done
-
-        return list(pool.map(second, ports))
 
 
 def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outcome]:
@@ -175,8 +132,16 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
     clouds = _clouds({g.cloud for g in groups}, adapter_settings)
     ports = {t.cluster: _ports(policy, t, clouds, adapter_settings) for t in targets}
     started = time.monotonic()
-    with stop_on_signals():
-        reports = _run_fleet(policy, now, settings, ports, log)
+    reports = FleetRun(
+        {
+            name: job.ClusterRun(policy, now, replace(settings, cluster=name), cluster_ports, log.bind(cluster=name))
+            for name, cluster_ports in ports.items()
+        },
+        max_changes=settings.max_changes,
+        workers=settings.workers,
+        log=log,
+        noun="node groups",
+    ).run()
     # The job's own time, without interpreter start-up and SDK imports: what concurrency can change.
     log.info(
         "nodegroups.timing",
@@ -185,14 +150,9 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
         clusters=len(reports),
         peak_rss_mib=_peak_rss_mib(),
     )
-    applied = sum(r.status == "applied" for report in reports for r in report.results)
-    failed = sum(r.status == "failed" for report in reports for r in report.results)
-    failed += sum(s.failed for report in reports for s in report.skips)
-    refused = [r for r in reports if r.refused]
-    code = ExitCode.REFUSED if refused else ExitCode.ITEM_FAILED if failed else ExitCode.OK
-    for report in refused[:1]:
-        log.error("nodegroups.refused", reason=report.refused)
     for report in reports:
+        if report.refused:
+            log.error("nodegroups.refused", cluster=report.cluster, reason=report.refused)
         if report.lock_holder:
             log.info(
                 "nodegroups.locked",
@@ -200,14 +160,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
                 holder=report.lock_holder,
                 message="another run holds the lease",
             )
-    outcome = Outcome(
-        code,
-        planned=sum(len(r.results) for r in reports),
-        applied=applied,
-        failed=failed,
-        skipped=sum(len(r.skips) for r in reports),
-        dry_run=dry_run,
-    )
+    outcome = runner_outcome([job.tally(r) for r in reports], dry_run=dry_run)
     return reports, outcome
 
 

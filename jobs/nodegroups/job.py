@@ -32,6 +32,7 @@ from jobs.errors import Busy, CloudError, OutcomeUnknown, Unavailable
 from jobs.lease import STOP, HeldLease, Stopped
 from jobs.nodegroups.ports import CloudGroup, Cluster, Events, NodeGroupCloud, RecordStore, RunLock
 from jobs.retry import Backoff
+from jobs.runner import Early, Tally
 
 Status = Literal["planned", "applied", "failed", "skipped"]
 # AKS runs one agent pool operation per cluster ("Another agentpool operation ... is in progress"); GKE runs one per
@@ -509,3 +510,41 @@ def run(
     system's), not on ``now``: a run evaluated ``--at`` another instant must still exclude the runs happening now."""
     first = plan(policy, now, settings, ports, log)
     return first if isinstance(first, Report) else apply(first, policy, now, settings, ports, log, sleep, clock)
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """The nodegroups job on one cluster, as the shared runner drives it (``jobs.runner.ClusterWork``)."""
+
+    policy: Policy
+    now: datetime
+    settings: JobSettings  # with its ``cluster`` set
+    ports: Ports
+    log: Any
+
+    def plan(self) -> Planned | Early[Report]:
+        first = plan(self.policy, self.now, self.settings, self.ports, self.log)
+        return Early(first) if isinstance(first, Report) else first
+
+    def changes(self, planned: Planned) -> int:
+        return planned.changes
+
+    def apply(self, planned: Planned) -> Report:
+        return apply(planned, self.policy, self.now, self.settings, self.ports, self.log)
+
+    def failed(self, message: str) -> Report:
+        return failed_report(self.policy, self.now, self.settings, message)
+
+    def refused(self, reason: str) -> Report:
+        return Report(self.now, self.settings.dry_run, self.settings.cluster, refused=reason)
+
+
+def tally(report: Report) -> Tally:
+    """A cluster's report for the summary: a skip that is a failure (unseen, unreadable) counts as failed."""
+    return Tally(
+        planned=len(report.results),
+        applied=sum(r.status == "applied" for r in report.results),
+        failed=sum(r.status == "failed" for r in report.results) + sum(s.failed for s in report.skips),
+        skipped=len(report.skips),
+        refused=report.refused,
+    )
