@@ -34,6 +34,7 @@ def to_json(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = Non
                 "reason": g.reason,
                 "nextChange": g.next_change.isoformat() if g.next_change else None,
                 "cloud": g.group.cloud,
+                "cluster": g.cluster,
                 "timezone": g.timezone,
                 "upHoursPerWeek": g.up_hours_per_week,
                 "gpuHoursAvoidedPerWeek": g.gpu_hours_avoided_per_week,
@@ -53,7 +54,7 @@ def to_json(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = Non
 def to_text(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = None) -> str:
     lines = [f"gpu-jobs calendar at {calendar.at.isoformat()}   (█ up  · down, half-hour cells, local time)", ""]
     for g in calendar.groups:
-        lines.append(f"{g.group.name}  [{g.group.cloud} {locator_text(g.group)}]  {g.timezone}")
+        lines.append(f"{g.group.name}  [cluster {g.cluster}: {g.group.cloud} {locator_text(g.group)}]  {g.timezone}")
         lines.append(f"  now:   {g.state.upper()} - {g.reason}")
         lines.append(f"  next:  {_when(g.next_change)}")
         lines.append(
@@ -81,12 +82,12 @@ def to_markdown(calendar: Calendar, comparisons: tuple[Comparison, ...] | None =
     out = [
         f"### GPU node group schedule at {calendar.at.isoformat()}",
         "",
-        "| node group | cloud | now | why | next change | up h/week | GPU-h avoided/week |",
-        "|---|---|---|---|---|---:|---:|",
+        "| node group | cluster | cloud | now | why | next change | up h/week | GPU-h avoided/week |",
+        "|---|---|---|---|---|---|---:|---:|",
     ]
     for g in calendar.groups:
         out.append(
-            f"| `{g.group.name}` | {g.group.cloud} | **{g.state}** | {g.reason} | {_when(g.next_change)} "
+            f"| `{g.group.name}` | {g.cluster} | {g.group.cloud} | **{g.state}** | {g.reason} | {_when(g.next_change)} "
             f"| {g.up_hours_per_week:g} | {_avoided(g)} |"
         )
     if comparisons is not None:

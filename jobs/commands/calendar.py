@@ -11,7 +11,7 @@ from jobs import calendar_output
 from jobs.core.calendar import build_calendar, compare
 from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
-from jobs.settings import DEFAULT_POLICY, env, parse_at
+from jobs.settings import DEFAULT_POLICY, SettingsError, env, parse_at
 
 #: A year at most: the grid is drawn per half hour and a longer view is not what a review needs.
 MAX_DAYS = 366
@@ -39,19 +39,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compare", metavar="OTHER_POLICY", help="the policy before the change: show up-hours before/after"
     )
+    parser.add_argument(
+        "--cluster", default=env("CLUSTER"), metavar="NAME", help="only this cluster's node groups [GPU_JOBS_CLUSTER]"
+    )
 
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:
     policy = load_policy(args.policy)
     tz = ZoneInfo(policy.defaults.timezone)
     at = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC).astimezone(tz)
-    calendar = build_calendar(policy, at, args.days)
-    comparisons = compare(load_policy(args.compare), policy, at) if args.compare else None
+    cluster = args.cluster or None
+    if cluster and cluster not in {c.name for c in policy.fleet}:
+        known = ", ".join(c.name for c in policy.fleet)
+        raise SettingsError(f"--cluster / GPU_JOBS_CLUSTER {cluster!r} is not a cluster of the policy ({known})")
+    calendar = build_calendar(policy, at, args.days, cluster)
+    comparisons = compare(load_policy(args.compare), policy, at, cluster) if args.compare else None
     print(_RENDER[args.output](calendar, comparisons), end="")
     for group in calendar.groups:
         log.info(
             "calendar.group",
             node_group=group.group.name,
+            cluster=group.cluster,
             state=group.state,
             reason=group.reason,
             next_change=group.next_change.isoformat() if group.next_change else None,

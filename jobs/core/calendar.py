@@ -32,6 +32,7 @@ class Change:
 @dataclass(frozen=True)
 class GroupCalendar:
     group: NodeGroup
+    cluster: str  # the cluster its nodes join (policy.fleet)
     timezone: str
     state: State
     reason: str
@@ -60,10 +61,12 @@ def locator_text(group: NodeGroup) -> str:
     return "/".join(str(v) for v in loc.model_dump(exclude_none=True).values())
 
 
-def build_calendar(policy: Policy, at: datetime, days: int = 7) -> Calendar:
+def build_calendar(policy: Policy, at: datetime, days: int = 7, cluster: str | None = None) -> Calendar:
+    """Every node group's calendar (``cluster``: only that cluster's groups)."""
     if at.tzinfo is None:
         raise ValueError("at must be timezone-aware")
-    return Calendar(at, days, tuple(_group_calendar(policy, g, at, days) for g in policy.node_groups))
+    groups = policy.groups_in(cluster) if cluster else policy.node_groups
+    return Calendar(at, days, tuple(_group_calendar(policy, g, at, days) for g in groups))
 
 
 def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -> GroupCalendar:
@@ -91,6 +94,7 @@ def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -
         rows.append((day, cells, schedule.holidays.name(day)))
     return GroupCalendar(
         group=group,
+        cluster=policy.cluster_of(group).name,
         timezone=str(tz),
         state=desired.state,
         reason=desired.reason,
@@ -126,8 +130,12 @@ class Comparison:
         return (self.after or 0.0) - (self.before or 0.0)
 
 
-def compare(before: Policy, after: Policy, at: datetime) -> tuple[Comparison, ...]:
-    """Up-hours per week per node group before and after a change: what a pull request does."""
+def compare(before: Policy, after: Policy, at: datetime, cluster: str | None = None) -> tuple[Comparison, ...]:
+    """Up-hours per week per node group before and after a change: what a pull request does (``cluster``: only
+    groups in that cluster, before or after)."""
     old, new = up_hours_by_group(before, at), up_hours_by_group(after, at)
     names = list(new) + [n for n in old if n not in new]
+    if cluster:
+        mine = {g.name for p in (before, after) for g in p.node_groups if p.cluster_of(g).name == cluster}
+        names = [n for n in names if n in mine]
     return tuple(Comparison(n, old.get(n), new.get(n)) for n in names)

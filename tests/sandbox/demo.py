@@ -267,7 +267,7 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
 def render_calendar(world: World, calendar: dict[str, Any]) -> list[str]:
     lines = [f"  {'group':<18} {'cluster':<10} {'now':<5} {'next change':<27} reason"]
     for g in calendar["nodeGroups"]:
-        cluster = world.policy.cluster_of(world.policy.group(g["name"])).name
+        cluster = g["cluster"]
         lines.append(f"  {g['name']:<18} {cluster:<10} {g['state']:<5} {g['nextChange'] or '-':<27} {g['reason']}")
     return lines
 

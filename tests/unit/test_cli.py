@@ -155,3 +155,21 @@ def test_example_policy_conforms_to_the_published_schema() -> None:
 
     schema = json.loads(Path("gitops/policy.schema.json").read_text())
     jsonschema.validate(yaml.safe_load(Path(EXAMPLE).read_text()), schema)
+
+
+def test_calendar_names_every_groups_cluster_and_filters_by_one(capsys: pytest.CaptureFixture[str]) -> None:
+    at = "2026-12-01T07:29:00+01:00"
+    assert main(["calendar", "--policy", EXAMPLE, "--at", at, "--output", "json"]) == 0
+    every = {g["name"]: g["cluster"] for g in json.loads(capsys.readouterr().out)["nodeGroups"]}
+    assert every["research-h100"] == "research"
+    assert every["batch-nightly-g5"] == "batch"
+    assert main(["calendar", "--policy", EXAMPLE, "--at", at, "--output", "json", "--cluster", "aks-ml"]) == 0
+    assert {g["name"] for g in json.loads(capsys.readouterr().out)["nodeGroups"]} == {
+        name for name, cluster in every.items() if cluster == "aks-ml"
+    }
+    assert main(["calendar", "--policy", EXAMPLE, "--at", at, "--cluster", "research", "--days", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "research-h100  [cluster research: gcp " in text
+    assert "training-a100" not in text
+    assert main(["calendar", "--policy", EXAMPLE, "--cluster", "staging"]) == 2
+    assert "'staging' is not a cluster of the policy" in capsys.readouterr().err
