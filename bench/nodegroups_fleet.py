@@ -161,6 +161,7 @@ def main() -> None:
             **aws.env(),
             "KUBECONFIG": str(TMP / "kubeconfig"),
             "GPU_JOBS_GCP_ENDPOINT": gcp.url,
+            "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true",
             "GPU_JOBS_AZURE_ENDPOINT": azure.url,
             "GPU_JOBS_NAMESPACE": "gpu-jobs",
             "GPU_JOBS_POLL_INTERVAL": "0.01",

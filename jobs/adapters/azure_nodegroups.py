@@ -191,8 +191,10 @@ class AksAgentPools:
             "polling_interval": settings.poll_interval_s,
         }
         if settings.azure_endpoint:
+            options["base_url"] = settings.azure_endpoint  # a private ARM endpoint, a proxy or the local emulator
+        if settings.emulator_credentials:
             credential: TokenCredential = StaticTokenCredential()
-            options |= {"base_url": settings.azure_endpoint, "per_call_policies": [AllowHttpPolicy()]}
+            options["per_call_policies"] = [AllowHttpPolicy()]
         else:
             if self._credential is None:
                 self._credential = DefaultAzureCredential()

@@ -190,11 +190,14 @@ class GkeNodePools:
         return {"retry": None, "timeout": self._settings.request_timeout_s}
 
     def _client_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}  # Application Default Credentials (Workload Identity in the cluster)
         if self._settings.gcp_endpoint:
-            # A private endpoint or the local emulator: "http://" is kept as is by the REST transports.
+            # A private endpoint, a proxy or the local emulator: "http://" is kept as is by the REST transports.
+            kwargs["client_options"] = {"api_endpoint": self._settings.gcp_endpoint}
+        if self._settings.emulator_credentials:
             anonymous: Credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]  # untyped in google-auth
-            return {"credentials": anonymous, "client_options": {"api_endpoint": self._settings.gcp_endpoint}}
-        return {}  # Application Default Credentials (Workload Identity in the cluster)
+            kwargs["credentials"] = anonymous
+        return kwargs
 
     def _gke_client(self) -> container_v1.ClusterManagerClient:
         with self._lock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from jobs.settings import seconds_setting
+from jobs.settings import env_flag, seconds_setting
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,10 @@ class AdapterSettings:
     request_timeout_s: float = 30.0  # one HTTP call
     gcp_endpoint: str | None = None  # GPU_JOBS_GCP_ENDPOINT, e.g. http://127.0.0.1:8085
     azure_endpoint: str | None = None  # GPU_JOBS_AZURE_ENDPOINT, e.g. http://127.0.0.1:8086
+    # GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS=true: GCP and Azure calls carry no real credentials (anonymous, a fixed
+    # fake token) and may use plain http. For the local emulators only: a custom endpoint alone keeps the real
+    # credentials, so pointing the clients at a private endpoint or a proxy never loses authentication.
+    emulator_credentials: bool = False
 
     @classmethod
     def from_env(cls) -> AdapterSettings:
@@ -28,4 +32,5 @@ class AdapterSettings:
             request_timeout_s=seconds_setting("REQUEST_TIMEOUT", cls.request_timeout_s, minimum=1),
             gcp_endpoint=os.environ.get("GPU_JOBS_GCP_ENDPOINT") or None,
             azure_endpoint=os.environ.get("GPU_JOBS_AZURE_ENDPOINT") or None,
+            emulator_credentials=env_flag("INSECURE_EMULATOR_CREDENTIALS"),
         )

@@ -197,7 +197,7 @@ class AzureEmulator(Emulator):
 
     def env(self) -> dict[str, str]:
         """Environment for a product subprocess: its Azure clients go to this emulator."""
-        return {ENDPOINT_ENV: self.url}
+        return {ENDPOINT_ENV: self.url, "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true"}
 
     def clients(self, subscription: str, **client_kwargs: Any) -> AzureClients:
         """The three real SDK clients against this emulator (see :class:`tests.emulators.azure.sdk.AzureClients`)."""

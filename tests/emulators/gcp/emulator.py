@@ -68,7 +68,7 @@ class GcpEmulator(Emulator):
 
     def env(self) -> dict[str, str]:
         """Environment for a subprocess running product code against this emulator."""
-        return {ENV_VAR: self.url}
+        return {ENV_VAR: self.url, "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true"}
 
     def client_options(self) -> dict[str, str]:
         return {"api_endpoint": self.url}

@@ -167,7 +167,7 @@ def test_arm_requires_a_bearer_token_and_an_api_version(azure: AzureEmulator) ->
 
 
 def test_env_points_a_subprocess_at_the_emulator(azure: AzureEmulator) -> None:
-    assert azure.env() == {"GPU_JOBS_AZURE_ENDPOINT": azure.url}
+    assert azure.env() == {"GPU_JOBS_AZURE_ENDPOINT": azure.url, "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true"}
     assert azure.url.startswith("http://127.0.0.1:")
 
 

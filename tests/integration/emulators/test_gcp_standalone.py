@@ -35,7 +35,7 @@ def test_env_points_a_subprocess_at_the_emulator(gcp: GcpEmulator) -> None:
         [sys.executable, "-c", CHILD], env=gcp.env(), capture_output=True, text=True, timeout=60, check=True
     )
 
-    assert gcp.env() == {ENV_VAR: gcp.url}
+    assert gcp.env() == {ENV_VAR: gcp.url, "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true"}
     assert done.stdout.strip() == "3"
     assert gcp.log.operations() == ["nodePools.get"]
 

@@ -63,6 +63,7 @@ def settings_for(
         operation_timeout_s=operation_timeout_s,
         request_timeout_s=request_timeout_s,
         azure_endpoint=azure.url,
+        emulator_credentials=True,
     )
 
 
@@ -452,7 +453,9 @@ def test_operation_that_outlasts_the_timeout_is_unavailable(azure: AzureEmulator
 
 
 def test_unreachable_endpoint_is_unavailable() -> None:
-    aks = AksAgentPools(AdapterSettings(azure_endpoint="http://127.0.0.1:9", request_timeout_s=0.5))
+    aks = AksAgentPools(
+        AdapterSettings(azure_endpoint="http://127.0.0.1:9", request_timeout_s=0.5, emulator_credentials=True)
+    )
 
     with pytest.raises(Unavailable) as down:
         aks.describe(group("a100"))
@@ -530,3 +533,18 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.005)
+
+
+def test_a_custom_endpoint_keeps_the_real_credentials(azure: AzureEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A private ARM endpoint or a proxy must not lose authentication: without the loudly named emulator setting
+    # the client asks DefaultAzureCredential (which finds nothing here), and no request goes out with a fake token.
+    for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_FEDERATED_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    seed(azure)
+    aks = AksAgentPools(AdapterSettings(azure_endpoint=azure.url, request_timeout_s=2.0))
+    try:
+        with pytest.raises(CloudError):
+            aks.describe(group("a100"))
+    finally:
+        aks.close()
+    assert [r for r in azure.log.all() if "agentPools" in r.operation] == []

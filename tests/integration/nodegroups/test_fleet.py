@@ -86,6 +86,7 @@ class World:
             **self.aws.env(),
             "KUBECONFIG": str(kubeconfig or self.kubeconfig),
             "GPU_JOBS_GCP_ENDPOINT": self.gcp.url,
+            "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true",
             "GPU_JOBS_NAMESPACE": "gpu-jobs",
             "GPU_JOBS_POLL_INTERVAL": "0.01",
             "GPU_JOBS_RETRY_DEADLINE": "1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +39,7 @@ LOC = f"projects/{PROJECT}/locations/{REGION}"
 def _settings(url: str, **overrides: float) -> AdapterSettings:
     values: dict[str, Any] = {"poll_interval_s": 0.01, "operation_timeout_s": 5.0, "request_timeout_s": 2.0}
     values.update(overrides)
-    return AdapterSettings(gcp_endpoint=url, **values)
+    return AdapterSettings(gcp_endpoint=url, emulator_credentials=True, **values)
 
 
 @pytest.fixture
@@ -520,3 +521,16 @@ def test_concurrent_describe_and_apply_across_clusters(gcp: GcpEmulator, adapter
 
     assert [(r.autoscaling, r.desired) for r in results] == [(False, 0)] * 8
     assert len(_writes(gcp)) == 16
+
+
+def test_a_custom_endpoint_keeps_the_real_credentials(
+    gcp: GcpEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A private endpoint or a proxy must not turn authentication off: without the loudly named emulator setting,
+    # the clients use Application Default Credentials (none here), and nothing goes out unauthenticated.
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    _seed(gcp)
+    adapter = GkeNodePools(AdapterSettings(gcp_endpoint=gcp.url, request_timeout_s=2.0))
+    with pytest.raises(Denied, match="credentials"):
+        adapter.describe(_group("a100"))
+    assert gcp.log.all() == []

@@ -170,6 +170,7 @@ def make_fleet(
         request_timeout_s=5,
         gcp_endpoint=gcp.url,
         azure_endpoint=azure.url,
+        emulator_credentials=True,
     )
     api = kube_adapter.api_client()
     policy = parse_policy(POLICY, "policy.yaml")
