@@ -9,6 +9,16 @@ from typing import Any
 from jobs.core.calendar import Calendar, Comparison, GroupCalendar, locator_text
 
 _HOUR_RULER = "".join(f"{h:02d}  " for h in range(0, 24, 2))
+_DAY_WIDTH = len("Tue 01 Dec")  # a grid row's day label (%a %d %b)
+
+
+def _label(c: Comparison) -> str:
+    return " (new)" if c.before is None else " (removed)" if c.after is None else ""
+
+
+def _cell(text: str) -> str:
+    """Text inside a markdown table cell: a ``|`` or a line break would end the cell or the row."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def _when(at: datetime | None) -> str:
@@ -61,7 +71,7 @@ def to_text(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = Non
             f"  week:  {g.up_hours_per_week:g} h up of 168 ({g.up_hours_per_week / 1.68:.0f}%);"
             f" GPU-hours avoided vs always-on: {_avoided(g)}"
         )
-        lines.append(f"             {_HOUR_RULER}")
+        lines.append(f"  {'':<{_DAY_WIDTH}}  {_HOUR_RULER}")  # over the cells: as wide as a row's day label
         for day, cells, holiday in g.grid:
             lines.append(f"  {day.strftime('%a %d %b')}  {cells}" + (f"  {holiday}" if holiday else ""))
         lines.append("")
@@ -71,10 +81,11 @@ def to_text(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = Non
 
 
 def _compare_text(comparisons: tuple[Comparison, ...]) -> str:
-    width = max([len(c.name) for c in comparisons] + [10])
+    names = [c.name + _label(c) for c in comparisons]
+    width = max([len(n) for n in names] + [10])
     rows = [f"{'node group':<{width}}  before h/wk  after h/wk   change"]
-    for c in comparisons:
-        rows.append(f"{c.name:<{width}}  {_hours(c.before):>11}  {_hours(c.after):>10}  {c.delta:>+7g}")
+    for c, name in zip(comparisons, names, strict=True):
+        rows.append(f"{name:<{width}}  {_hours(c.before):>11}  {_hours(c.after):>10}  {c.delta:>+7g}")
     return "\n".join(rows)
 
 
@@ -87,19 +98,18 @@ def to_markdown(calendar: Calendar, comparisons: tuple[Comparison, ...] | None =
     ]
     for g in calendar.groups:
         out.append(
-            f"| `{g.group.name}` | {g.cluster} | {g.group.cloud} | **{g.state}** | {g.reason} | {_when(g.next_change)} "
-            f"| {g.up_hours_per_week:g} | {_avoided(g)} |"
+            f"| `{g.group.name}` | {g.cluster} | {g.group.cloud} | **{g.state}** | {_cell(g.reason)} "
+            f"| {_when(g.next_change)} | {g.up_hours_per_week:g} | {_avoided(g)} |"
         )
     if comparisons is not None:
         out += ["", "#### What this change does", "", "| node group | before h/week | after h/week | change |"]
         out.append("|---|---:|---:|---:|")
         for c in comparisons:
-            note = " (new)" if c.before is None else " (removed)" if c.after is None else ""
-            out.append(f"| `{c.name}`{note} | {_hours(c.before)} | {_hours(c.after)} | {c.delta:+g} |")
+            out.append(f"| `{c.name}`{_label(c)} | {_hours(c.before)} | {_hours(c.after)} | {c.delta:+g} |")
     out += ["", "<details><summary>Week grids (█ up, · down, local time)</summary>", "", "```"]
     for g in calendar.groups:
         out.append(f"{g.group.name} ({g.timezone})")
-        out.append(f"           {_HOUR_RULER}")
+        out.append(f"{'':<{_DAY_WIDTH}}  {_HOUR_RULER}")
         out += [f"{day.strftime('%a %d %b')}  {cells}" for day, cells, _ in g.grid]
         out.append("")
     out += ["```", "</details>"]

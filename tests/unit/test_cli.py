@@ -173,3 +173,30 @@ def test_calendar_names_every_groups_cluster_and_filters_by_one(capsys: pytest.C
     assert "training-a100" not in text
     assert main(["calendar", "--policy", EXAMPLE, "--cluster", "staging"]) == 2
     assert "'staging' is not a cluster of the policy" in capsys.readouterr().err
+
+
+def test_calendar_output_reads_right_in_a_pull_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = Path(EXAMPLE).read_text()
+    after = tmp_path / "after.yaml"
+    # A reason with a pipe and an override that ends long after the week (both must not break the table).
+    after.write_text(text.replace('reason: "NeurIPS camera-ready deadline"', 'reason: "NeurIPS | camera-ready"'))
+    before = tmp_path / "before.yaml"
+    before.write_text(text.replace("  - name: vision-t4\n", "  - name: vision-t4-old\n"))
+    at = "2026-12-01T12:00:00+01:00"
+    argv = ["calendar", "--policy", str(after), "--at", at, "--days", "1", "--compare", str(before)]
+    assert main([*argv, "--output", "markdown"]) == 0
+    markdown = capsys.readouterr().out
+    row = next(line for line in markdown.splitlines() if line.startswith("| `training-a100`"))
+    assert "NeurIPS \\| camera-ready" in row
+    assert row.count(" | ") == 7  # eight cells: the escaped pipe is text, not a column
+    assert "| `vision-t4` (new) |" in markdown
+    assert "| `vision-t4-old` (removed) |" in markdown
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "vision-t4 (new)" in out
+    assert "vision-t4-old (removed)" in out
+    # The hour ruler sits over the cells: "00" starts in the column of a day's first cell.
+    lines = out.splitlines()
+    ruler = next(i for i, line in enumerate(lines) if line.strip().startswith("00  02"))
+    first_cell = len(lines[ruler + 1]) - len(lines[ruler + 1].lstrip()) + len("Tue 01 Dec  ")
+    assert lines[ruler].index("00") == first_cell
