@@ -61,8 +61,8 @@ class ClusterWork(Protocol[P, R]):
         """Every item of this cluster failed for ``message``; nothing was changed."""
         ...
 
-    def refused(self, reason: str) -> R:
-        """The run was refused (the limit across clusters); nothing was changed."""
+    def refused(self, reason: str, plan: P | None) -> R:
+        """The run was refused (the limit across clusters); nothing was changed. ``plan``: what was refused."""
         ...
 
 
@@ -85,7 +85,9 @@ class FleetRun(Generic[P, R]):
                     f"the plan changes {total} {self.noun} across {len(self.work)} clusters, more than the limit of"
                     f" {self.max_changes} per run (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
                 )
-                return [self.work[name].refused(reason) for name in self.work]
+                return [
+                    self.work[name].refused(reason, None if isinstance(p, Early) else p) for name, p in firsts.items()
+                ]
             return list(pool.map(lambda name: self._apply(name, firsts[name]), self.work))
 
     def _at_once(self) -> int:

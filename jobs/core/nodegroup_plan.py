@@ -318,6 +318,7 @@ def _plan_group(policy: Policy, og: ObservedGroup, now: datetime) -> GroupAction
 @dataclass(frozen=True)
 class Refusal:
     reason: str
+    plan: NodeGroupPlan  # what was refused: the reviewer must see it
 
 
 def guard(plan: NodeGroupPlan, *, max_changes: int) -> NodeGroupPlan | Refusal:
@@ -326,6 +327,7 @@ def guard(plan: NodeGroupPlan, *, max_changes: int) -> NodeGroupPlan | Refusal:
     if len(changing) > max_changes:
         return Refusal(
             f"the plan changes {len(changing)} node groups, more than the limit of {max_changes} per run"
-            " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
+            " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)",
+            plan,
         )
     return plan

@@ -34,7 +34,7 @@ from jobs.nodegroups.ports import CloudGroup, Cluster, Events, NodeGroupCloud, R
 from jobs.retry import Backoff
 from jobs.runner import Early, Tally
 
-Status = Literal["planned", "applied", "failed", "skipped"]
+Status = Literal["planned", "applied", "failed", "skipped", "refused"]
 # AKS runs one agent pool operation per cluster ("Another agentpool operation ... is in progress"); GKE runs one per
 # node pool (plus cluster-level ones), so its pools need not take turns.
 CLUSTER_SERIAL_KINDS = frozenset({"aks"})
@@ -434,7 +434,6 @@ def failed_report(policy: Policy, now: datetime, settings: JobSettings, message:
 
 def plan(policy: Policy, now: datetime, settings: JobSettings, ports: Ports, log: Any) -> Planned | Report:
     """Observe and plan one cluster; a Report when there is nothing more to do (unreadable, refused)."""
-    report = partial(Report, now, settings.dry_run, settings.cluster)
     try:
         observation = observe(policy, ports, settings, log)
     except CloudError as exc:
@@ -445,8 +444,16 @@ def plan(policy: Policy, now: datetime, settings: JobSettings, ports: Ports, log
         return failed_report(policy, now, settings, f"not judged: {where} cannot be read ({exc})")
     planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
     if isinstance(planned, Refusal):
-        return report(refused=planned.reason, unmanaged=observation.unmanaged)
+        return refused_report(now, settings, planned.reason, planned.plan, observation.unmanaged)
     return Planned(observation, planned)
+
+
+def refused_report(
+    now: datetime, settings: JobSettings, reason: str, plan: NodeGroupPlan, unmanaged: tuple[CloudGroup, ...] = ()
+) -> Report:
+    """Nothing changed, and every change the plan held is listed as refused: what a reviewer must see."""
+    results = tuple(GroupResult(a.group, "refused", _describe_step_change(a), a) for a in plan.actions)
+    return Report(now, settings.dry_run, settings.cluster, results, plan.skips, unmanaged, refused=reason)
 
 
 def apply(
@@ -484,7 +491,7 @@ def apply(
         observation = replace(observe(policy, ports, settings, log, discover=False), unmanaged=observation.unmanaged)
         again = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
         if isinstance(again, Refusal):
-            return report(refused=again.reason, unmanaged=observation.unmanaged)
+            return refused_report(now, settings, again.reason, again.plan, observation.unmanaged)
         executor = Executor(policy, ports, settings, now, log, sleep, held.check)
         failures = executor.save_skip_records(again)
         with ThreadPoolExecutor(max_workers=settings.workers) as pool:
@@ -535,8 +542,10 @@ class ClusterRun:
     def failed(self, message: str) -> Report:
         return failed_report(self.policy, self.now, self.settings, message)
 
-    def refused(self, reason: str) -> Report:
-        return Report(self.now, self.settings.dry_run, self.settings.cluster, refused=reason)
+    def refused(self, reason: str, planned: Planned | None) -> Report:
+        plan = planned.plan if planned is not None else NodeGroupPlan((), ())
+        unmanaged = planned.observation.unmanaged if planned is not None else ()
+        return refused_report(self.now, self.settings, reason, plan, unmanaged)
 
 
 def tally(report: Report) -> Tally:

@@ -33,8 +33,8 @@ def _text(report: Report) -> str:
     if report.lock_holder:
         return "\n".join([*lines, f"  another run holds the lease ({report.lock_holder}): nothing done"]) + "\n"
     if report.refused:
-        return "\n".join([*lines, f"  REFUSED: {report.refused}. Nothing changed."]) + "\n"
-    if not report.results:
+        lines.append(f"  REFUSED: {report.refused}. Nothing changed. The plan was:")
+    elif not report.results:
         lines.append("  nothing to change: every node group is where the schedule wants it")
     width = max([len(r.group) for r in report.results] + [10])
     for r in report.results:

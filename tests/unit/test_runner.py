@@ -65,8 +65,8 @@ class FakeCluster:
     def failed(self, message: str) -> str:
         return f"{self.name}: failed ({message})"
 
-    def refused(self, reason: str) -> str:
-        return f"{self.name}: refused ({reason})"
+    def refused(self, reason: str, plan: int | None) -> str:
+        return f"{self.name}: refused ({reason}; {plan} planned)"
 
 
 class Log:

@@ -92,9 +92,13 @@ def test_one_failed_group_exits_1_and_the_others_are_done(fleet: Fleet, tmp_path
 
 def test_a_plan_over_the_change_limit_is_refused_with_exit_3(fleet: Fleet, tmp_path: Path) -> None:
     code, summary, out = gpu_jobs(fleet, tmp_path, "--max-changes", "2")
-    assert (code, summary["exit_code"]) == (3, 3)
+    assert (code, summary["exit_code"], summary["planned"]) == (3, 3, 5)
     assert "REFUSED: the plan changes 5 node groups across 3 clusters, more than the limit of 2" in out
     assert fleet.cloud_writes() == 0
+    # The reviewer sees what was refused, not an empty plan.
+    code, _, out = gpu_jobs(fleet, tmp_path, "--max-changes", "2", "--output", "json")
+    refused = {g["name"]: (g["status"], g["direction"]) for g in json.loads(out)["nodeGroups"]}
+    assert refused == dict.fromkeys(("train", "batch", "research", "finetune", "vision"), ("refused", "down"))
 
 
 def test_a_held_lease_exits_0_and_changes_nothing_in_that_cluster(fleet: Fleet, tmp_path: Path) -> None:
