@@ -85,6 +85,21 @@ def _check_duration(value: str) -> str:
     return value
 
 
+_ZERO = re.compile(r"0+[dhms]")
+
+
+def warm_up_of(value: str | None) -> timedelta:
+    """A warm-up: ``0s`` (or ``0m``...) switches a default warm-up off for one group."""
+    if value is None or _ZERO.fullmatch(value):
+        return timedelta(0)
+    return parse_duration(value, MAX_SETTING_DURATION)
+
+
+def _check_warm_up(value: str) -> str:
+    warm_up_of(value)
+    return value
+
+
 def _check_window_duration(value: str) -> str:
     parse_duration(value)
     return value
@@ -162,6 +177,7 @@ DaySet = Annotated[
 Clock = Annotated[str, AfterValidator(_check_clock), WithJsonSchema({"type": "string", "pattern": r"^\d{2}:\d{2}$"})]
 _DURATION_SCHEMA = {"type": "string", "pattern": r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$", "examples": ["15m", "8h"]}
 Duration = Annotated[str, AfterValidator(_check_duration), WithJsonSchema(_DURATION_SCHEMA)]
+WarmUp = Annotated[str, AfterValidator(_check_warm_up), WithJsonSchema(_DURATION_SCHEMA)]
 WindowDuration = Annotated[str, AfterValidator(_check_window_duration), WithJsonSchema(_DURATION_SCHEMA)]
 Cron = Annotated[str, AfterValidator(_check_cron), WithJsonSchema({"type": "string", "examples": ["0 22 * * 1-5"]})]
 AwareDatetime = Annotated[
@@ -377,7 +393,7 @@ class Schedule(Model):
     timezone: Timezone | None = None
     holidays: Holidays | None = None
     working_hours: Annotated[tuple[WorkingHours, ...], Field(max_length=50)] | None = None
-    warm_up: Duration | None = None
+    warm_up: WarmUp | None = None
     on_busy: Literal["wait", "drain", "force"] | None = Field(
         default=None, description="GPU pods still running at shutdown: wait (default), drain or force"
     )
@@ -637,5 +653,6 @@ def effective_schedule(
     tz = ZoneInfo(group.timezone or policy.defaults.timezone)
     holidays = group.holidays if group.holidays is not None else policy.defaults.holidays
     windows = group.working_hours if group.working_hours is not None else (policy.defaults.working_hours or ())
-    warm = group.warm_up or policy.defaults.warm_up
-    return tz, holidays, windows, parse_duration(warm) if warm else timedelta(0)
+    # A group's own warmUp, "0s" included, replaces the default's (None falls back).
+    warm = group.warm_up if group.warm_up is not None else policy.defaults.warm_up
+    return tz, holidays, windows, warm_up_of(warm)

@@ -81,9 +81,29 @@ class HolidayCalendar:
         return f"public holiday ({found})" if found else None
 
 
-def _local(day: date, clock: time, tz: ZoneInfo) -> datetime:
-    # fold=0: an ambiguous wall time is its first occurrence; a nonexistent one (spring gap) maps forward.
-    return datetime.combine(day, clock, tzinfo=tz).astimezone(UTC)
+def _local(day: date, clock: time, tz: ZoneInfo, fold: int = 0) -> datetime:
+    """A wall time on a local day, in UTC. An ambiguous wall time (autumn) is its first occurrence unless ``fold``
+    is 1; a wall time inside the spring gap, which never happens, is the first instant after the gap (02:30 on the
+    night clocks jump from 02:00 to 03:00 is 03:00 summer time)."""
+    wall = datetime.combine(day, clock, tzinfo=tz).replace(fold=fold)
+    instant = wall.astimezone(UTC)
+    if instant.astimezone(tz).replace(tzinfo=None) == wall.replace(tzinfo=None):
+        return instant
+    # In the gap. Python maps it by the old offset (03:30 here); the jump lies between the two readings.
+    low, high = datetime.combine(day, clock, tzinfo=tz).replace(fold=1).astimezone(UTC), instant
+    low, high = min(low, high), max(low, high)
+    while high - low > timedelta(seconds=1):
+        middle = low + (high - low) / 2
+        if middle.astimezone(tz).replace(tzinfo=None) >= wall.replace(tzinfo=None):
+            high = middle
+        else:
+            low = middle
+    return high.replace(microsecond=0)
+
+
+def _ambiguous(day: date, clock: time, tz: ZoneInfo) -> bool:
+    """Whether the wall time happens twice (the repeated hour in autumn)."""
+    return _local(day, clock, tz, fold=0) != _local(day, clock, tz, fold=1)
 
 
 class GroupSchedule:
@@ -118,9 +138,15 @@ class GroupSchedule:
             length = parse_duration(window.duration)
             # Iterate on naive local wall time, as a cron daemon does, then place each time in the timezone.
             it = croniter(window.cron, datetime.combine(first, time(0)) - timedelta(minutes=1))
+            # A cron that fires every hour fires in the repeated autumn hour too (as cron daemons run wildcard-hour
+            # jobs by real time); one for a fixed hour fires once, at its first occurrence.
+            every_hour = window.cron.split()[1].startswith("*")
             while (naive := it.get_next(datetime)).date() <= last:
                 begin = _local(naive.date(), naive.time(), self.tz)
                 yield begin, begin + length, naive.date()
+                if every_hour and _ambiguous(naive.date(), naive.time(), self.tz):
+                    again = _local(naive.date(), naive.time(), self.tz, fold=1)
+                    yield again, again + length, naive.date()
             return
         assert window.days is not None
         assert window.start is not None

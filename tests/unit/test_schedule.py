@@ -6,8 +6,9 @@ from datetime import datetime
 
 import pytest
 
+from jobs.core.policy import NodeGroup, Policy
 from jobs.core.schedule import desired_state
-from tests.unit.policies import one_group
+from tests.unit.policies import one_group, policy_from
 
 WEEKDAYS = "workingHours:\n  - {days: Mon-Fri, start: '08:00', end: '20:00'}"
 OVERNIGHT = "workingHours:\n  - {days: Mon-Fri, start: '22:00', end: '06:00'}"
@@ -374,3 +375,54 @@ def test_naive_instant_is_refused() -> None:
     policy, group = one_group(WEEKDAYS)
     with pytest.raises(ValueError, match="timezone-aware"):
         desired_state(policy, group, datetime(2026, 12, 1, 12))  # noqa: DTZ001 - the point of the test
+
+
+# -- DST decisions (see README, Schedule semantics) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        "workingHours:\n  - {days: daily, start: '02:30', end: '06:00'}",
+        "workingHours:\n  - {cron: '30 2 * * *', duration: 3h30m}",
+    ],
+)
+def test_a_window_starting_in_the_spring_gap_opens_at_the_first_instant_after_it(schedule: str) -> None:
+    # Berlin, Sun 2026-03-29: 02:00 CET jumps to 03:00 CEST; 02:30 never happens.
+    policy, group = one_group(schedule)
+    before = desired_state(policy, group, at("2026-03-29T01:59:00+01:00"))
+    assert (before.state, before.next_change) == ("down", at("2026-03-29T03:00:00+02:00"))
+    assert desired_state(policy, group, at("2026-03-29T03:00:00+02:00")).state == "up"
+
+
+@pytest.mark.parametrize(
+    ("timezone", "repeated"),
+    [
+        ("America/New_York", "2026-11-01T01:30:00-05:00"),  # 01:00-02:00 EDT, then again as EST
+        ("Europe/Berlin", "2026-10-25T02:30:00+01:00"),  # 02:00-03:00 CEST, then again as CET
+    ],
+)
+def test_an_hourly_cron_window_covers_the_repeated_autumn_hour(timezone: str, repeated: str) -> None:
+    policy, group = one_group("workingHours:\n  - {cron: '0 * * * *', duration: 1h}", timezone=timezone)
+    assert desired_state(policy, group, at(repeated)).state == "up"
+
+
+def test_a_daily_cron_fires_once_in_the_repeated_hour() -> None:
+    # 01:30 happens twice in New York on 2026-11-01; a daily window of 1 h runs once, from the first.
+    policy, group = one_group("workingHours:\n  - {cron: '30 1 * * *', duration: 1h}", timezone="America/New_York")
+    assert desired_state(policy, group, at("2026-11-01T01:45:00-04:00")).state == "up"
+    assert desired_state(policy, group, at("2026-11-01T01:45:00-05:00")).state == "down"
+
+
+def test_a_group_switches_a_default_warm_up_off_with_0s() -> None:
+    def group_with(own: str) -> tuple[Policy, NodeGroup]:
+        policy = policy_from(
+            "defaults: {timezone: Europe/Berlin, warmUp: 30m,"
+            " workingHours: [{days: Mon-Fri, start: '08:00', end: '20:00'}]}\n"
+            f"nodeGroups:\n  - {{name: g, cloud: aws, aws: {{region: eu-west-1, cluster: c, nodegroup: n}}{own}}}\n"
+        )
+        return policy, policy.node_groups[0]
+
+    # 07:50 is inside the default 30 min warm-up; a group's warmUp: 0s has none.
+    assert desired_state(*group_with(""), at("2026-12-01T07:50:00+01:00")).state == "up"
+    assert desired_state(*group_with(", warmUp: 0s"), at("2026-12-01T07:50:00+01:00")).state == "down"
