@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from jobs.core.policy import KIND, Policy, cross_reference_problems
+from jobs.core.quotas import quota_problems
 
 PathParts = tuple[str | int, ...]
 
@@ -267,7 +268,8 @@ def parse_policy(text: str, filename: str) -> Policy:
             problems.append(Problem(filename, line, format_path(loc), _message(error, node)))
         raise PolicyError(sorted(problems)) from None
     problems += [
-        Problem(filename, lines.line(path), format_path(path), msg) for path, msg in cross_reference_problems(policy)
+        Problem(filename, lines.line(path), format_path(path), msg)
+        for path, msg in [*cross_reference_problems(policy), *quota_problems(policy)]
     ]
     if problems:
         raise PolicyError(sorted(problems))

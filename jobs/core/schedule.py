@@ -110,10 +110,20 @@ class GroupSchedule:
     """A node group's schedule compiled once, queried at any instant."""
 
     def __init__(self, policy: Policy, group: NodeGroup) -> None:
-        self.group = group
+        self.group: NodeGroup | None = group
         self.tz, holidays, self.windows, self.warm_up = effective_schedule(policy, group)
         self.holidays = HolidayCalendar(holidays)
         self.overrides: tuple[Override, ...] = tuple(o for o in policy.overrides if o.node_group == group.name)
+
+    @classmethod
+    def of_windows(cls, tz: ZoneInfo, holidays: Holidays | None, windows: tuple[WorkingHours, ...]) -> GroupSchedule:
+        """Working hours without a node group (a quota rule's off-hours): no warm-up, no overrides."""
+        schedule = object.__new__(cls)
+        schedule.group = None
+        schedule.tz, schedule.windows, schedule.warm_up = tz, windows, timedelta(0)
+        schedule.holidays = HolidayCalendar(holidays)
+        schedule.overrides = ()
+        return schedule
 
     @cached_property
     def _lookback(self) -> timedelta:
@@ -172,7 +182,7 @@ class GroupSchedule:
             # The last active override listed wins: later lines are the newer edits.
             override = active[-1]
             return override.state, f"override until {override.until.isoformat()}: {override.reason}"
-        if self.group.always_on:
+        if self.group is not None and self.group.always_on:
             return "up", "alwaysOn"
         covering = [i for i in intervals if i.covers(at)]
         working = [i for i in covering if i.holiday is None]
@@ -237,3 +247,10 @@ def desired_state(policy: Policy, group: NodeGroup, at: datetime) -> Desired:
     if at.tzinfo is None:
         raise ValueError("at must be timezone-aware")
     return GroupSchedule(policy, group).desired(at)
+
+
+def in_working_hours(tz: ZoneInfo, holidays: Holidays | None, windows: tuple[WorkingHours, ...], at: datetime) -> bool:
+    """Whether ``at`` lies inside one of ``windows`` (holidays cancel the windows that start on them)."""
+    if at.tzinfo is None:
+        raise ValueError("at must be timezone-aware")
+    return GroupSchedule.of_windows(tz, holidays, windows).desired(at, timedelta(days=1)).state == "up"

@@ -1,0 +1,181 @@
+"""Namespace GPU quotas, pure: validation of `namespaceQuotas`, which rule governs a namespace, the plan."""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.core.policy import Policy
+from jobs.core.quantity import parse_quantity
+from jobs.core.quotas import NamespaceInfo, QuotaEntry, QuotaInfo, over_commit, plan_quotas, same_hard
+from jobs.policy_file import PolicyError, parse_policy
+
+GROUPS = """\
+nodeGroups:
+  - {name: train, cloud: aws, aws: {region: eu-west-1, cluster: ml-prod, nodegroup: gpu}}
+  - {name: research, cloud: gcp, gcp: {project: p, location: europe-west4, cluster: research, nodePool: h100}}
+"""
+QUOTAS = """\
+namespaceQuotas:
+  quotaName: gpu-quota
+  default: {nvidia.com/gpu: 0}
+  exclude: [kube-system, gpu-operator, "openshift-*"]
+  rules:
+    - namespaces: [ml-team, "team-*"]
+      clusters: [ml-prod]
+      hard: {nvidia.com/gpu: 4}
+    - selector: {matchLabels: {team: research}, matchExpressions: [{key: tier, operator: NotIn, values: [dev]}]}
+      hard: {nvidia.com/gpu: 2, nvidia.com/mig-1g.10gb: 4, cpu: "64", memory: 256Gi}
+      offHours:
+        workingHours: [{days: Mon-Fri, start: "08:00", end: "19:00"}]
+        hard: {nvidia.com/gpu: 8}
+"""
+DAY = datetime.fromisoformat("2026-12-01T12:00:00+01:00")  # Tue, inside 08:00-19:00 Berlin
+NIGHT = datetime.fromisoformat("2026-12-01T19:00:00+01:00")  # the window's end: off-hours begin
+
+
+def policy(quotas: str = QUOTAS) -> Policy:
+    head = "apiVersion: gpu-jobs/v1\nkind: GpuPolicy\ndefaults: {timezone: Europe/Berlin}\n"
+    return parse_policy(head + GROUPS + quotas, "policy.yaml")
+
+
+def problems(quotas: str) -> list[str]:
+    with pytest.raises(PolicyError) as raised:
+        policy(quotas)
+    return [str(p) for p in raised.value.problems]
+
+
+def ns(name: str, **labels: str) -> NamespaceInfo:
+    return NamespaceInfo(name, labels)
+
+
+def plan(
+    namespaces: list[NamespaceInfo], quotas: tuple[QuotaInfo, ...] | list[QuotaInfo] = (), **kw: Any
+) -> dict[str, QuotaEntry]:
+    cluster, at = kw.get("cluster", "ml-prod"), kw.get("at", DAY)
+    return {e.namespace: e for e in plan_quotas(policy(), cluster, namespaces, list(quotas), at)}
+
+
+def test_first_match_wins_globs_clusters_selectors_default_and_exclusions() -> None:
+    research = [ns("lab", team="research"), ns("lab-dev", team="research", tier="dev")]
+    found = plan([ns("ml-team"), ns("team-a"), *research, ns("kube-system"), ns("openshift-x"), ns("misc")])
+    assert {n: (e.rule, dict(e.hard)) for n, e in found.items()} == {
+        "ml-team": ("rules[0]", {"requests.nvidia.com/gpu": "4"}),
+        "team-a": ("rules[0]", {"requests.nvidia.com/gpu": "4"}),
+        "lab": (
+            "rules[1]",
+            {
+                "cpu": "64",
+                "memory": "256Gi",
+                "requests.nvidia.com/gpu": "2",
+                "requests.nvidia.com/mig-1g.10gb": "4",
+            },
+        ),
+        "lab-dev": ("default", {"requests.nvidia.com/gpu": "0"}),  # NotIn dev: the selector does not match
+        "misc": ("default", {"requests.nvidia.com/gpu": "0"}),
+    }
+    assert {e.action for e in found.values()} == {"create"}
+    # In another cluster, rules[0] does not apply: its namespaces get the default.
+    assert plan([ns("team-a")], cluster="research")["team-a"].rule == "default"
+
+
+def test_off_hours_switch_at_the_window_boundary() -> None:
+    lab = ns("lab", team="research")
+    assert plan([lab], at=DAY)["lab"].hard["requests.nvidia.com/gpu"] == "2"
+    night = plan([lab], at=NIGHT)["lab"]
+    assert (night.rule, dict(night.hard)) == ("rules[1].offHours", {"requests.nvidia.com/gpu": "8"})
+
+
+def test_quantities_compare_by_value_so_a_canonicalised_quota_is_unchanged() -> None:
+    current = QuotaInfo(
+        "lab",
+        "gpu-quota",
+        {"cpu": "64000m", "memory": "262144Mi", "requests.nvidia.com/gpu": "2", "requests.nvidia.com/mig-1g.10gb": "4"},
+        {},
+        managed=True,
+    )
+    assert plan([ns("lab", team="research")], [current])["lab"].action == "unchanged"
+    assert same_hard({"memory": "1Gi"}, {"memory": "1024Mi"})
+    assert not same_hard({"memory": "1Gi"}, {"memory": "1G"})
+    assert parse_quantity("500m") == parse_quantity("0.5") == parse_quantity("5e-1")
+
+
+def test_updates_deletions_foreign_quotas_and_terminating_namespaces() -> None:
+    quotas = [
+        QuotaInfo("team-a", "gpu-quota", {"requests.nvidia.com/gpu": "2"}, {"requests.nvidia.com/gpu": "3"}, True),
+        QuotaInfo("kube-system", "gpu-quota", {"requests.nvidia.com/gpu": "0"}, {}, True),  # now excluded
+        QuotaInfo("misc", "gpu-quota", {"requests.nvidia.com/gpu": "9"}, {}, managed=False),  # someone else's
+    ]
+    found = plan([ns("team-a"), ns("kube-system"), ns("misc"), NamespaceInfo("old", {}, terminating=True)], quotas)
+    assert found["team-a"].action == "update"
+    assert found["kube-system"].action == "delete"
+    assert (found["misc"].action, found["misc"].warnings) == (
+        "unchanged",
+        ("a ResourceQuota gpu-quota not managed by gpu-jobs exists: left as it is",),
+    )
+    assert "old" not in found
+    # The new limit (4) is above usage (3): no warning; below it, a warning.
+    assert found["team-a"].warnings == ()
+    low = [QuotaInfo("misc", "gpu-quota", {"requests.nvidia.com/gpu": "2"}, {"requests.nvidia.com/gpu": "1"}, True)]
+    assert "below current usage 1" in plan([ns("misc")], low)["misc"].warnings[0]
+
+
+def test_over_commit_is_shown() -> None:
+    entries = list(plan([ns("team-a"), ns("team-b"), ns("ml-team")]).values())
+    assert over_commit(entries, {"requests.nvidia.com/gpu": 8}) == (
+        "requests.nvidia.com/gpu: quotas add up to 12 but the cluster has 8: over-committed",
+    )
+
+
+@pytest.mark.parametrize(
+    ("quotas", "problem"),
+    [
+        (
+            "namespaceQuotas:\n  rules: [{namespaces: [a], hard: {limits.nvidia.com/gpu: 1}}]\n",
+            "give the resource name",
+        ),
+        ("namespaceQuotas:\n  rules: [{namespaces: [a], hard: {requests.nvidia.com/gpu: 1}}]\n", "requests.<name>"),
+        ("namespaceQuotas:\n  rules: [{namespaces: [a], hard: {nvidia.com/gpu: 1.5}}]\n", "not a whole number"),
+        ("namespaceQuotas:\n  rules: [{namespaces: [a], hard: {memory: 12XB}}]\n", "is not a quantity"),
+        ("namespaceQuotas:\n  rules: [{namespaces: [a], hard: {gpus: 1}}]\n", "is not a resource name"),
+        ("namespaceQuotas:\n  rules: [{hard: {nvidia.com/gpu: 1}}]\n", "needs namespaces or a selector"),
+        (
+            "namespaceQuotas:\n  rules: [{selector: {matchExpressions: [{key: t, operator: In}]}, hard: {cpu: 1}}]\n",
+            "operator In needs values",
+        ),
+        ("namespaceQuotas:\n  rules: [{selector: {}, hard: {cpu: 1}}]\n", "an empty selector would match every"),
+        (
+            "namespaceQuotas:\n  rules: [{namespaces: [a], clusters: [staging], hard: {cpu: 1}}]\n",
+            'namespaceQuotas.rules[0].clusters[0]: unknown cluster "staging"',
+        ),
+        (
+            'namespaceQuotas:\n  rules:\n    - {namespaces: ["team-*"], hard: {cpu: 1}}\n'
+            "    - {namespaces: [team-a], hard: {cpu: 2}}\n",
+            "policy.yaml:10: namespaceQuotas.rules[1]: never matches: rules[0] comes first",
+        ),
+    ],
+)
+def test_validation_says_file_line_path_and_why(quotas: str, problem: str) -> None:
+    assert any(problem in p for p in problems(quotas)), problems(quotas)
+
+
+def test_a_later_rule_in_other_clusters_or_narrower_selectors_is_not_shadowed() -> None:
+    quotas = textwrap.dedent("""\
+        namespaceQuotas:
+          rules:
+            - {namespaces: ["team-*"], clusters: [ml-prod], hard: {cpu: 1}}
+            - {namespaces: [team-a], hard: {cpu: 2}}
+            - {selector: {matchLabels: {a: b}}, hard: {cpu: 3}}
+            - {selector: {matchLabels: {a: c}}, hard: {cpu: 4}}
+        """)
+    assert policy(quotas) is not None
+
+
+def test_the_json_schema_describes_namespace_quotas() -> None:
+    schema = Path("gitops/policy.schema.json").read_text()
+    assert '"namespaceQuotas"' in schema
+    assert '"offHours"' in schema
