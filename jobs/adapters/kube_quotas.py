@@ -1,0 +1,110 @@
+"""Namespace ResourceQuotas through the Kubernetes API: one paginated list of namespaces and one of ResourceQuotas
+per cluster (never a call per namespace), server-side apply under the job's own field manager (a conflict with
+another manager is reported, never forced), and deletion of the quotas the job owns."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from jobs import errors
+from jobs.adapters.kube import _pages, call
+from jobs.core.quotas import NamespaceInfo, QuotaInfo
+from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
+
+FIELD_MANAGER = "gpu-jobs-quotas"
+
+#: What the quotas job needs, cluster-wide: it reads every namespace and ResourceQuota, and writes only its own.
+RBAC_RULES = {
+    ("", "namespaces"): ("list",),
+    ("", "resourcequotas"): ("list", "patch", "delete"),
+    ("", "events"): ("create",),
+}
+
+
+class KubeQuotas:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+
+    def namespaces(self) -> list[NamespaceInfo]:
+        return [
+            NamespaceInfo(
+                ns.metadata.name,
+                dict(ns.metadata.labels or {}),
+                terminating=bool(ns.metadata.deletion_timestamp) or (ns.status and ns.status.phase) == "Terminating",
+            )
+            for ns in _pages("list namespaces", self.core.list_namespace)
+        ]
+
+    def quotas(self) -> list[QuotaInfo]:
+        return [
+            QuotaInfo(
+                q.metadata.namespace,
+                q.metadata.name,
+                {k: str(v) for k, v in ((q.spec and q.spec.hard) or {}).items()},
+                {k: str(v) for k, v in ((q.status and q.status.used) or {}).items()},
+                managed=(q.metadata.labels or {}).get(MANAGED_BY_LABEL) == MANAGED_BY,
+            )
+            for q in _pages("list resourcequotas", self.core.list_resource_quota_for_all_namespaces)
+        ]
+
+    def apply(self, namespace: str, name: str, hard: dict[str, str]) -> None:
+        """Server-side apply of the job's fields only (labels and spec.hard): idempotent by nature, so a resend after
+        a lost answer does no harm. A field another manager owns is a Conflict (not forced)."""
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+            "spec": {"hard": hard},
+        }
+        call(
+            "patch resourcequotas",
+            lambda: self.core.patch_namespaced_resource_quota(
+                name,
+                namespace,
+                body,
+                field_manager=FIELD_MANAGER,
+                force=False,
+                _content_type="application/apply-patch+yaml",
+            ),
+        )
+
+    def delete(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(errors.NotFound):  # already gone: what a delete wanted
+            # The answer is the deleted object or a Status, as the server chooses: nothing in it is needed.
+            call(
+                "delete resourcequotas",
+                lambda: self.core.delete_namespaced_resource_quota(name, namespace, _preload_content=False),
+            )
+
+
+class QuotaEvents:
+    """Kubernetes Events on the ResourceQuotas the job changes (``kubectl describe quota`` shows them)."""
+
+    def __init__(self, api: client.ApiClient, component: str = "quotas") -> None:
+        self.core = client.CoreV1Api(api)
+        self.component = component
+
+    def emit(self, namespace: str, name: str, reason: str, message: str, *, warning: bool = False) -> None:
+        now = datetime.now(UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind="ResourceQuota", name=name, namespace=namespace
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning" if warning else "Normal",
+            source=client.V1EventSource(component=self.component),
+            reporting_component=f"gpu-jobs/{self.component}",
+            reporting_instance=os.environ.get("HOSTNAME", "gpu-jobs"),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        call("create events", lambda: self.core.create_namespaced_event(namespace, event))

@@ -1,0 +1,74 @@
+"""``gpu-jobs quotas``: make every namespace's GPU ResourceQuota what the policy says, in each cluster."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs.core.policy import Policy
+from jobs.fleet import Target, select_clusters
+from jobs.outcome import Outcome
+from jobs.policy_file import load_policy
+from jobs.quotas import job
+from jobs.quotas import report as render
+from jobs.runner import FleetRun, outcome
+from jobs.settings import DEFAULT_POLICY, SettingsError, choice_setting, env, env_flag, int_setting, parse_at
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
+    parser.add_argument(
+        "--dry-run", action="store_true", default=None, help="plan and report, change nothing [GPU_JOBS_DRY_RUN]"
+    )
+    parser.add_argument("--output", metavar="text|json", help="[GPU_JOBS_OUTPUT]")
+    parser.add_argument("--at", default=env("AT"), help="evaluate off-hours at this instant [GPU_JOBS_AT]")
+    parser.add_argument(
+        "--cluster", default=env("CLUSTER"), metavar="NAME", help="act on this cluster only [GPU_JOBS_CLUSTER]"
+    )
+    parser.add_argument("--max-changes", metavar="N", help="refuse a plan changing more quotas (exit 3; default 50)")
+
+
+def _ports(target: Target, request_timeout_s: float) -> job.Ports:
+    from jobs.adapters import kube  # noqa: PLC0415 - the Kubernetes client is imported only by the jobs
+    from jobs.adapters.kube_quotas import KubeQuotas, QuotaEvents  # noqa: PLC0415
+
+    try:
+        api = kube.api_client(request_timeout_s, context=target.context)
+    except kube.ConfigException as exc:
+        raise SettingsError(f"no Kubernetes configuration for cluster {target.cluster}: {exc}") from None
+    lock = kube.LeaseLock(api, kube.job_namespace(), f"gpu-jobs-quotas-{target.cluster}")
+    return job.Ports(KubeQuotas(api), lock, QuotaEvents(api))
+
+
+def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], Outcome]:
+    output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))
+    policy: Policy = load_policy(args.policy)
+    if policy.namespace_quotas is None:
+        raise SettingsError(f"{args.policy} has no namespaceQuotas: nothing for the quotas job to do")
+    dry_run = bool(args.dry_run) or env_flag("DRY_RUN")
+    max_changes = int_setting(args.max_changes, "MAX_CHANGES", 50, minimum=0)
+    now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC)
+    targets = select_clusters(policy, args.cluster or None).targets
+    holder = f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}"
+    work = {
+        t.cluster: job.ClusterRun(
+            policy,
+            now,
+            job.Settings(t.cluster, dry_run, max_changes, holder),
+            _ports(t, 30.0),
+            log.bind(cluster=t.cluster),
+        )
+        for t in targets
+    }
+    reports = FleetRun(work, max_changes=max_changes, workers=8, log=log, noun="namespace quotas").run()
+    args.output = output
+    return reports, outcome([job.tally(r) for r in reports], dry_run=dry_run)
+
+
+def run(args: argparse.Namespace, log: Any) -> Outcome:
+    reports, result = run_command(args, log)
+    print(render.to_json(reports) if args.output == "json" else render.to_text(reports), end="")
+    return result

@@ -1,0 +1,1 @@
+"""The quotas job: namespace GPU ResourceQuotas reconciled from the policy, per cluster."""

@@ -1,0 +1,67 @@
+"""The quotas job's report: per namespace what changes and why (a diff a reviewer reads), or the JSON contract."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jobs.quotas.job import Report
+
+
+def to_text(reports: list[Report]) -> str:
+    if not reports:
+        return "gpu-jobs quotas: no cluster to act on\n"
+    return "".join(_text(r) for r in reports)
+
+
+def _text(report: Report) -> str:
+    mode = " (dry run: nothing changed)" if report.dry_run else ""
+    lines = [f"gpu-jobs quotas in cluster {report.cluster} at {report.at.isoformat()}{mode}"]
+    if report.error:
+        return "\n".join([*lines, f"  FAILED: {report.error}. Nothing changed."]) + "\n"
+    if report.lock_holder:
+        return "\n".join([*lines, f"  another run holds the lease ({report.lock_holder}): nothing done"]) + "\n"
+    if report.refused:
+        lines.append(f"  REFUSED: {report.refused}. Nothing changed. The plan was:")
+    changing = [r for r in report.results if r.status != "unchanged"]
+    if not changing:
+        lines.append(f"  nothing to change: {len(report.results)} namespaces have the quota the policy says")
+    width = max([len(r.entry.namespace) for r in changing] + [10])
+    for r in changing:
+        hard = ", ".join(f"{k}={v}" for k, v in r.entry.hard.items()) or "-"
+        lines.append(f"  {r.entry.namespace:<{width}}  {r.entry.action:<7} {r.status:<9} {hard}  ({r.entry.rule})")
+        if r.message and r.status in ("failed", "conflict"):
+            lines.append(f"  {'':<{width}}  error: {r.message}")
+    for r in report.results:
+        lines += [f"  {r.entry.namespace}: warning: {w}" for w in r.entry.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _document(report: Report) -> dict[str, Any]:
+    return {
+        "cluster": report.cluster,
+        "at": report.at.isoformat(),
+        "dryRun": report.dry_run,
+        "refused": report.refused,
+        "lockHolder": report.lock_holder,
+        "error": report.error,
+        "namespaces": [
+            {
+                "namespace": r.entry.namespace,
+                "quota": r.entry.quota,
+                "action": "conflict" if r.status == "conflict" else r.entry.action,
+                "status": r.status,
+                "hard": dict(r.entry.hard),
+                "rule": r.entry.rule,
+                "warnings": list(r.entry.warnings),
+            }
+            for r in report.results
+        ],
+    }
+
+
+def to_json(reports: list[Report]) -> str:
+    """One cluster: its document. Several: ``{"clusters": [...]}``, one document each."""
+    if len(reports) == 1:
+        return json.dumps(_document(reports[0]), indent=2)
+    return json.dumps({"clusters": [_document(r) for r in reports]}, indent=2)

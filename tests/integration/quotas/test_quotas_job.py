@@ -1,0 +1,176 @@
+"""``gpu-jobs quotas`` as a CronJob runs it, against the Kubernetes API emulator: namespace GPU quotas made what the
+policy says, written with server-side apply as the enforced key, and nothing else touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.emulators.kube.fixtures import KubeHandle
+from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
+
+pytestmark = pytest.mark.integration
+
+POLICY = textwrap.dedent("""\
+    apiVersion: gpu-jobs/v1
+    kind: GpuPolicy
+    defaults: {timezone: Europe/Berlin}
+    clusters:
+      - {name: ml-prod, cloud: aws, aws: {region: eu-west-1, cluster: ml-prod}}
+    namespaceQuotas:
+      default: {nvidia.com/gpu: 0}
+      exclude: [kube-system, kube-public, kube-node-lease, default, gpu-jobs]
+      rules:
+        - namespaces: ["team-*"]
+          hard: {nvidia.com/gpu: 4}
+        - selector: {matchLabels: {team: research}}
+          hard: {nvidia.com/gpu: 2, memory: 256Gi}
+          offHours:
+            workingHours: [{days: Mon-Fri, start: "08:00", end: "19:00"}]
+            hard: {nvidia.com/gpu: 8}
+    """)
+DAY = "2026-12-01T12:00:00+01:00"
+NIGHT = "2026-12-01T19:00:00+01:00"
+
+
+@pytest.fixture
+def cluster(kube: KubeHandle) -> KubeHandle:
+    for name, labels in [("gpu-jobs", {}), ("team-a", {}), ("lab", {"team": "research"}), ("misc", {})]:
+        obj = namespace(name)
+        obj["metadata"]["labels"] = {**obj["metadata"].get("labels", {}), **labels}
+        kube.create(obj)
+    kube.create(gpu_node("gpu-1"))
+    kube.log.clear()
+    return kube
+
+
+def quotas(kube: KubeHandle, tmp_path: Path, *args: str, at: str = DAY) -> tuple[int, dict[str, Any], str]:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    environ = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs"}
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs", "--log-format", "json", "quotas", "--policy", str(policy), "--at", at, *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    summary = next(e for e in events if e["event"] == "run.summary")
+    return done.returncode, summary, done.stdout
+
+
+def hard(kube: KubeHandle, ns: str, name: str = "gpu-quota") -> dict[str, str] | None:
+    quota = kube.get("ResourceQuota", name, ns)
+    return None if quota is None else quota["spec"]["hard"]
+
+
+def test_a_dry_run_shows_the_diff_and_writes_nothing(cluster: KubeHandle, tmp_path: Path) -> None:
+    code, summary, out = quotas(cluster, tmp_path, "--dry-run")
+    assert (code, summary["planned"], summary["dry_run"]) == (0, 3, True)
+    assert "team-a      create  planned   requests.nvidia.com/gpu=4  (rules[0])" in out
+    assert cluster.log.writes() == []
+
+
+def test_quotas_are_written_as_the_enforced_key_and_a_second_run_writes_nothing(
+    cluster: KubeHandle, tmp_path: Path
+) -> None:
+    code, summary, out = quotas(cluster, tmp_path, "--output", "json")
+    assert (code, summary["applied"]) == (0, 3)
+    doc = json.loads(out)
+    assert doc["cluster"] == "ml-prod"
+    assert {n["namespace"]: (n["action"], n["rule"], n["hard"]) for n in doc["namespaces"]} == {
+        "team-a": ("create", "rules[0]", {"requests.nvidia.com/gpu": "4"}),
+        "lab": ("create", "rules[1]", {"memory": "256Gi", "requests.nvidia.com/gpu": "2"}),
+        "misc": ("create", "default", {"requests.nvidia.com/gpu": "0"}),
+    }
+    assert hard(cluster, "team-a") == {"requests.nvidia.com/gpu": "4"}
+    assert cluster.get("ResourceQuota", "gpu-quota", "kube-system") is None  # excluded
+    assert any(e["involvedObject"]["name"] == "gpu-quota" for e in cluster.list("Event", "team-a"))
+    cluster.log.clear()
+    code, summary, out = quotas(cluster, tmp_path)
+    assert (code, summary["planned"]) == (0, 0)
+    assert cluster.log.writes() == []
+    assert "nothing to change" in out
+    # The enforced key is enforced: a pod over the quota is refused by admission.
+    pod = gpu_pod("big", "misc", gpus=1)
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        with pytest.raises(ApiException, match="exceeded quota"):
+            core.create_namespaced_pod("misc", pod)
+
+
+def test_off_hours_limits_apply_at_the_boundary(cluster: KubeHandle, tmp_path: Path) -> None:
+    quotas(cluster, tmp_path)
+    code, _, _ = quotas(cluster, tmp_path, at=NIGHT)
+    assert code == 0
+    assert hard(cluster, "lab") == {"requests.nvidia.com/gpu": "8"}
+
+
+def test_foreign_quotas_are_untouched_and_an_excluded_namespace_loses_its_managed_quota(
+    cluster: KubeHandle, tmp_path: Path
+) -> None:
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu-quota", "namespace": "misc"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "9"}},
+    }
+    cluster.create(foreign)
+    managed = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": "gpu-quota",
+            "namespace": "kube-system",
+            "labels": {"app.kubernetes.io/managed-by": "gpu-jobs"},
+        },
+        "spec": {"hard": {"requests.nvidia.com/gpu": "0"}},
+    }
+    cluster.create(managed)
+    code, _, out = quotas(cluster, tmp_path)
+    assert code == 0
+    assert hard(cluster, "misc") == {"requests.nvidia.com/gpu": "9"}
+    assert "not managed by gpu-jobs exists: left as it is" in out
+    assert cluster.get("ResourceQuota", "gpu-quota", "kube-system") is None
+
+
+def test_a_field_owned_by_another_manager_is_a_conflict_for_that_namespace_only(
+    cluster: KubeHandle, tmp_path: Path
+) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": "gpu-quota",
+            "namespace": "team-a",
+            "labels": {"app.kubernetes.io/managed-by": "gpu-jobs"},
+        },
+        "spec": {"hard": {"requests.nvidia.com/gpu": "9"}},
+    }
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).patch_namespaced_resource_quota(
+            "gpu-quota", "team-a", body, field_manager="argocd", _content_type="application/apply-patch+yaml"
+        )
+    code, summary, out = quotas(cluster, tmp_path, "--output", "json")
+    assert (code, summary["failed"], summary["applied"]) == (1, 1, 2)
+    entry = next(n for n in json.loads(out)["namespaces"] if n["namespace"] == "team-a")
+    assert entry["action"] == "conflict"
+    assert hard(cluster, "team-a") == {"requests.nvidia.com/gpu": "9"}  # not forced
+
+
+def test_a_plan_over_the_limit_is_refused(cluster: KubeHandle, tmp_path: Path) -> None:
+    code, summary, out = quotas(cluster, tmp_path, "--max-changes", "2")
+    assert (code, summary["exit_code"]) == (3, 3)
+    assert "REFUSED: the plan changes 3 namespace quotas, more than the limit of 2" in out
+    assert cluster.log.writes() == []
