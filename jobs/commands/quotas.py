@@ -14,8 +14,18 @@ from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
 from jobs.quotas import job
 from jobs.quotas import report as render
+from jobs.retry import Backoff
 from jobs.runner import FleetRun, outcome
-from jobs.settings import DEFAULT_POLICY, SettingsError, choice_setting, env, env_flag, int_setting, parse_at
+from jobs.settings import (
+    DEFAULT_POLICY,
+    SettingsError,
+    choice_setting,
+    env,
+    env_flag,
+    int_setting,
+    parse_at,
+    seconds_setting,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,12 +63,13 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], O
     now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC)
     targets = select_clusters(policy, args.cluster or None).targets
     holder = f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}"
+    backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0))
     work = {
         t.cluster: job.ClusterRun(
             policy,
             now,
-            job.Settings(t.cluster, dry_run, max_changes, holder),
-            _ports(t, 30.0),
+            job.Settings(t.cluster, dry_run, max_changes, holder, backoff=backoff),
+            _ports(t, seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1)),
             log.bind(cluster=t.cluster),
         )
         for t in targets

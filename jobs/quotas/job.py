@@ -12,6 +12,7 @@ from jobs.core.policy import Policy
 from jobs.core.quotas import NamespaceInfo, QuotaEntry, QuotaInfo, plan_quotas
 from jobs.errors import CloudError, Conflict
 from jobs.lease import STOP, HeldLease, Renewable, Stopped
+from jobs.retry import Backoff
 from jobs.runner import Early, Tally
 
 Status = Literal["planned", "applied", "unchanged", "failed", "refused", "conflict"]
@@ -49,6 +50,9 @@ class Settings:
     max_changes: int = 50
     holder: str = "gpu-jobs"
     lease_duration: timedelta = timedelta(minutes=30)
+    # Every call here is idempotent (lists, server-side apply, delete of what may be gone): resent on throttling,
+    # 5xx and timeouts alike.
+    backoff: Backoff = field(default_factory=lambda: Backoff(deadline_s=120))
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,9 @@ class Planned:
 
 
 def _observe_and_plan(policy: Policy, now: datetime, settings: Settings, ports: Ports) -> Planned:
-    return Planned(plan_quotas(policy, settings.cluster, ports.store.namespaces(), ports.store.quotas(), now))
+    namespaces = settings.backoff.call(ports.store.namespaces)
+    quotas = settings.backoff.call(ports.store.quotas)
+    return Planned(plan_quotas(policy, settings.cluster, namespaces, quotas, now))
 
 
 def _refusal(planned: Planned, limit: int) -> str | None:
@@ -158,9 +164,10 @@ class ClusterRun:
         try:
             fence(f"{entry.action} {where}")
             if entry.action == "delete":
-                self.ports.store.delete(entry.namespace, entry.quota)
+                self.settings.backoff.call(lambda: self.ports.store.delete(entry.namespace, entry.quota))
             else:
-                self.ports.store.apply(entry.namespace, entry.quota, dict(entry.hard))
+                hard = dict(entry.hard)
+                self.settings.backoff.call(lambda: self.ports.store.apply(entry.namespace, entry.quota, hard))
         except Conflict as exc:
             # Another field manager owns a field of the quota: reported for this namespace, never forced.
             self.log.warning("quota.conflict", namespace=entry.namespace, quota=entry.quota, error=str(exc))

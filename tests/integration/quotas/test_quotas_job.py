@@ -53,10 +53,12 @@ def cluster(kube: KubeHandle) -> KubeHandle:
     return kube
 
 
-def quotas(kube: KubeHandle, tmp_path: Path, *args: str, at: str = DAY) -> tuple[int, dict[str, Any], str]:
+def quotas(
+    kube: KubeHandle, tmp_path: Path, *args: str, at: str = DAY, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], str]:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
-    environ = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs"}
+    environ = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs", **(env or {})}
     done = subprocess.run(
         [sys.executable, "-m", "jobs", "--log-format", "json", "quotas", "--policy", str(policy), "--at", at, *args],
         env=environ,
@@ -174,3 +176,25 @@ def test_a_plan_over_the_limit_is_refused(cluster: KubeHandle, tmp_path: Path) -
     assert (code, summary["exit_code"]) == (3, 3)
     assert "REFUSED: the plan changes 3 namespace quotas, more than the limit of 2" in out
     assert cluster.log.writes() == []
+
+
+@pytest.mark.parametrize(
+    ("operation", "fault"),
+    [
+        ("list namespaces", "throttle"),
+        ("list resourcequotas", "server_error"),
+        ("patch resourcequotas", "throttle"),
+        ("patch resourcequotas", "server_error"),
+        ("patch resourcequotas", "timeout"),
+        ("patch resourcequotas", "lost"),
+    ],
+)
+def test_faults_are_retried_and_the_result_is_the_same(
+    cluster: KubeHandle, tmp_path: Path, operation: str, fault: str
+) -> None:
+    cluster.emulator.timeout_hold_s = 0.5
+    cluster.inject(operation, fault, times=1)  # type: ignore[arg-type]
+    environ_timeout = {"GPU_JOBS_REQUEST_TIMEOUT": "0.3"} if fault == "timeout" else {}
+    code, summary, _ = quotas(cluster, tmp_path, env=environ_timeout)
+    assert (code, summary["applied"], summary["failed"]) == (0, 3, 0)
+    assert hard(cluster, "team-a") == {"requests.nvidia.com/gpu": "4"}
