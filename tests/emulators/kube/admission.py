@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from .errors import forbidden, internal_error, too_many_requests
-from .quantity import format_quantity, is_binary, parse
+from .quantity import DECIMAL_SI, format_quantity, parse, parse_quantity
 from .selectors import labels_match, match_expressions
 from .validation import is_extended_resource
 
@@ -43,17 +43,29 @@ def default_pod(pod: Json) -> None:
     spec.setdefault("dnsPolicy", "ClusterFirst")
 
 
-def _container_totals(pod: Json, kind: str) -> dict[str, Fraction]:
+Amount = tuple[Fraction, str]  # a quantity's value and its format family, which decides how it prints
+
+
+def _add(totals: dict[str, Amount], name: str, value: object) -> None:
+    """``Quantity.Add``: a zero quantity takes the format of what is added to it."""
+    amount, fmt, _ = parse_quantity(value)
+    current, current_fmt = totals.get(name, (Fraction(0), DECIMAL_SI))
+    totals[name] = (current + amount, fmt if current == 0 else current_fmt)
+
+
+def _container_totals(pod: Json, kind: str) -> dict[str, Amount]:
     """Effective pod requests/limits: sum over containers, at least the largest init container (as the scheduler
     and quota count them)."""
     spec = pod.get("spec") or {}
-    totals: dict[str, Fraction] = {}
+    totals: dict[str, Amount] = {}
     for container in spec.get("containers") or []:
         for name, value in ((container.get("resources") or {}).get(kind) or {}).items():
-            totals[name] = totals.get(name, Fraction(0)) + parse(value)
+            _add(totals, name, value)
     for container in spec.get("initContainers") or []:
         for name, value in ((container.get("resources") or {}).get(kind) or {}).items():
-            totals[name] = max(totals.get(name, Fraction(0)), parse(value))
+            amount, fmt, _ = parse_quantity(value)
+            if amount > totals.get(name, (Fraction(0), DECIMAL_SI))[0]:
+                totals[name] = (amount, fmt)
     return totals
 
 
@@ -61,11 +73,12 @@ def is_terminal(pod: Json) -> bool:
     return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
-def pod_usage(pod: Json) -> dict[str, Fraction]:
+def pod_usage(pod: Json) -> dict[str, Amount]:
     """The quota resource names a pod counts against, as the real pod evaluator reports them."""
     if is_terminal(pod):
         return {}
-    usage: dict[str, Fraction] = {"pods": Fraction(1), "count/pods": Fraction(1)}
+    one = (Fraction(1), DECIMAL_SI)
+    usage: dict[str, Amount] = {"pods": one, "count/pods": one}
     requests, limits = _container_totals(pod, "requests"), _container_totals(pod, "limits")
     for name, value in requests.items():
         if name in _COMPUTE:
@@ -87,27 +100,23 @@ def is_enforced(key: str) -> bool:
     return key.startswith("requests.") and (is_extended_resource(key[len("requests.") :]) or "hugepages-" in key)
 
 
-def _format(key: str, value: Fraction, hard: Json) -> str:
-    return format_quantity(value, binary=is_binary(hard.get(key)))
+def _format(amount: Amount | None) -> str:
+    return format_quantity(*(amount or (Fraction(0), DECIMAL_SI)))
 
 
-def namespace_usage(pods: Iterable[Json]) -> dict[str, Fraction]:
-    used: dict[str, Fraction] = {}
+def namespace_usage(pods: Iterable[Json]) -> dict[str, Amount]:
+    used: dict[str, Amount] = {}
     for pod in pods:
-        for key, value in pod_usage(pod).items():
-            used[key] = used.get(key, Fraction(0)) + value
+        for key, (value, fmt) in pod_usage(pod).items():
+            current, current_fmt = used.get(key, (Fraction(0), DECIMAL_SI))
+            used[key] = (current + value, fmt if current == 0 else current_fmt)
     return used
 
 
 def quota_status(quota: Json, pods: Iterable[Json]) -> Json:
     hard = dict((quota.get("spec") or {}).get("hard") or {})
-    used = namespace_usage(pods)
-    return {
-        "hard": hard,
-        "used": {
-            key: _format(key, used.get(key, Fraction(0)) if is_enforced(key) else Fraction(0), hard) for key in hard
-        },
-    }
+    usage = namespace_usage(pods)
+    return {"hard": hard, "used": {key: _format(usage.get(key) if is_enforced(key) else None) for key in hard}}
 
 
 def admit_pod(pod: Json, quotas: Iterable[Json], pods: Iterable[Json]) -> None:
@@ -121,11 +130,15 @@ def admit_pod(pod: Json, quotas: Iterable[Json], pods: Iterable[Json]) -> None:
         missing = _missing_requests(pod, enforced)
         if missing:
             raise forbidden("pods", "", name, f"failed quota: {quota['metadata']['name']}: must specify {missing}")
-        exceeded = [k for k in enforced if k in requested and used.get(k, Fraction(0)) + requested[k] > parse(hard[k])]
+        exceeded = [
+            k
+            for k in enforced
+            if k in requested and used.get(k, (Fraction(0), ""))[0] + requested[k][0] > parse(hard[k])
+        ]
         if exceeded:
 
-            def listing(values: dict[str, Fraction], keys: list[str] = exceeded, hard: Json = hard) -> str:
-                return ",".join(f"{k}={_format(k, values.get(k, Fraction(0)), hard)}" for k in keys)
+            def listing(values: dict[str, Amount], keys: list[str] = exceeded) -> str:
+                return ",".join(f"{k}={_format(values.get(k))}" for k in keys)
 
             limited = ",".join(f"{k}={hard[k]}" for k in exceeded)
             why = (

@@ -138,6 +138,7 @@ class Cluster:
         rt = by_kind(obj["apiVersion"], obj["kind"])
         validation.check_seed(rt, obj)
         stored = copy.deepcopy(obj)
+        validation.canonicalise(rt, stored)  # a real server would hold quantities in canonical form
         if rt.namespaced:
             stored["metadata"].setdefault("namespace", "default")
         with self.lock:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.resources
 import json
@@ -19,7 +20,7 @@ import jsonschema  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
 from .errors import bad_request, invalid
-from .quantity import QuantityError, parse
+from .quantity import QuantityError, canonical, parse
 from .resources import ResourceType
 
 Json = dict[str, Any]
@@ -209,6 +210,37 @@ def quantities(rt: ResourceType, mapping: Any, field: str) -> dict[str, Any]:
                 f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}'
             ) from error
     return parsed
+
+
+def _resource_lists(rt: ResourceType, obj: Json) -> list[Json]:
+    """The ``ResourceList`` maps of an object whose quantities the server re-serialises."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    found: list[Any] = []
+    if rt.kind == "Pod":
+        for group in ("initContainers", "containers", "ephemeralContainers"):
+            for container in spec.get(group) or []:
+                resources = (container or {}).get("resources") or {}
+                found += [resources.get("requests"), resources.get("limits")]
+        pod_resources = spec.get("resources") or {}
+        found += [spec.get("overhead"), pod_resources.get("requests"), pod_resources.get("limits")]
+    elif rt.kind == "ResourceQuota":
+        found += [spec.get("hard"), status.get("hard"), status.get("used")]
+    elif rt.kind == "LimitRange":
+        for item in spec.get("limits") or []:
+            found += [(item or {}).get(part) for part in ("max", "min", "default", "defaultRequest")]
+            found.append((item or {}).get("maxLimitRequestRatio"))
+    elif rt.kind == "Node":
+        found += [status.get("capacity"), status.get("allocatable")]
+    return [mapping for mapping in found if isinstance(mapping, dict)]
+
+
+def canonicalise(rt: ResourceType, obj: Json) -> None:
+    """Rewrite quantities as the real server stores and returns them (``resource.Quantity`` decodes the JSON and
+    re-encodes it: ``4000m`` -> ``4``). A value that does not parse is left for validation to refuse."""
+    for mapping in _resource_lists(rt, obj):
+        for key, value in mapping.items():
+            with contextlib.suppress(QuantityError):
+                mapping[key] = canonical(value)
 
 
 def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cause]:

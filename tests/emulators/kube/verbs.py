@@ -27,7 +27,7 @@ from .errors import (
 )
 from .resources import ResourceType, find
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
-from .validation import decode, validate_semantics
+from .validation import canonicalise, decode, validate_semantics
 
 Json = dict[str, Any]
 
@@ -347,6 +347,7 @@ class Api:
         else:
             meta.pop("namespace", None)
         options.warnings += decode(rt, obj, options.field_validation)
+        canonicalise(rt, obj)
         return obj
 
 

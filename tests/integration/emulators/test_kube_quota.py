@@ -11,6 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.emulators.kube import seed
 from tests.emulators.kube.fixtures import KubeHandle
+from tests.emulators.kube.quantity import canonical
 
 pytestmark = pytest.mark.integration
 
@@ -118,3 +119,118 @@ def test_compute_quota_requires_requests_and_counts_cpu(kube: KubeHandle, kube_c
         "requests.cpu": "1500m",
         "limits.memory": "1Gi",
     }
+
+
+# Quantities in canonical form -----------------------------------------------------------------------------------
+
+#: (written, what the real server returns): from apimachinery pkg/api/resource/quantity_test.go (TestQuantityString
+#: alternates, TestQuantityParseEmit, TestParseQuantity canonical, TestQuantityParse rounding), plus the ParseQuantity
+#: fast path that keeps text it judges canonical ("010", "+1", "1E3").
+CANONICAL = [
+    ("1024Mi", "1Gi"),
+    ("307200Ki", "300Mi"),
+    ("1025024Mi", "1001Gi"),
+    ("1024Gi", "1Ti"),
+    ("5000m", "5"),
+    ("0.5", "500m"),
+    ("1000M", "1G"),
+    ("0.001T", "1G"),
+    ("1000u", "1m"),
+    ("1.08", "1080m"),
+    ("1080000000n", "1080m"),
+    ("00", "0"),
+    (".001e12", "1e9"),
+    ("0.001e0", "1e-3"),
+    ("1000e-12", "1e-9"),
+    (".001Ki", "1024m"),
+    (".000001Ki", "1024u"),
+    (".000000000001Ki", "2n"),
+    ("3.001n", "4n"),
+    ("0.00000012345", "124n"),
+    ("1.0E", "1E"),
+    ("1000000000000000000", "1E"),
+    ("999999999999999999.1", "999999999999999999100m"),
+    ("10000000000000000000000m", "10E"),
+    ("9Ei", "9223372036854775807"),
+    ("0.5Mi", "512Ki"),
+    ("1.3E+6", "1300e3"),
+    ("1e3", "1e3"),
+    ("4000m", "4"),
+    ("2.0", "2"),
+    ("1.5Gi", "1536Mi"),
+    ("-1024Mi", "-1Gi"),
+    ("1500m", "1500m"),
+    ("6Ki", "6Ki"),
+    ("1025", "1025"),
+    ("010", "010"),
+    ("+1", "+1"),
+    ("1E3", "1E3"),
+    (2, "2"),
+    (0.5, "500m"),
+]
+
+
+@pytest.mark.parametrize(("written", "returned"), CANONICAL)
+def test_quantity_canonical_form_matches_apimachinery(written: object, returned: str) -> None:
+    assert canonical(written) == returned
+
+
+def test_quota_quantities_are_returned_in_canonical_form(kube: KubeHandle, kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    hard = {"requests.cpu": "4000m", "requests.memory": "1024Mi", "requests.nvidia.com/gpu": "8.0", "pods": "1e3"}
+    created = core.create_namespaced_resource_quota(team, {"metadata": {"name": "q"}, "spec": {"hard": hard}})
+    expected = {"requests.cpu": "4", "requests.memory": "1Gi", "requests.nvidia.com/gpu": "8", "pods": "1e3"}
+    assert created.spec.hard == expected
+    quota = core.read_namespaced_resource_quota("q", team)
+    assert (quota.spec.hard, quota.status.hard) == (expected, expected)
+
+    patched = core.patch_namespaced_resource_quota("q", team, {"spec": {"hard": {"requests.memory": "1.5Gi"}}})
+    assert patched.spec.hard["requests.memory"] == "1536Mi"
+
+
+def test_server_side_apply_of_the_same_quantities_in_another_spelling_is_a_no_op(
+    kube: KubeHandle, kube_client: Any, team: str
+) -> None:
+    core = client.CoreV1Api(kube_client)
+    config = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"}, "spec": {"hard": {}}}
+
+    def apply(hard: dict[str, str]) -> Any:
+        body = {**config, "spec": {"hard": hard}}
+        return core.patch_namespaced_resource_quota(
+            "gpu", team, body, field_manager="quotas", _content_type="application/apply-patch+yaml"
+        )
+
+    apply({"requests.nvidia.com/gpu": "4", "requests.memory": "1Gi"})
+    before = core.read_namespaced_resource_quota("gpu", team)  # after the controller wrote status
+    again = apply({"requests.nvidia.com/gpu": "4000m", "requests.memory": "1024Mi"})
+    assert again.spec.hard == {"requests.nvidia.com/gpu": "4", "requests.memory": "1Gi"}
+    assert again.metadata.resource_version == before.metadata.resource_version
+
+
+def test_pod_resources_are_returned_in_canonical_form(kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    resources = {
+        "requests": {"cpu": "0.5", "memory": "1073741824"},
+        "limits": {"cpu": "1000m", "memory": "1.5Gi", "nvidia.com/gpu": "2000m"},
+    }
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "cuda", "resources": resources}]},
+    }
+    created = core.create_namespaced_pod(team, pod).spec.containers[0].resources
+    # The GPU request is defaulted from the limit as written, then both are re-encoded.
+    assert created.requests == {"cpu": "500m", "memory": "1073741824", "nvidia.com/gpu": "2"}
+    assert created.limits == {"cpu": "1", "memory": "1536Mi", "nvidia.com/gpu": "2"}
+
+
+def test_node_capacity_and_limit_ranges_are_returned_in_canonical_form(kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    capacity = {"cpu": "96000m", "memory": "1081344Mi", "nvidia.com/gpu": "8.0", "pods": "110"}
+    node = core.create_node({"metadata": {"name": "n"}, "status": {"capacity": capacity, "allocatable": capacity}})
+    assert node.status.capacity == {"cpu": "96", "memory": "1056Gi", "nvidia.com/gpu": "8", "pods": "110"}
+    assert node.status.allocatable == node.status.capacity
+
+    limits = {"type": "Container", "max": {"memory": "2048Mi"}, "default": {"cpu": "0.25"}, "defaultRequest": {}}
+    created = core.create_namespaced_limit_range(team, {"metadata": {"name": "l"}, "spec": {"limits": [limits]}})
+    assert created.spec.limits[0].max == {"memory": "2Gi"}
+    assert created.spec.limits[0].default == {"cpu": "250m"}
