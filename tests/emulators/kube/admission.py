@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -113,10 +113,41 @@ def namespace_usage(pods: Iterable[Json]) -> dict[str, Amount]:
     return used
 
 
-def quota_status(quota: Json, pods: Iterable[Json]) -> Json:
+#: Object-count evaluators registered under a legacy name besides ``count/<resource>`` (core/registry.go).
+_LEGACY_COUNTS = {
+    "configmaps": "configmaps",
+    "resourcequotas": "resourcequotas",
+    "replicationcontrollers": "replicationcontrollers",
+    "secrets": "secrets",
+    "services": "services",
+    "persistentvolumeclaims": "persistentvolumeclaims",
+}
+#: Keys of the service and claim evaluators; the emulator serves neither, so their usage is always zero.
+_ALWAYS_ZERO = frozenset({"services.nodeports", "services.loadbalancers", "requests.storage"})
+
+
+def _counted(key: str) -> str | None:
+    """The storage key (``pods``, ``leases.coordination.k8s.io``) an object-count quota key counts, if any."""
+    if key.startswith("count/"):
+        return key[len("count/") :]
+    return _LEGACY_COUNTS.get(key)
+
+
+def quota_status(quota: Json, pods: Iterable[Json], counts: Mapping[str, int] | None = None) -> Json:
+    """What the quota controller writes: ``used`` only for the keys an evaluator matches (``quota.Mask`` of the
+    evaluators' usage by ``hard``), so a bare or ``limits.`` extended resource never appears in ``used``."""
     hard = dict((quota.get("spec") or {}).get("hard") or {})
     usage = namespace_usage(pods)
-    return {"hard": hard, "used": {key: _format(usage.get(key) if is_enforced(key) else None) for key in hard}}
+    used: Json = {}
+    for key in hard:
+        if is_enforced(key):
+            used[key] = _format(usage.get(key))
+        elif key in _ALWAYS_ZERO:
+            used[key] = "0"
+        elif (counted := _counted(key)) is not None:
+            used[key] = str((counts or {}).get(counted, 0))
+    # Empty maps are omitted (omitempty), as in the controller's JSON.
+    return {part: values for part, values in (("hard", hard), ("used", used)) if values}
 
 
 def admit_pod(pod: Json, quotas: Iterable[Json], pods: Iterable[Json]) -> None:

@@ -14,6 +14,7 @@ import functools
 import importlib.resources
 import json
 import re
+from fractions import Fraction
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -151,8 +152,13 @@ _STANDARD_QUOTA = frozenset(
 
 
 def is_extended_resource(name: str) -> bool:
-    """``nvidia.com/gpu``: a resource outside the ``kubernetes.io`` namespace (and not hugepages)."""
-    return "/" in name and not name.split("/", maxsplit=1)[0].endswith("kubernetes.io")
+    """``nvidia.com/gpu``: a resource outside the ``kubernetes.io`` namespace (and not hugepages). A quota key
+    ``requests.nvidia.com/gpu`` is not one itself (helper.IsExtendedResourceName)."""
+    return (
+        "/" in name
+        and not name.startswith("requests.")
+        and not name.split("/", maxsplit=1)[0].endswith("kubernetes.io")
+    )
 
 
 def _invalid_value(field: str, value: Any, why: str) -> Cause:
@@ -254,24 +260,13 @@ def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cau
     resources = container.get("resources") or {}
     requests = quantities(rt, resources.get("requests"), f"{field}.resources.requests")
     limits = quantities(rt, resources.get("limits"), f"{field}.resources.limits")
-    for kind, values in (("requests", requests), ("limits", limits)):
+    # ValidateContainerResourceRequirements checks every limit, then every request; the shown values are the
+    # quantities re-encoded (canonical by now), as field.Invalid JSON-encodes a Quantity.
+    for kind, values in (("limits", limits), ("requests", requests)):
         for name, value in values.items():
-            if value < 0:
-                causes.append(
-                    _invalid_value(
-                        f"{field}.resources.{kind}[{name}]",
-                        str(resources[kind][name]),
-                        "must be greater than or equal to 0",
-                    )
-                )
-            if is_extended_resource(name) and value.denominator != 1:
-                causes.append(
-                    _invalid_value(
-                        f"{field}.resources.{kind}[{name}]", str(resources[kind][name]), "must be an integer"
-                    )
-                )
+            causes += _quantity_value_causes(name, value, resources[kind][name], f"{field}.resources.{kind}[{name}]")
     for name, request in requests.items():
-        if is_extended_resource(name):
+        if not _overcommit_allowed(name):
             if name not in limits:
                 causes.append(
                     (
@@ -281,9 +276,10 @@ def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cau
                     )
                 )
             elif limits[name] != request:
+                # For GPUs requests may not be lower than limits either: they must be equal.
                 causes.append(
                     _invalid_value(
-                        f"{field}.resources.requests[{name}]",
+                        f"{field}.resources.requests",
                         str(resources["requests"][name]),
                         f"must be equal to {name} limit of {resources['limits'][name]}",
                     )
@@ -296,6 +292,37 @@ def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cau
                     f"must be less than or equal to {name} limit of {resources['limits'][name]}",
                 )
             )
+    return causes
+
+
+#: helper.IsIntegerResourceName: these and every extended resource are counted in whole units.
+_INTEGER_RESOURCES = frozenset(
+    [
+        "pods",
+        "resourcequotas",
+        "services",
+        "replicationcontrollers",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    ]
+)
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """v1helper.IsOvercommitAllowed: native resources but hugepages; never an extended resource (a GPU)."""
+    return not is_extended_resource(name) and not name.startswith("hugepages-")
+
+
+def _quantity_value_causes(name: str, value: Fraction, raw: Any, field: str) -> list[Cause]:
+    """ValidateResourceQuantityValue: non-negative, and whole for integer resources (``MilliValue() % 1000``)."""
+    causes: list[Cause] = []
+    if value < 0:
+        causes.append(_invalid_value(field, str(raw), "must be greater than or equal to 0"))
+    if (name in _INTEGER_RESOURCES or is_extended_resource(name)) and value.denominator != 1:
+        causes.append(_invalid_value(field, str(raw), "must be an integer"))
     return causes
 
 
@@ -313,11 +340,8 @@ def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
             for part in ("hard", "used"):
                 parsed = quantities(rt, (obj.get(section) or {}).get(part), f"{section}.{part}")
                 for key, value in parsed.items():
-                    if value < 0:
-                        raw = obj[section][part][key]
-                        causes.append(
-                            _invalid_value(f"{section}.{part}[{key}]", str(raw), "must be greater than or equal to 0")
-                        )
+                    raw = obj[section][part][key]
+                    causes += _quantity_value_causes(key, value, raw, f"{section}.{part}[{key}]")
         for key in spec.get("hard") or {}:
             if (
                 "/" not in key

@@ -61,7 +61,107 @@ def test_bare_and_limits_gpu_keys_are_stored_but_never_enforced(kube: KubeHandle
     core.create_namespaced_pod(team, _gpu_pod("eight", 8))
     quota = core.read_namespaced_resource_quota("wrong", team)
     assert quota.spec.hard == {"nvidia.com/gpu": "1", "limits.nvidia.com/gpu": "1"}
-    assert quota.status.used == {"nvidia.com/gpu": "0", "limits.nvidia.com/gpu": "0"}
+    assert quota.status.hard == quota.spec.hard
+    # No evaluator matches either key, so the controller reports no usage at all (an empty map is omitted).
+    assert quota.status.used is None
+
+
+def test_used_lists_only_the_keys_an_evaluator_reports(kube: KubeHandle, kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    core.create_namespaced_config_map(team, {"metadata": {"name": "settings"}})
+    hard = {
+        "requests.nvidia.com/gpu": "16",
+        "nvidia.com/gpu": "16",
+        "limits.nvidia.com/gpu": "16",
+        "count/pods": "10",
+        "configmaps": "5",
+        "count/configmaps": "5",
+        "resourcequotas": "1",
+    }
+    core.create_namespaced_resource_quota(team, {"metadata": {"name": "mixed"}, "spec": {"hard": hard}})
+    core.create_namespaced_pod(team, _gpu_pod("two", 2))
+    assert core.read_namespaced_resource_quota("mixed", team).status.used == {
+        "requests.nvidia.com/gpu": "2",
+        "count/pods": "1",
+        "configmaps": "1",
+        "count/configmaps": "1",
+        "resourcequotas": "1",
+    }
+
+
+def _invalid_pod(core: Any, team: str, resources: dict[str, Any]) -> dict[str, Any]:
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "cuda", "resources": resources}]},
+    }
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod(team, pod)
+    assert caught.value.status == 422
+    body: dict[str, Any] = json.loads(caught.value.body)
+    assert body["reason"] == "Invalid"
+    return body
+
+
+def test_a_fractional_gpu_is_refused_with_422(kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    body = _invalid_pod(core, team, {"limits": {"nvidia.com/gpu": "1.5"}})
+    # The request is defaulted from the limit, so both are refused; the value shown is the re-encoded quantity.
+    assert body["message"] == (
+        'Pod "p" is invalid: ['
+        'spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "1500m": must be an integer, '
+        'spec.containers[0].resources.requests[nvidia.com/gpu]: Invalid value: "1500m": must be an integer]'
+    )
+    assert [c["field"] for c in body["details"]["causes"]] == [
+        "spec.containers[0].resources.limits[nvidia.com/gpu]",
+        "spec.containers[0].resources.requests[nvidia.com/gpu]",
+    ]
+    assert core.list_namespaced_pod(team).items == []
+
+
+def test_a_gpu_request_must_equal_its_limit(kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    body = _invalid_pod(core, team, {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}})
+    assert body["message"] == (
+        'Pod "p" is invalid: spec.containers[0].resources.requests: Invalid value: "1": '
+        "must be equal to nvidia.com/gpu limit of 2"
+    )
+    body = _invalid_pod(core, team, {"requests": {"nvidia.com/gpu": "1"}})
+    assert body["message"] == (
+        'Pod "p" is invalid: spec.containers[0].resources.limits: Required value: '
+        "Limit must be set for non overcommitable resources"
+    )
+    # Equal quantities in other spellings are equal.
+    pod = {
+        "metadata": {"name": "ok"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "cuda",
+                    "resources": {"requests": {"nvidia.com/gpu": "1000m"}, "limits": {"nvidia.com/gpu": "1"}},
+                }
+            ]
+        },
+    }
+    resources = core.create_namespaced_pod(team, pod).spec.containers[0].resources
+    assert (resources.requests, resources.limits) == ({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "1"})
+
+
+def test_a_fractional_bare_gpu_quota_is_refused_but_a_requests_key_is_not_checked(kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_resource_quota(
+            team, {"metadata": {"name": "bare"}, "spec": {"hard": {"nvidia.com/gpu": "0.5"}}}
+        )
+    assert caught.value.status == 422
+    assert json.loads(caught.value.body)["message"] == (
+        'ResourceQuota "bare" is invalid: spec.hard[nvidia.com/gpu]: Invalid value: "500m": must be an integer'
+    )
+    # helper.IsIntegerResourceName is false for a requests.<name> key: the real server stores it.
+    created = core.create_namespaced_resource_quota(
+        team, {"metadata": {"name": "requests"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1.5"}}}
+    )
+    assert created.spec.hard == {"requests.nvidia.com/gpu": "1500m"}
 
 
 def test_quota_status_is_recalculated_on_quota_create_and_update(kube: KubeHandle, kube_client: Any, team: str) -> None:
