@@ -15,7 +15,10 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
   400; unknown fields otherwise dropped with a Warning header) and semantic validation (422);
 - ResourceQuota admission and status for pods (GPUs only as ``requests.<name>``), PDB status and eviction;
 - quantities stored and returned in apimachinery's canonical form (``4000m`` -> ``4``, ``1024Mi`` -> ``1Gi``);
-- no watch (405), no garbage collection, no graceful deletion (deletes are immediate), no quota scopes.
+- quota scopes for pods (``scopes`` and ``scopeSelector``: Terminating, NotTerminating, BestEffort, NotBestEffort,
+  PriorityClass, CrossNamespacePodAffinity); VolumeAttributesClass is refused with 422, PriorityClass objects are not
+  served (a pod's ``priorityClassName`` is not checked);
+- no watch (405), no garbage collection, no graceful deletion (deletes are immediate).
 
 Entry points: the ``kube`` / ``kube_client`` fixtures (:mod:`.fixtures`), :func:`.fixtures.start_kube` for a
 standalone server, the builders in :mod:`.seed`.

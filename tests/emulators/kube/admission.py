@@ -3,7 +3,8 @@
 - pod defaulting: a limit without a request defaults the request (this is how extended resources get requests);
 - ResourceQuota admission: a pod that would push ``used`` over ``hard`` is refused with 403 ``exceeded quota``;
   extended resources are enforced only as ``requests.<name>``, a bare ``nvidia.com/gpu`` or ``limits.nvidia.com/gpu``
-  key is stored and never enforced; lowering ``hard`` never touches running pods;
+  key is stored and never enforced; lowering ``hard`` never touches running pods; a scoped quota counts and
+  constrains only the pods matching all its scopes;
 - quota ``status`` (``hard`` mirrors ``spec.hard``, ``used`` from the non-terminal pods in the namespace);
 - PodDisruptionBudget ``status`` and the eviction decision.
 """
@@ -113,6 +114,91 @@ def namespace_usage(pods: Iterable[Json]) -> dict[str, Amount]:
     return used
 
 
+# Quota scopes (pkg/quota/v1/evaluator/core/pods.go podMatchesScopeFunc) ---------------------------------------
+
+#: The scopes the pod evaluator matches; VolumeAttributesClass (claims only) is refused by validation instead.
+POD_SCOPES = (
+    "Terminating",
+    "NotTerminating",
+    "BestEffort",
+    "NotBestEffort",
+    "PriorityClass",
+    "CrossNamespacePodAffinity",
+)
+
+
+def qos_class(pod: Json) -> str:
+    """qos.ComputePodQOS: only cpu and memory count, so a pod asking for GPUs alone is BestEffort."""
+    spec = pod.get("spec") or {}
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        for kind, totals in (("requests", requests), ("limits", limits)):
+            for name, value in (resources.get(kind) or {}).items():
+                if name in ("cpu", "memory") and parse(value) > 0:
+                    totals[name] = totals.get(name, Fraction(0)) + parse(value)
+        found = {n for n, v in (resources.get("limits") or {}).items() if n in ("cpu", "memory") and parse(v) > 0}
+        guaranteed = guaranteed and found == {"cpu", "memory"}
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and all(limits.get(n) == v for n, v in requests.items()) and len(requests) == len(limits):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def scope_selectors(quota: Json) -> list[Json]:
+    """getScopeSelectorsFromQuota: each of ``scopes`` as an ``Exists`` requirement, then ``scopeSelector``'s."""
+    spec = quota.get("spec") or {}
+    selectors: list[Json] = [{"scopeName": scope, "operator": "Exists"} for scope in spec.get("scopes") or []]
+    return selectors + list((spec.get("scopeSelector") or {}).get("matchExpressions") or [])
+
+
+def _cross_namespace_affinity(spec: Json) -> bool:
+    affinity = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        rules = affinity.get(kind) or {}
+        terms = list(rules.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+        terms += [
+            (t or {}).get("podAffinityTerm") or {}
+            for t in rules.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        ]
+        if any(t.get("namespaces") or t.get("namespaceSelector") is not None for t in terms):
+            return True
+    return False
+
+
+def _scope_matches(selector: Json, pod: Json) -> bool:
+    spec = pod.get("spec") or {}
+    scope = str(selector.get("scopeName"))
+    if scope in ("Terminating", "NotTerminating"):
+        deadline = spec.get("activeDeadlineSeconds")
+        terminating = deadline is not None and int(deadline) >= 0
+        return terminating == (scope == "Terminating")
+    if scope in ("BestEffort", "NotBestEffort"):
+        return (qos_class(pod) == "BestEffort") == (scope == "BestEffort")
+    if scope == "PriorityClass":
+        # A label selector over {"PriorityClass": <name>}: the key is always there, even for an empty name, so
+        # NotIn matches a pod without a class and DoesNotExist matches no pod; Exists means a non-empty name.
+        name, operator, values = spec.get("priorityClassName") or "", selector.get("operator"), selector.get("values")
+        if operator == "Exists":
+            return bool(name)
+        if operator == "In":
+            return name in (values or [])
+        if operator == "NotIn":
+            return name not in (values or [])
+        return False
+    if scope == "CrossNamespacePodAffinity":
+        return _cross_namespace_affinity(spec)
+    return False
+
+
+def quota_matches(quota: Json, pod: Json) -> bool:
+    """A scoped quota counts (and constrains) only the pods matching every one of its scopes."""
+    return all(_scope_matches(selector, pod) for selector in scope_selectors(quota))
+
+
 #: Object-count evaluators registered under a legacy name besides ``count/<resource>`` (core/registry.go).
 _LEGACY_COUNTS = {
     "configmaps": "configmaps",
@@ -137,7 +223,8 @@ def quota_status(quota: Json, pods: Iterable[Json], counts: Mapping[str, int] | 
     """What the quota controller writes: ``used`` only for the keys an evaluator matches (``quota.Mask`` of the
     evaluators' usage by ``hard``), so a bare or ``limits.`` extended resource never appears in ``used``."""
     hard = dict((quota.get("spec") or {}).get("hard") or {})
-    usage = namespace_usage(pods)
+    usage = namespace_usage(p for p in pods if quota_matches(quota, p))
+    scoped = bool(scope_selectors(quota))
     used: Json = {}
     for key in hard:
         if is_enforced(key):
@@ -145,7 +232,8 @@ def quota_status(quota: Json, pods: Iterable[Json], counts: Mapping[str, int] | 
         elif key in _ALWAYS_ZERO:
             used[key] = "0"
         elif (counted := _counted(key)) is not None:
-            used[key] = str((counts or {}).get(counted, 0))
+            # The generic object-count evaluator matches no scope, so a scoped quota counts no such object.
+            used[key] = "0" if scoped else str((counts or {}).get(counted, 0))
     # Empty maps are omitted (omitempty), as in the controller's JSON.
     return {part: values for part, values in (("hard", hard), ("used", used)) if values}
 
@@ -154,8 +242,11 @@ def admit_pod(pod: Json, quotas: Iterable[Json], pods: Iterable[Json]) -> None:
     """Refuse a new pod that would exceed any quota of its namespace (403, the real message)."""
     name = (pod.get("metadata") or {}).get("name", "")
     requested = pod_usage(pod)
-    used = namespace_usage(pods)
+    pods = list(pods)
     for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
+        if not quota_matches(quota, pod):
+            continue  # evaluator.Matches: neither counted nor constrained (no "must specify") by this quota
+        used = namespace_usage(p for p in pods if quota_matches(quota, p))
         hard = (quota.get("spec") or {}).get("hard") or {}
         enforced = sorted(k for k in hard if is_enforced(k))
         missing = _missing_requests(pod, enforced)

@@ -326,6 +326,147 @@ def _quantity_value_causes(name: str, value: Fraction, raw: Any, field: str) -> 
     return causes
 
 
+#: Scopes the real server (1.37) accepts; the emulator models all but VolumeAttributesClass (claims, not pods).
+_STANDARD_SCOPES = (
+    "Terminating",
+    "NotTerminating",
+    "BestEffort",
+    "NotBestEffort",
+    "PriorityClass",
+    "CrossNamespacePodAffinity",
+    "VolumeAttributesClass",
+)
+_UNMODELLED_SCOPES = frozenset({"VolumeAttributesClass"})
+_EXISTS_ONLY_SCOPES = frozenset(
+    {"Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "CrossNamespacePodAffinity"}
+)
+_POD_COMPUTE = frozenset({"cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"})
+_CONFLICTING_SCOPES = (("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating"))
+
+
+def _go_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _scope_valid_for(scope: str, key: str) -> bool:
+    """helper.IsResourceQuotaScopeValidForResource, asked only for standard quota resource names."""
+    if scope == "BestEffort":
+        return key == "pods"
+    if scope in ("Terminating", "NotTerminating", "NotBestEffort", "PriorityClass", "CrossNamespacePodAffinity"):
+        return key == "pods" or key in _POD_COMPUTE
+    return True
+
+
+def _is_standard_quota_resource(key: str) -> bool:
+    return (key in _STANDARD_QUOTA and key != "storage") or key.startswith(("hugepages-", "requests.hugepages-"))
+
+
+def _scope_causes(spec: Json) -> list[Cause]:
+    """validateResourceQuotaScopes and validateScopedResourceSelectorRequirement (pkg/apis/core/validation), plus
+    a loud refusal of the one scope the emulator does not model, rather than counting it wrongly."""
+    causes: list[Cause] = []
+    hard = sorted(spec.get("hard") or {})
+    scopes = spec.get("scopes") or []
+    shown_scopes = _go_json(scopes or None)
+    for scope in scopes:
+        if scope not in _STANDARD_SCOPES:
+            causes.append(("FieldValueInvalid", "spec.scopes", f"Invalid value: {shown_scopes}: unsupported scope"))
+        elif scope in _UNMODELLED_SCOPES:
+            causes.append(_unmodelled("spec.scopes", scope))
+        for key in hard:
+            if _is_standard_quota_resource(key) and not _scope_valid_for(scope, key):
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        "spec.scopes",
+                        f"Invalid value: {shown_scopes}: unsupported scope applied to resource",
+                    )
+                )
+    causes += _conflicting("spec.scopes", set(scopes), shown_scopes)
+    selector = spec.get("scopeSelector")
+    if selector is None:
+        return causes
+    field = "spec.scopeSelector.matchExpressions"
+    expressions = selector.get("matchExpressions") or []
+    # Go marshals the selector with its fields in declaration order: scopeName, operator, values.
+    shown_selector = _go_json(
+        {
+            "matchExpressions": [
+                {k: e[k] for k in ("scopeName", "operator", "values") if e.get(k) is not None} for e in expressions
+            ]
+        }
+        if expressions
+        else {}
+    )
+    names: set[str] = set()
+    for expression in expressions:
+        scope, operator, values = expression.get("scopeName"), expression.get("operator"), expression.get("values")
+        if scope not in _STANDARD_SCOPES:
+            causes.append(_invalid_value(f"{field}.scopeName", scope, "unsupported scope"))
+        elif scope in _UNMODELLED_SCOPES:
+            causes.append(_unmodelled(f"{field}.scopeName", scope))
+        for key in hard:
+            if _is_standard_quota_resource(key) and not _scope_valid_for(scope, key):
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        field,
+                        f"Invalid value: {shown_selector}: unsupported scope applied to resource",
+                    )
+                )
+        if scope in _EXISTS_ONLY_SCOPES and operator != "Exists":
+            causes.append(
+                _invalid_value(
+                    f"{field}.operator",
+                    operator,
+                    "must be 'Exist' only operator when scope is any of ResourceQuotaScopeTerminating, "
+                    "ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort and ResourceQuotaScopeNotBestEffort",
+                )
+            )
+        if operator in ("In", "NotIn"):
+            if not values:
+                causes.append(
+                    (
+                        "FieldValueRequired",
+                        f"{field}.values",
+                        "Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope "
+                        "selector",
+                    )
+                )
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        f"{field}.values",
+                        f"Invalid value: {_go_json(values)}: must be no value when `operator` is 'Exist' or "
+                        "'DoesNotExist' for scope selector",
+                    )
+                )
+        else:
+            causes.append(_invalid_value(f"{field}.operator", operator, "not a valid selector operator"))
+        names.add(scope)
+    # The real code shows spec.scopes (not the selector) as the bad value here.
+    return causes + _conflicting(field, names, shown_scopes)
+
+
+def _conflicting(field: str, scopes: set[str], shown: str) -> list[Cause]:
+    return [
+        ("FieldValueInvalid", field, f"Invalid value: {shown}: conflicting scopes")
+        for pair in _CONFLICTING_SCOPES
+        if set(pair) <= scopes
+    ]
+
+
+def _unmodelled(field: str, scope: str) -> Cause:
+    return (
+        "FieldValueNotSupported",
+        field,
+        f'Unsupported value: "{scope}": the gpu-jobs Kubernetes emulator does not model this quota scope '
+        "(a real server accepts it)",
+    )
+
+
 def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
@@ -342,6 +483,7 @@ def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
                 for key, value in parsed.items():
                     raw = obj[section][part][key]
                     causes += _quantity_value_causes(key, value, raw, f"{section}.{part}[{key}]")
+        causes += _scope_causes(spec)
         for key in spec.get("hard") or {}:
             if (
                 "/" not in key

@@ -334,3 +334,135 @@ def test_node_capacity_and_limit_ranges_are_returned_in_canonical_form(kube_clie
     created = core.create_namespaced_limit_range(team, {"metadata": {"name": "l"}, "spec": {"limits": [limits]}})
     assert created.spec.limits[0].max == {"memory": "2Gi"}
     assert created.spec.limits[0].default == {"cpu": "250m"}
+
+
+# Scoped quotas ------------------------------------------------------------------------------------------------
+
+
+def _pod(name: str, gpus: int = 0, cpu: str = "", **spec: Any) -> dict[str, Any]:
+    limits = {**({"nvidia.com/gpu": str(gpus)} if gpus else {}), **({"cpu": cpu} if cpu else {})}
+    container = {"name": "main", "image": "cuda", "resources": {"limits": limits}}
+    return {"metadata": {"name": name}, "spec": {"containers": [container], **spec}}
+
+
+def _scoped_quota(name: str, hard: dict[str, str], **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"hard": hard, **spec}}
+
+
+def _used(core: Any, team: str, name: str) -> Any:
+    return core.read_namespaced_resource_quota(name, team).status.used
+
+
+def test_a_priority_class_scope_counts_and_limits_only_its_pods(kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    gpus = {"requests.nvidia.com/gpu": "4"}
+    high = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}
+    rest = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}]}
+    anyclass = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]}
+    core.create_namespaced_resource_quota(team, _scoped_quota("high", gpus, scopeSelector=high))
+    core.create_namespaced_resource_quota(
+        team, _scoped_quota("rest", {"requests.nvidia.com/gpu": "1"}, scopeSelector=rest)
+    )
+    core.create_namespaced_resource_quota(team, _scoped_quota("any", {"pods": "10"}, scopeSelector=anyclass))
+
+    core.create_namespaced_pod(team, _pod("trainer", 3, priorityClassName="high"))
+    core.create_namespaced_pod(team, _pod("notebook", 1))  # no class: NotIn matches it, Exists does not
+    core.create_namespaced_pod(team, _pod("batch", 0, priorityClassName="low"))
+    assert _used(core, team, "high") == {"requests.nvidia.com/gpu": "3"}
+    assert _used(core, team, "rest") == {"requests.nvidia.com/gpu": "1"}
+    assert _used(core, team, "any") == {"pods": "2"}
+
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod(team, _pod("second-notebook", 1))
+    assert json.loads(caught.value.body)["message"] == (
+        'pods "second-notebook" is forbidden: exceeded quota: rest, requested: requests.nvidia.com/gpu=1, '
+        "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1"
+    )
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod(team, _pod("big", 2, priorityClassName="high"))
+    assert "exceeded quota: high," in json.loads(caught.value.body)["message"]
+    core.create_namespaced_pod(team, _pod("small", 1, priorityClassName="high"))
+    assert _used(core, team, "high") == {"requests.nvidia.com/gpu": "4"}
+
+
+def test_best_effort_and_terminating_scopes(kube_client: Any, team: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    core.create_namespaced_resource_quota(team, _scoped_quota("best-effort", {"pods": "1"}, scopes=["BestEffort"]))
+    core.create_namespaced_resource_quota(
+        team, _scoped_quota("burstable", {"pods": "5", "requests.cpu": "2"}, scopes=["NotBestEffort"])
+    )
+    core.create_namespaced_resource_quota(
+        team, _scoped_quota("jobs", {"requests.nvidia.com/gpu": "2"}, scopes=["Terminating"])
+    )
+    core.create_namespaced_resource_quota(
+        team, _scoped_quota("services", {"requests.nvidia.com/gpu": "8"}, scopes=["NotTerminating"])
+    )
+
+    # Only cpu and memory decide the QoS class: a pod asking for GPUs alone is BestEffort, so the NotBestEffort
+    # quota on requests.cpu neither counts it nor makes it state its cpu ("must specify").
+    gpu_only = core.create_namespaced_pod(team, _pod("gpu-only", 1, activeDeadlineSeconds=3600))
+    assert gpu_only.status.qos_class == "BestEffort"
+    with_cpu = core.create_namespaced_pod(team, _pod("with-cpu", 1, cpu="1"))
+    assert with_cpu.status.qos_class == "Burstable"
+    assert _used(core, team, "best-effort") == {"pods": "1"}
+    assert _used(core, team, "burstable") == {"pods": "1", "requests.cpu": "1"}
+    assert _used(core, team, "jobs") == {"requests.nvidia.com/gpu": "1"}
+    assert _used(core, team, "services") == {"requests.nvidia.com/gpu": "1"}
+
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod(team, _pod("another", 2))
+    assert "exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1" in caught.value.body
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod(team, _pod("deadline", 2, cpu="500m", activeDeadlineSeconds=60))
+    assert "exceeded quota: jobs, requested: requests.nvidia.com/gpu=2" in caught.value.body
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"hard": {"pods": "1"}, "scopes": ["BestEffort", "NotBestEffort"]},
+            'spec.scopes: Invalid value: ["BestEffort","NotBestEffort"]: conflicting scopes',
+        ),
+        (
+            {"hard": {"requests.cpu": "1"}, "scopes": ["BestEffort"]},
+            'spec.scopes: Invalid value: ["BestEffort"]: unsupported scope applied to resource',
+        ),
+        (
+            {"hard": {"pods": "1"}, "scopes": ["Sometimes"]},
+            'spec.scopes: Invalid value: ["Sometimes"]: unsupported scope',
+        ),
+        (
+            {
+                "hard": {"requests.nvidia.com/gpu": "1"},
+                "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In"}]},
+            },
+            "spec.scopeSelector.matchExpressions.values: Required value: must be at least one value when `operator` "
+            "is 'In' or 'NotIn' for scope selector",
+        ),
+        (
+            {
+                "hard": {"pods": "1"},
+                "scopeSelector": {
+                    "matchExpressions": [{"scopeName": "Terminating", "operator": "In", "values": ["x"]}]
+                },
+            },
+            "spec.scopeSelector.matchExpressions.operator: Invalid value: \"In\": must be 'Exist' only operator when "
+            "scope is any of ResourceQuotaScopeTerminating, ResourceQuotaScopeNotTerminating, "
+            "ResourceQuotaScopeBestEffort and ResourceQuotaScopeNotBestEffort",
+        ),
+        (
+            {"hard": {"persistentvolumeclaims": "1"}, "scopes": ["VolumeAttributesClass"]},
+            'spec.scopes: Unsupported value: "VolumeAttributesClass": the gpu-jobs Kubernetes emulator does not '
+            "model this quota scope (a real server accepts it)",
+        ),
+    ],
+)
+def test_invalid_or_unmodelled_scopes_are_refused_with_422(
+    kube_client: Any, team: str, spec: dict[str, Any], message: str
+) -> None:
+    core = client.CoreV1Api(kube_client)
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_resource_quota(team, {"metadata": {"name": "q"}, "spec": spec})
+    assert caught.value.status == 422
+    assert json.loads(caught.value.body)["message"] == f'ResourceQuota "q" is invalid: {message}'
