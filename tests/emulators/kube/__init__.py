@@ -3,8 +3,8 @@
 The official ``kubernetes`` client and kubectl talk to it over real HTTP through a kubeconfig it writes
 (``http://127.0.0.1:PORT``, a token user). What it does like the real server, and where it stops:
 
-- core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas (+ ``status``), events, configmaps;
-  coordination.k8s.io/v1 leases; policy/v1 poddisruptionbudgets; events.k8s.io/v1 events (stored apart from core
+- core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas (+ ``status``), events, configmaps,
+  limitranges (stored, not enforced); coordination.k8s.io/v1 leases; policy/v1 poddisruptionbudgets; events.k8s.io/v1 events (stored apart from core
   events: the real server converts between the two, the emulator does not);
 - uid, creationTimestamp, one global resourceVersion; stale PUT/PATCH is 409 Conflict; Status bodies for 400, 401,
   403, 404, 405, 406, 409, 415, 422, 429, 500, 504; label and field selectors; limit/continue paging;
@@ -14,7 +14,11 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
 - decoding against the official OpenAPI schemas of ``kubernetes-validate`` (type errors and strict unknown fields:
   400; unknown fields otherwise dropped with a Warning header) and semantic validation (422);
 - ResourceQuota admission and status for pods (GPUs only as ``requests.<name>``), PDB status and eviction;
-- no watch (405), no garbage collection, no graceful deletion (deletes are immediate), no quota scopes.
+- quantities stored and returned in apimachinery's canonical form (``4000m`` -> ``4``, ``1024Mi`` -> ``1Gi``);
+- quota scopes for pods (``scopes`` and ``scopeSelector``: Terminating, NotTerminating, BestEffort, NotBestEffort,
+  PriorityClass, CrossNamespacePodAffinity); VolumeAttributesClass is refused with 422, PriorityClass objects are not
+  served (a pod's ``priorityClassName`` is not checked);
+- no watch (405), no garbage collection, no graceful deletion (deletes are immediate).
 
 Entry points: the ``kube`` / ``kube_client`` fixtures (:mod:`.fixtures`), :func:`.fixtures.start_kube` for a
 standalone server, the builders in :mod:`.seed`.

@@ -111,10 +111,12 @@ class Cluster:
 
     def _react(self, rt: ResourceType, namespace: str) -> None:
         """Synchronous stand-ins for the quota and disruption controllers."""
-        if rt.plural in ("pods", "resourcequotas"):
+        if rt.namespaced:  # every namespaced object may count against a count/<resource> quota
             pods = list(self.scan(resource_type("pods"), namespace))
+            counts = {t.key: sum(1 for _ in self.scan(t, namespace)) for t in RESOURCE_TYPES if t.namespaced}
             for quota in list(self.scan(resource_type("resourcequotas"), namespace)):
-                self._set_status(resource_type("resourcequotas"), quota, admission.quota_status(quota, pods))
+                status = admission.quota_status(quota, pods, counts)
+                self._set_status(resource_type("resourcequotas"), quota, status)
         if rt.plural in ("pods", "poddisruptionbudgets"):
             pods = list(self.scan(resource_type("pods"), namespace))
             for pdb in list(self.scan(resource_type("poddisruptionbudgets"), namespace)):
@@ -138,6 +140,7 @@ class Cluster:
         rt = by_kind(obj["apiVersion"], obj["kind"])
         validation.check_seed(rt, obj)
         stored = copy.deepcopy(obj)
+        validation.canonicalise(rt, stored)  # a real server would hold quantities in canonical form
         if rt.namespaced:
             stored["metadata"].setdefault("namespace", "default")
         with self.lock:

@@ -92,6 +92,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         ),
     ),
     ResourceType("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
+    ResourceType("", "v1", "LimitRange", "limitranges", True, ("limits",)),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",)),
     ResourceType("events.k8s.io", "v1", "Event", "events", True, ("ev",)),

@@ -9,17 +9,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.resources
 import json
 import re
+from fractions import Fraction
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
 from .errors import bad_request, invalid
-from .quantity import QuantityError, parse
+from .quantity import QuantityError, canonical, parse
 from .resources import ResourceType
 
 Json = dict[str, Any]
@@ -150,8 +152,13 @@ _STANDARD_QUOTA = frozenset(
 
 
 def is_extended_resource(name: str) -> bool:
-    """``nvidia.com/gpu``: a resource outside the ``kubernetes.io`` namespace (and not hugepages)."""
-    return "/" in name and not name.split("/", maxsplit=1)[0].endswith("kubernetes.io")
+    """``nvidia.com/gpu``: a resource outside the ``kubernetes.io`` namespace (and not hugepages). A quota key
+    ``requests.nvidia.com/gpu`` is not one itself (helper.IsExtendedResourceName)."""
+    return (
+        "/" in name
+        and not name.startswith("requests.")
+        and not name.split("/", maxsplit=1)[0].endswith("kubernetes.io")
+    )
 
 
 def _invalid_value(field: str, value: Any, why: str) -> Cause:
@@ -211,6 +218,37 @@ def quantities(rt: ResourceType, mapping: Any, field: str) -> dict[str, Any]:
     return parsed
 
 
+def _resource_lists(rt: ResourceType, obj: Json) -> list[Json]:
+    """The ``ResourceList`` maps of an object whose quantities the server re-serialises."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    found: list[Any] = []
+    if rt.kind == "Pod":
+        for group in ("initContainers", "containers", "ephemeralContainers"):
+            for container in spec.get(group) or []:
+                resources = (container or {}).get("resources") or {}
+                found += [resources.get("requests"), resources.get("limits")]
+        pod_resources = spec.get("resources") or {}
+        found += [spec.get("overhead"), pod_resources.get("requests"), pod_resources.get("limits")]
+    elif rt.kind == "ResourceQuota":
+        found += [spec.get("hard"), status.get("hard"), status.get("used")]
+    elif rt.kind == "LimitRange":
+        for item in spec.get("limits") or []:
+            found += [(item or {}).get(part) for part in ("max", "min", "default", "defaultRequest")]
+            found.append((item or {}).get("maxLimitRequestRatio"))
+    elif rt.kind == "Node":
+        found += [status.get("capacity"), status.get("allocatable")]
+    return [mapping for mapping in found if isinstance(mapping, dict)]
+
+
+def canonicalise(rt: ResourceType, obj: Json) -> None:
+    """Rewrite quantities as the real server stores and returns them (``resource.Quantity`` decodes the JSON and
+    re-encodes it: ``4000m`` -> ``4``). A value that does not parse is left for validation to refuse."""
+    for mapping in _resource_lists(rt, obj):
+        for key, value in mapping.items():
+            with contextlib.suppress(QuantityError):
+                mapping[key] = canonical(value)
+
+
 def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cause]:
     causes: list[Cause] = []
     if not container.get("name"):
@@ -222,24 +260,13 @@ def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cau
     resources = container.get("resources") or {}
     requests = quantities(rt, resources.get("requests"), f"{field}.resources.requests")
     limits = quantities(rt, resources.get("limits"), f"{field}.resources.limits")
-    for kind, values in (("requests", requests), ("limits", limits)):
+    # ValidateContainerResourceRequirements checks every limit, then every request; the shown values are the
+    # quantities re-encoded (canonical by now), as field.Invalid JSON-encodes a Quantity.
+    for kind, values in (("limits", limits), ("requests", requests)):
         for name, value in values.items():
-            if value < 0:
-                causes.append(
-                    _invalid_value(
-                        f"{field}.resources.{kind}[{name}]",
-                        str(resources[kind][name]),
-                        "must be greater than or equal to 0",
-                    )
-                )
-            if is_extended_resource(name) and value.denominator != 1:
-                causes.append(
-                    _invalid_value(
-                        f"{field}.resources.{kind}[{name}]", str(resources[kind][name]), "must be an integer"
-                    )
-                )
+            causes += _quantity_value_causes(name, value, resources[kind][name], f"{field}.resources.{kind}[{name}]")
     for name, request in requests.items():
-        if is_extended_resource(name):
+        if not _overcommit_allowed(name):
             if name not in limits:
                 causes.append(
                     (
@@ -249,9 +276,10 @@ def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cau
                     )
                 )
             elif limits[name] != request:
+                # For GPUs requests may not be lower than limits either: they must be equal.
                 causes.append(
                     _invalid_value(
-                        f"{field}.resources.requests[{name}]",
+                        f"{field}.resources.requests",
                         str(resources["requests"][name]),
                         f"must be equal to {name} limit of {resources['limits'][name]}",
                     )
@@ -265,6 +293,178 @@ def _container_causes(rt: ResourceType, container: Json, field: str) -> list[Cau
                 )
             )
     return causes
+
+
+#: helper.IsIntegerResourceName: these and every extended resource are counted in whole units.
+_INTEGER_RESOURCES = frozenset(
+    [
+        "pods",
+        "resourcequotas",
+        "services",
+        "replicationcontrollers",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    ]
+)
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """v1helper.IsOvercommitAllowed: native resources but hugepages; never an extended resource (a GPU)."""
+    return not is_extended_resource(name) and not name.startswith("hugepages-")
+
+
+def _quantity_value_causes(name: str, value: Fraction, raw: Any, field: str) -> list[Cause]:
+    """ValidateResourceQuantityValue: non-negative, and whole for integer resources (``MilliValue() % 1000``)."""
+    causes: list[Cause] = []
+    if value < 0:
+        causes.append(_invalid_value(field, str(raw), "must be greater than or equal to 0"))
+    if (name in _INTEGER_RESOURCES or is_extended_resource(name)) and value.denominator != 1:
+        causes.append(_invalid_value(field, str(raw), "must be an integer"))
+    return causes
+
+
+#: Scopes the real server (1.37) accepts; the emulator models all but VolumeAttributesClass (claims, not pods).
+_STANDARD_SCOPES = (
+    "Terminating",
+    "NotTerminating",
+    "BestEffort",
+    "NotBestEffort",
+    "PriorityClass",
+    "CrossNamespacePodAffinity",
+    "VolumeAttributesClass",
+)
+_UNMODELLED_SCOPES = frozenset({"VolumeAttributesClass"})
+_EXISTS_ONLY_SCOPES = frozenset(
+    {"Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "CrossNamespacePodAffinity"}
+)
+_POD_COMPUTE = frozenset({"cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"})
+_CONFLICTING_SCOPES = (("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating"))
+
+
+def _go_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _scope_valid_for(scope: str, key: str) -> bool:
+    """helper.IsResourceQuotaScopeValidForResource, asked only for standard quota resource names."""
+    if scope == "BestEffort":
+        return key == "pods"
+    if scope in ("Terminating", "NotTerminating", "NotBestEffort", "PriorityClass", "CrossNamespacePodAffinity"):
+        return key == "pods" or key in _POD_COMPUTE
+    return True
+
+
+def _is_standard_quota_resource(key: str) -> bool:
+    return (key in _STANDARD_QUOTA and key != "storage") or key.startswith(("hugepages-", "requests.hugepages-"))
+
+
+def _scope_causes(spec: Json) -> list[Cause]:
+    """validateResourceQuotaScopes and validateScopedResourceSelectorRequirement (pkg/apis/core/validation), plus
+    a loud refusal of the one scope the emulator does not model, rather than counting it wrongly."""
+    causes: list[Cause] = []
+    hard = sorted(spec.get("hard") or {})
+    scopes = spec.get("scopes") or []
+    shown_scopes = _go_json(scopes or None)
+    for scope in scopes:
+        if scope not in _STANDARD_SCOPES:
+            causes.append(("FieldValueInvalid", "spec.scopes", f"Invalid value: {shown_scopes}: unsupported scope"))
+        elif scope in _UNMODELLED_SCOPES:
+            causes.append(_unmodelled("spec.scopes", scope))
+        for key in hard:
+            if _is_standard_quota_resource(key) and not _scope_valid_for(scope, key):
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        "spec.scopes",
+                        f"Invalid value: {shown_scopes}: unsupported scope applied to resource",
+                    )
+                )
+    causes += _conflicting("spec.scopes", set(scopes), shown_scopes)
+    selector = spec.get("scopeSelector")
+    if selector is None:
+        return causes
+    field = "spec.scopeSelector.matchExpressions"
+    expressions = selector.get("matchExpressions") or []
+    # Go marshals the selector with its fields in declaration order: scopeName, operator, values.
+    shown_selector = _go_json(
+        {
+            "matchExpressions": [
+                {k: e[k] for k in ("scopeName", "operator", "values") if e.get(k) is not None} for e in expressions
+            ]
+        }
+        if expressions
+        else {}
+    )
+    names: set[str] = set()
+    for expression in expressions:
+        scope, operator, values = expression.get("scopeName"), expression.get("operator"), expression.get("values")
+        if scope not in _STANDARD_SCOPES:
+            causes.append(_invalid_value(f"{field}.scopeName", scope, "unsupported scope"))
+        elif scope in _UNMODELLED_SCOPES:
+            causes.append(_unmodelled(f"{field}.scopeName", scope))
+        for key in hard:
+            if _is_standard_quota_resource(key) and not _scope_valid_for(scope, key):
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        field,
+                        f"Invalid value: {shown_selector}: unsupported scope applied to resource",
+                    )
+                )
+        if scope in _EXISTS_ONLY_SCOPES and operator != "Exists":
+            causes.append(
+                _invalid_value(
+                    f"{field}.operator",
+                    operator,
+                    "must be 'Exist' only operator when scope is any of ResourceQuotaScopeTerminating, "
+                    "ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort and ResourceQuotaScopeNotBestEffort",
+                )
+            )
+        if operator in ("In", "NotIn"):
+            if not values:
+                causes.append(
+                    (
+                        "FieldValueRequired",
+                        f"{field}.values",
+                        "Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope "
+                        "selector",
+                    )
+                )
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        f"{field}.values",
+                        f"Invalid value: {_go_json(values)}: must be no value when `operator` is 'Exist' or "
+                        "'DoesNotExist' for scope selector",
+                    )
+                )
+        else:
+            causes.append(_invalid_value(f"{field}.operator", operator, "not a valid selector operator"))
+        names.add(scope)
+    # The real code shows spec.scopes (not the selector) as the bad value here.
+    return causes + _conflicting(field, names, shown_scopes)
+
+
+def _conflicting(field: str, scopes: set[str], shown: str) -> list[Cause]:
+    return [
+        ("FieldValueInvalid", field, f"Invalid value: {shown}: conflicting scopes")
+        for pair in _CONFLICTING_SCOPES
+        if set(pair) <= scopes
+    ]
+
+
+def _unmodelled(field: str, scope: str) -> Cause:
+    return (
+        "FieldValueNotSupported",
+        field,
+        f'Unsupported value: "{scope}": the gpu-jobs Kubernetes emulator does not model this quota scope '
+        "(a real server accepts it)",
+    )
 
 
 def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
@@ -281,11 +481,9 @@ def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
             for part in ("hard", "used"):
                 parsed = quantities(rt, (obj.get(section) or {}).get(part), f"{section}.{part}")
                 for key, value in parsed.items():
-                    if value < 0:
-                        raw = obj[section][part][key]
-                        causes.append(
-                            _invalid_value(f"{section}.{part}[{key}]", str(raw), "must be greater than or equal to 0")
-                        )
+                    raw = obj[section][part][key]
+                    causes += _quantity_value_causes(key, value, raw, f"{section}.{part}[{key}]")
+        causes += _scope_causes(spec)
         for key in spec.get("hard") or {}:
             if (
                 "/" not in key

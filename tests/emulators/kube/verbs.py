@@ -27,7 +27,7 @@ from .errors import (
 )
 from .resources import ResourceType, find
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
-from .validation import decode, validate_semantics
+from .validation import canonicalise, decode, validate_semantics
 
 Json = dict[str, Any]
 
@@ -347,6 +347,7 @@ class Api:
         else:
             meta.pop("namespace", None)
         options.warnings += decode(rt, obj, options.field_validation)
+        canonicalise(rt, obj)
         return obj
 
 
@@ -381,24 +382,12 @@ def _reset_status_on_create(rt: ResourceType, obj: Json) -> None:
     """The real strategies' PrepareForCreate: status belongs to controllers, not to the creator."""
     if rt.kind == "Pod":
         admission.default_pod(obj)
-        obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj)}
+        obj["status"] = {"phase": "Pending", "qosClass": admission.qos_class(obj)}
     elif rt.kind == "Namespace":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj["status"] = {"phase": "Active"}
     elif rt.kind in ("ResourceQuota", "PodDisruptionBudget"):
         obj.pop("status", None)
-
-
-def _qos_class(pod: Json) -> str:
-    containers = (pod.get("spec") or {}).get("containers") or []
-    resources = [c.get("resources") or {} for c in containers]
-    if not any(r.get("requests") or r.get("limits") for r in resources):
-        return "BestEffort"
-    guaranteed = all(
-        set(r.get("limits") or {}) >= {"cpu", "memory"} and (r.get("requests") or {}) == (r.get("limits") or {})
-        for r in resources
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _merge_subresource(rt: ResourceType, old: Json, new: Json, subresource: str) -> Json:

@@ -73,7 +73,25 @@ def test_get_pods_all_namespaces_and_nodes(kubectl: KubectlRunner) -> None:
 def test_get_resourcequota_yaml(kubectl: KubectlRunner) -> None:
     document = yaml.safe_load(kubectl("get", "resourcequota", "-n", "team-a", "-o", "yaml").stdout)
     (quota,) = document["items"]
-    assert quota["status"]["used"] == {"requests.nvidia.com/gpu": "3", "nvidia.com/gpu": "0"}
+    # The bare key is in hard but never in used: no evaluator reports it (describe shows it as 0 all the same).
+    assert quota["status"]["used"] == {"requests.nvidia.com/gpu": "3"}
+    assert quota["status"]["hard"] == {"requests.nvidia.com/gpu": "4", "nvidia.com/gpu": "4"}
+
+
+def test_kubectl_create_quota_and_apply_get_canonical_quantities(
+    kube: KubeHandle, kubectl: KubectlRunner, tmp_path: Path
+) -> None:
+    kube.create(seed.namespace("team-b"))
+    # kubectl create quota sends protobuf; the server re-encodes the quantities either way.
+    kubectl("create", "quota", "gpu", "-n", "team-b", "--hard=requests.cpu=4000m,requests.memory=1024Mi")
+    created = json.loads(kubectl("get", "quota", "gpu", "-n", "team-b", "-o", "json").stdout)
+    assert created["spec"]["hard"] == {"requests.cpu": "4", "requests.memory": "1Gi"}
+    config = tmp_path / "quota.yaml"
+    config.write_text(yaml.safe_dump(seed.resource_quota("gpu", "team-b", {"requests.nvidia.com/gpu": "8.0"})))
+    kubectl("apply", "--server-side", "--field-manager", "quotas", "--force-conflicts", "-f", str(config))
+    applied = json.loads(kubectl("get", "quota", "gpu", "-n", "team-b", "-o", "json").stdout)
+    assert applied["spec"]["hard"]["requests.nvidia.com/gpu"] == "8"
+    assert applied["status"]["used"]["requests.nvidia.com/gpu"] == "0"
 
 
 @pytest.mark.usefixtures("gpu_cluster")
