@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 LINTENV := .tools/lint
 
-.PHONY: install tools test lint typecheck imports unit schema calendar bench bench-fleet clean
+.PHONY: install tools test lint typecheck imports unit schema calendar bench bench-fleet bench-quotas clean
 
 install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
 
@@ -59,6 +59,9 @@ bench:
 
 bench-fleet:
 	$(BIN)/python bench/nodegroups_fleet.py --groups 200 --latency-ms 50
+
+bench-quotas:
+	$(BIN)/python bench/quotas_namespaces.py --namespaces 5000
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache
