@@ -6,6 +6,7 @@ as flags. A flag given on the command line wins over the environment.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from collections.abc import Collection
@@ -95,3 +96,25 @@ def choice_setting(flag: str | None, name: str, default: str, choices: Collectio
     if raw.lower() not in choices:
         raise SettingsError(f"{source}={raw!r}: use one of {', '.join(choices)}")
     return raw.lower()
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, items: str, at: str) -> None:
+    """The flags every job that acts on a fleet takes, each with its environment variable."""
+    parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
+    parser.add_argument(
+        "--dry-run", action="store_true", default=None, help="plan and report, change nothing [GPU_JOBS_DRY_RUN]"
+    )
+    parser.add_argument("--output", metavar="text|json", help="[GPU_JOBS_OUTPUT]")
+    parser.add_argument("--at", default=env("AT"), help=f"evaluate {at} at this instant [GPU_JOBS_AT]")
+    parser.add_argument(
+        "--cluster",
+        default=env("CLUSTER"),
+        metavar="NAME",
+        help="act on this cluster only, through the in-cluster config or current context (a per-cluster install);"
+        " without it, on every cluster with a kubeContext [GPU_JOBS_CLUSTER]",
+    )
+    parser.add_argument(
+        "--max-changes",
+        metavar="N",
+        help=f"refuse a plan changing more {items} than this (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
+    )

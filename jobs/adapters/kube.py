@@ -336,21 +336,35 @@ class KubeEvents:
         self.identities = dict(identities)
 
     def emit(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
-        now = datetime.now(UTC)
         target = record_name(self.identities[group])
-        event = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=f"{target}.{uuid.uuid4().hex[:12]}", namespace=self.namespace),
-            involved_object=client.V1ObjectReference(
-                api_version="v1", kind="ConfigMap", name=target, namespace=self.namespace
-            ),
-            reason=reason,
-            message=message[:1024],
-            type="Warning" if warning else "Normal",
-            source=client.V1EventSource(component=self.component),
-            reporting_component=f"gpu-jobs/{self.component}",
-            reporting_instance=os.environ.get("HOSTNAME", "gpu-jobs"),
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
-        )
-        call("create events", lambda: self.core.create_namespaced_event(self.namespace, event))
+        emit_event(self.core, self.component, "ConfigMap", target, self.namespace, reason, message, warning=warning)
+
+
+def emit_event(
+    core: client.CoreV1Api,
+    component: str,
+    kind: str,
+    name: str,
+    namespace: str,
+    reason: str,
+    message: str,
+    *,
+    warning: bool = False,
+) -> None:
+    """A Kubernetes Event on the object a job touched (``kubectl describe`` shows it), in that object's namespace."""
+    now = datetime.now(UTC)
+    event = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
+        involved_object=client.V1ObjectReference(api_version="v1", kind=kind, name=name, namespace=namespace),
+        reason=reason,
+        message=message[:1024],
+        type="Warning" if warning else "Normal",
+        source=client.V1EventSource(component=component),
+        reporting_component=f"gpu-jobs/{component}",
+        reporting_instance=os.environ.get("HOSTNAME", "gpu-jobs"),
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+    )
+    # The answer (the Event) is not needed: skip the client's model building.
+    call("create events", lambda: core.create_namespaced_event(namespace, event, _preload_content=False))

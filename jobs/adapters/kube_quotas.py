@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from kubernetes import client
 
 from jobs import errors
-from jobs.adapters.kube import PAGE, call
+from jobs.adapters.kube import PAGE, call, emit_event
 from jobs.core.quotas import NamespaceInfo, QuotaInfo
 from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
 
@@ -108,20 +105,4 @@ class QuotaEvents:
         self.component = component
 
     def emit(self, namespace: str, name: str, reason: str, message: str, *, warning: bool = False) -> None:
-        now = datetime.now(UTC)
-        event = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
-            involved_object=client.V1ObjectReference(
-                api_version="v1", kind="ResourceQuota", name=name, namespace=namespace
-            ),
-            reason=reason,
-            message=message[:1024],
-            type="Warning" if warning else "Normal",
-            source=client.V1EventSource(component=self.component),
-            reporting_component=f"gpu-jobs/{self.component}",
-            reporting_instance=os.environ.get("HOSTNAME", "gpu-jobs"),
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
-        )
-        call("create events", lambda: self.core.create_namespaced_event(namespace, event, _preload_content=False))
+        emit_event(self.core, self.component, "ResourceQuota", name, namespace, reason, message, warning=warning)

@@ -24,8 +24,8 @@ from jobs.retry import Backoff
 from jobs.runner import FleetRun
 from jobs.runner import outcome as runner_outcome
 from jobs.settings import (
-    DEFAULT_POLICY,
     SettingsError,
+    add_run_arguments,
     choice_setting,
     env,
     env_flag,
@@ -36,25 +36,8 @@ from jobs.settings import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
-    parser.add_argument(
-        "--dry-run", action="store_true", default=None, help="plan and report, change nothing [GPU_JOBS_DRY_RUN]"
-    )
-    parser.add_argument("--output", metavar="text|json", help="[GPU_JOBS_OUTPUT]")
-    parser.add_argument("--at", default=env("AT"), help="evaluate the schedule at this instant [GPU_JOBS_AT]")
+    add_run_arguments(parser, "node groups", "the schedule")
     parser.add_argument("--only", default=env("ONLY"), metavar="GROUP", help="one node group only [GPU_JOBS_ONLY]")
-    parser.add_argument(
-        "--cluster",
-        default=env("CLUSTER"),
-        metavar="NAME",
-        help="act on this cluster only, through the in-cluster config or current context (a per-cluster install);"
-        " without it, on every cluster with a kubeContext [GPU_JOBS_CLUSTER]",
-    )
-    parser.add_argument(
-        "--max-changes",
-        metavar="N",
-        help="refuse a plan changing more groups than this (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
-    )
     parser.add_argument(
         "--workers", metavar="N", help="groups worked on at once, per cluster (default 16) [GPU_JOBS_WORKERS]"
     )

@@ -17,10 +17,9 @@ from jobs.quotas import report as render
 from jobs.retry import Backoff
 from jobs.runner import FleetRun, outcome
 from jobs.settings import (
-    DEFAULT_POLICY,
     SettingsError,
+    add_run_arguments,
     choice_setting,
-    env,
     env_flag,
     int_setting,
     parse_at,
@@ -29,16 +28,7 @@ from jobs.settings import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
-    parser.add_argument(
-        "--dry-run", action="store_true", default=None, help="plan and report, change nothing [GPU_JOBS_DRY_RUN]"
-    )
-    parser.add_argument("--output", metavar="text|json", help="[GPU_JOBS_OUTPUT]")
-    parser.add_argument("--at", default=env("AT"), help="evaluate off-hours at this instant [GPU_JOBS_AT]")
-    parser.add_argument(
-        "--cluster", default=env("CLUSTER"), metavar="NAME", help="act on this cluster only [GPU_JOBS_CLUSTER]"
-    )
-    parser.add_argument("--max-changes", metavar="N", help="refuse a plan changing more quotas (exit 3; default 50)")
+    add_run_arguments(parser, "namespace quotas", "off-hours limits")
 
 
 def _ports(target: Target, request_timeout_s: float) -> job.Ports:
