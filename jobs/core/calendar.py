@@ -116,7 +116,11 @@ def _state_at(segments: Sequence[Segment], starts: Sequence[datetime], at: datet
 
 
 def up_hours_by_group(policy: Policy, at: datetime) -> dict[str, float]:
-    return {g.name: round(GroupSchedule(policy, g).up_hours(at, at + WEEK), 2) for g in policy.node_groups}
+    """Up-hours over the week from ``at``, overrides included: a pull request that extends one changes them."""
+    return {
+        g.name: round(GroupSchedule(policy, g).up_hours(at, at + WEEK, with_overrides=True), 2)
+        for g in policy.node_groups
+    }
 
 
 @dataclass(frozen=True)

@@ -200,3 +200,16 @@ def test_calendar_output_reads_right_in_a_pull_request(tmp_path: Path, capsys: p
     ruler = next(i for i, line in enumerate(lines) if line.strip().startswith("00  02"))
     first_cell = len(lines[ruler + 1]) - len(lines[ruler + 1].lstrip()) + len("Tue 01 Dec  ")
     assert lines[ruler].index("00") == first_cell
+
+
+def test_calendar_compare_counts_a_change_to_an_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = Path(EXAMPLE).read_text()
+    before = tmp_path / "before.yaml"
+    before.write_text(text)
+    after = tmp_path / "after.yaml"
+    after.write_text(text.replace('until: "2026-12-02T23:00:00+01:00"', 'until: "2026-12-06T23:00:00+01:00"'))
+    argv = ["calendar", "--policy", str(after), "--compare", str(before), "--at", "2026-12-01T12:00:00+01:00"]
+    assert main([*argv, "--output", "json"]) == 0
+    delta = {c["name"]: c["delta"] for c in json.loads(capsys.readouterr().out)["compare"]}
+    assert delta["training-a100"] > 0  # the override keeps it up four more days
+    assert {name for name, d in delta.items() if d} == {"training-a100"}
