@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from jobs.core.policy import Policy
-from jobs.core.quotas import NamespaceInfo, QuotaEntry, QuotaInfo, plan_quotas
+from jobs.core.quotas import NamespaceInfo, QuotaEntry, QuotaInfo, over_commit, plan_quotas
 from jobs.errors import CloudError, Conflict
 from jobs.lease import STOP, HeldLease, Renewable, Stopped
 from jobs.retry import Backoff
@@ -77,6 +77,7 @@ class Report:
 @dataclass(frozen=True)
 class Planned:
     entries: tuple[QuotaEntry, ...]
+    warnings: tuple[str, ...] = ()  # for the cluster as a whole (over-commit)
 
     @property
     def changes(self) -> int:
@@ -86,7 +87,14 @@ class Planned:
 def _observe_and_plan(policy: Policy, now: datetime, settings: Settings, ports: Ports) -> Planned:
     namespaces = settings.backoff.call(ports.store.namespaces)
     quotas = settings.backoff.call(ports.store.quotas)
-    return Planned(plan_quotas(policy, settings.cluster, namespaces, quotas, now))
+    entries = plan_quotas(policy, settings.cluster, namespaces, quotas, now)
+    return Planned(entries, over_commit(entries, gpu_capacity(policy, settings.cluster)))
+
+
+def gpu_capacity(policy: Policy, cluster: str) -> dict[str, int]:
+    """The GPUs the cluster's node groups bring at their working maximum (``up.max`` x ``gpusPerNode``)."""
+    total = sum(g.up.max * g.gpus_per_node for g in policy.groups_in(cluster) if g.up and g.gpus_per_node)
+    return {"requests.nvidia.com/gpu": total} if total else {}
 
 
 def _refusal(planned: Planned, limit: int) -> str | None:
@@ -133,6 +141,7 @@ class ClusterRun:
 
     def apply(self, planned: Planned) -> Report:
         report = Report(self.settings.cluster, self.now, self.settings.dry_run)
+        report = replace(report, warnings=planned.warnings)
         if self.settings.dry_run or not planned.changes:
             results = tuple(Outcome(e, "planned" if e.action != "unchanged" else "unchanged") for e in planned.entries)
             return replace(report, results=results)
@@ -151,7 +160,8 @@ class ClusterRun:
             reason = _refusal(again, self.settings.max_changes)
             if reason is not None:
                 return self.refused(reason, again)
-            return replace(report, results=tuple(self._one(e, held.check) for e in again.entries))
+            results = tuple(self._one(e, held.check) for e in again.entries)
+            return replace(report, results=results, warnings=again.warnings)
         except CloudError as exc:
             return replace(report, error=f"cluster {self.settings.cluster} cannot be read ({exc})")
         finally:

@@ -34,6 +34,7 @@ def _text(report: Report) -> str:
             lines.append(f"  {'':<{width}}  error: {r.message}")
     for r in report.results:
         lines += [f"  {r.entry.namespace}: warning: {w}" for w in r.entry.warnings]
+    lines += [f"  warning: {w}" for w in report.warnings]
     return "\n".join(lines) + "\n"
 
 
@@ -45,6 +46,7 @@ def _document(report: Report) -> dict[str, Any]:
         "refused": report.refused,
         "lockHolder": report.lock_holder,
         "error": report.error,
+        "warnings": list(report.warnings),
         "namespaces": [
             {
                 "namespace": r.entry.namespace,
