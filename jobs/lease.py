@@ -10,7 +10,9 @@ which refuses once the Lease is lost, about to expire without a renewal, or the 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,12 +32,23 @@ class Stopped(CloudError):
     """The run may not write any more: it was asked to stop, or it no longer holds the Lease."""
 
 
-class Renewable(Protocol):
+class RunLock(Protocol):
+    """Keeps two runs (the CronJob and a manual ``kubectl create job``) from interleaving, in one cluster."""
+
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
+        """Take the lock; return None on success or the current holder when someone else has it."""
+        ...
+
     def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
-        """Extend the Lease if ``holder`` still holds it; False when someone else has it now."""
+        """Extend the lock if ``holder`` still holds it; False when someone else has it now."""
         ...
 
     def release(self, holder: str) -> None: ...
+
+
+def run_holder() -> str:
+    """Who holds a Lease: the pod (HOSTNAME in a Job) or the machine, and the process."""
+    return f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}"
 
 
 @contextlib.contextmanager
@@ -63,7 +76,7 @@ class HeldLease:
 
     def __init__(
         self,
-        lock: Renewable,
+        lock: RunLock,
         holder: str,
         duration: timedelta,
         log: Any,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -14,6 +12,7 @@ from typing import Any
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.policy import Policy
 from jobs.fleet import Target, select_clusters
+from jobs.lease import run_holder
 from jobs.nodegroups import job
 from jobs.nodegroups import report as render
 from jobs.nodegroups.job import JobSettings, Ports, Report
@@ -84,7 +83,6 @@ def _ports(policy: Policy, target: Target, clouds: dict[str, NodeGroupCloud], se
 
 
 def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outcome]:
-    choice_setting(args.output, "OUTPUT", "text", ("text", "json"))  # before any work: a typo is exit 2, not ignored
     policy = load_policy(args.policy)
     only = args.only or None  # an empty value in a manifest means "not set", never "match nothing"
     if only and only not in {g.name for g in policy.node_groups}:
@@ -107,7 +105,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
         workers=int_setting(args.workers, "WORKERS", 16, minimum=1),
         backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 600.0)),
         lease_duration=timedelta(minutes=30),
-        holder=f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}",
+        holder=run_holder(),
         drain_poll_s=adapter_settings.poll_interval_s,
         settle_timeout_s=adapter_settings.operation_timeout_s,
     )
@@ -148,7 +146,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
 
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:
+    output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))  # before any work: a typo is exit 2
     reports, outcome = run_command(args, log)
-    output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))
     print(render.to_json(reports) if output == "json" else render.to_text(reports), end="")
     return outcome

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 from datetime import UTC, datetime
 from typing import Any
 
 from jobs.core.policy import Policy
 from jobs.fleet import Target, select_clusters
+from jobs.lease import run_holder
 from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
 from jobs.quotas import job
@@ -44,7 +43,6 @@ def _ports(target: Target, request_timeout_s: float) -> job.Ports:
 
 
 def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], Outcome]:
-    output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))
     policy: Policy = load_policy(args.policy)
     if policy.namespace_quotas is None:
         raise SettingsError(f"{args.policy} has no namespaceQuotas: nothing for the quotas job to do")
@@ -52,24 +50,25 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], O
     max_changes = int_setting(args.max_changes, "MAX_CHANGES", 50, minimum=0)
     now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC)
     targets = select_clusters(policy, args.cluster or None).targets
-    holder = f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}"
+    holder = run_holder()
+    request_timeout_s = seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1)
     backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0))
     work = {
         t.cluster: job.ClusterRun(
             policy,
             now,
             job.Settings(t.cluster, dry_run, max_changes, holder, backoff=backoff),
-            _ports(t, seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1)),
+            _ports(t, request_timeout_s),
             log.bind(cluster=t.cluster),
         )
         for t in targets
     }
     reports = FleetRun(work, max_changes=max_changes, workers=8, log=log, noun="namespace quotas").run()
-    args.output = output
     return reports, outcome([job.tally(r) for r in reports], dry_run=dry_run)
 
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:
+    output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))  # before any work: a typo is exit 2
     reports, result = run_command(args, log)
-    print(render.to_json(reports) if args.output == "json" else render.to_text(reports), end="")
+    print(render.to_json(reports) if output == "json" else render.to_text(reports), end="")
     return result

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Protocol
 
 from jobs.core.nodegroup_plan import GpuPod
@@ -101,20 +100,6 @@ class RecordStore(Protocol):
         ...
 
     def save(self, group: str, record: Record) -> None: ...
-
-
-class RunLock(Protocol):
-    """Keeps two runs (the CronJob and a manual ``kubectl create job``) from interleaving."""
-
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
-        """Take the lock; return None on success or the current holder when someone else has it."""
-        ...
-
-    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
-        """Extend the lock if ``holder`` still holds it; False when someone else has it now."""
-        ...
-
-    def release(self, holder: str) -> None: ...
 
 
 class Events(Protocol):

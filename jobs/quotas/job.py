@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 from jobs.core.policy import Policy
 from jobs.core.quotas import NamespaceInfo, QuotaEntry, QuotaInfo, over_commit, plan_quotas
 from jobs.errors import CloudError, Conflict
-from jobs.lease import STOP, HeldLease, Renewable, Stopped
+from jobs.lease import STOP, HeldLease, RunLock, Stopped
 from jobs.retry import Backoff
 from jobs.runner import Early, Tally
 
@@ -32,14 +32,10 @@ class QuotaEvents(Protocol):
     def emit(self, namespace: str, name: str, reason: str, message: str, *, warning: bool = False) -> None: ...
 
 
-class Lock(Renewable, Protocol):
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None: ...
-
-
 @dataclass(frozen=True)
 class Ports:
     store: QuotaStore
-    lock: Lock
+    lock: RunLock
     events: QuotaEvents
 
 

@@ -22,6 +22,9 @@ class MemoryLease:
         self.renewals = 0
         self.fail = False
 
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
+        return None if self.holder in (None, holder) else self.holder
+
     def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
         if self.fail:
             raise Unavailable("api down")

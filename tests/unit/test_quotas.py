@@ -184,9 +184,7 @@ def test_the_json_schema_describes_namespace_quotas() -> None:
 def test_gpu_capacity_comes_from_the_clusters_node_groups() -> None:
     from jobs.quotas.job import gpu_capacity
 
-    groups = GROUPS.replace(
-        "nodegroup: gpu}}", "nodegroup: gpu}, gpusPerNode: 8, up: {min: 0, desired: 2, max: 3}}"
-    )
+    groups = GROUPS.replace("nodegroup: gpu}}", "nodegroup: gpu}, gpusPerNode: 8, up: {min: 0, desired: 2, max: 3}}")
     head = "apiVersion: gpu-jobs/v1\nkind: GpuPolicy\ndefaults: {timezone: Europe/Berlin}\n"
     with_sizes = parse_policy(head + groups + QUOTAS, "policy.yaml")
     assert gpu_capacity(with_sizes, "ml-prod") == {"requests.nvidia.com/gpu": 24}
