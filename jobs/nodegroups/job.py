@@ -101,18 +101,20 @@ def node_selector(cloud: NodeGroupCloud, group: NodeGroup) -> dict[str, str] | N
 
 def identities(policy: Policy, cluster: str | None) -> dict[str, GroupIdentity]:
     """What each node group of ``cluster`` (every cluster: None) is in its cloud, for the records it keeps."""
-    groups = policy.groups_in(cluster) if cluster else policy.node_groups
     return {
         g.name: GroupIdentity.of(
             policy.cluster_of(g).name, g.cloud, g.locator.model_dump(by_alias=True, exclude_none=True)
         )
-        for g in groups
+        for g in _groups_of(policy, cluster)
     }
 
 
+def _groups_of(policy: Policy, cluster: str | None) -> tuple[NodeGroup, ...]:
+    return policy.groups_in(cluster) if cluster else policy.node_groups
+
+
 def selected_groups(policy: Policy, settings: JobSettings) -> list[NodeGroup]:
-    groups = policy.groups_in(settings.cluster) if settings.cluster else policy.node_groups
-    return [g for g in groups if settings.only in (None, g.name)]
+    return [g for g in _groups_of(policy, settings.cluster) if settings.only in (None, g.name)]
 
 
 def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, discover: bool = True) -> Observation:
@@ -123,6 +125,7 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
     for pod in ports.cluster.gpu_pods():
         pods_by_node.setdefault(pod.node, []).append(pod)
     cluster = settings.cluster or ""
+    cordoned_by_job = {n.name for n in nodes if n.cordoned_by_job}
 
     def one(group: NodeGroup) -> ObservedGroup:
         cloud = ports.clouds[group.cloud]
@@ -149,7 +152,7 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
             reason = "no node label for this group: its nodes and GPU pods cannot be seen (set nodeSelector)"
             return ObservedGroup(group, kind, config, record, cluster=cluster, nodes_error=reason)
         pods = tuple(p for n in mine for p in pods_by_node.get(n, []))
-        cordoned = tuple(n.name for n in nodes if n.name in mine and n.cordoned_by_job)
+        cordoned = tuple(name for name in mine if name in cordoned_by_job)
         return ObservedGroup(group, kind, config, record, pods, mine, cluster=cluster, cordoned=cordoned)
 
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
