@@ -31,11 +31,10 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import EKS_MIN_MAX_SIZE, GroupConfig, ProviderKind, SetPower, SetSize, Step
+from jobs.core.nodegroups import EKS_MIN_MAX_SIZE, CloudGroup, GroupConfig, ProviderKind, SetPower, SetSize, Step
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import CA_ENABLED_TAG, CA_TAG_PREFIX, EKS_NODEGROUP_LABEL
-from jobs.nodegroups.ports import CloudGroup
 
 #: Every API action this module calls, for checking the shipped IAM policy against the code.
 IAM_ACTIONS = (

@@ -38,11 +38,10 @@ from azure.mgmt.containerservice.models import AgentPool, PowerState
 
 from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetSize, Step
+from jobs.core.nodegroups import CloudGroup, GroupConfig, ProviderKind, SetAutoscaling, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import AKS_AGENTPOOL_LABEL
-from jobs.nodegroups.ports import CloudGroup
 
 #: Exactly the ARM actions this module calls: the pool GET and list, the PUT, and the GETs of the PUT's
 #: ``Azure-AsyncOperation`` status monitor (``/providers/Microsoft.ContainerService/locations/*/operations/*``).

@@ -30,11 +30,10 @@ from google.auth.transport.requests import AuthorizedSession
 from google.cloud import container_v1
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
+from jobs.core.nodegroups import CloudGroup, GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
 from jobs.core.policy import GcpLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import GKE_NODEPOOL_LABEL
-from jobs.nodegroups.ports import CloudGroup
 
 COMPUTE_ENDPOINT = "https://compute.googleapis.com"
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]

@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from jobs import errors
-from jobs.core.nodegroup_plan import GpuPod
+from jobs.core.nodegroup_plan import GpuPod, NodeInfo
 from jobs.core.nodegroups import GroupIdentity, Record, RecordError
 from jobs.labels import (
     CORDONED_BY_ANNOTATION,
@@ -39,7 +39,6 @@ from jobs.labels import (
     RECORD_KIND_LABEL,
     SAFE_TO_EVICT_ANNOTATION,
 )
-from jobs.nodegroups.ports import NodeInfo
 
 __all__ = ["ConfigException", "ConfigMapRecords", "KubeCluster", "KubeEvents", "LeaseLock", "api_client"]
 

@@ -54,7 +54,7 @@ def _peak_rss_mib() -> float | None:
 
 def _clouds(names: set[str], settings: AdapterSettings) -> dict[str, NodeGroupCloud]:
     # SDKs are imported here, and only for the clouds the policy uses.
-    from jobs.adapters.registry import nodegroup_cloud  # noqa: PLC0415
+    from jobs.commands.nodegroup_clouds import nodegroup_cloud  # noqa: PLC0415
 
     return {name: nodegroup_cloud(name, settings) for name in sorted(names)}
 

@@ -11,6 +11,7 @@ the last step is done the phase becomes ``down``; after a restore, ``up``. A rec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
@@ -30,6 +31,14 @@ from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG
 
 DEFAULT_MAX_DELAY = timedelta(hours=2)
 DEFAULT_DRAIN_TIMEOUT = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str]
+    unschedulable: bool = False
+    cordoned_by_job: bool = False  # cordoned by a drain of this job (marked), so the job uncordons it
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,18 @@ class GroupConfig:
 
 
 @dataclass(frozen=True)
+class CloudGroup:
+    """A GPU node group found in a cloud, for reporting the ones the policy does not list."""
+
+    cloud: str
+    locator: Mapping[
+        str, str
+    ]  # the policy locator fields that would select it, e.g. {"region", "cluster", "nodegroup"}
+    instance_type: str
+    gpus_per_node: int | None = None
+
+
+@dataclass(frozen=True)
 class SetAutoscaling:
     """Switch the autoscaler off, or on with bounds (GKE/AKS) / with discovery tags (EKS/ASG)."""
 

@@ -26,11 +26,20 @@ from jobs.core.nodegroup_plan import (
     guard,
     plan_nodegroups,
 )
-from jobs.core.nodegroups import GroupConfig, GroupIdentity, ProviderKind, Record, RecordError, Step, step_applied
+from jobs.core.nodegroups import (
+    CloudGroup,
+    GroupConfig,
+    GroupIdentity,
+    ProviderKind,
+    Record,
+    RecordError,
+    Step,
+    step_applied,
+)
 from jobs.core.policy import NodeGroup, Policy
 from jobs.errors import Busy, CloudError, OutcomeUnknown, Unavailable
 from jobs.lease import STOP, HeldLease, RunLock, Stopped
-from jobs.nodegroups.ports import CloudGroup, Cluster, Events, NodeGroupCloud, RecordStore
+from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff
 from jobs.runner import Early, Tally
 

@@ -7,24 +7,11 @@ against the local emulators over HTTP.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
-from jobs.core.nodegroup_plan import GpuPod
-from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, RecordError, Step
+from jobs.core.nodegroup_plan import GpuPod, NodeInfo
+from jobs.core.nodegroups import CloudGroup, GroupConfig, ProviderKind, Record, RecordError, Step
 from jobs.core.policy import NodeGroup
-
-
-@dataclass(frozen=True)
-class CloudGroup:
-    """A GPU node group found in a cloud, for reporting the ones the policy does not list."""
-
-    cloud: str
-    locator: Mapping[
-        str, str
-    ]  # the policy locator fields that would select it, e.g. {"region", "cluster", "nodegroup"}
-    instance_type: str
-    gpus_per_node: int | None = None
 
 
 class NodeGroupCloud(Protocol):
@@ -55,14 +42,6 @@ class NodeGroupCloud(Protocol):
     def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
         """GPU node groups in the same clusters (EKS/GKE/AKS) as ``groups``, listed or not."""
         ...
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    name: str
-    labels: Mapping[str, str]
-    unschedulable: bool = False
-    cordoned_by_job: bool = False  # cordoned by a drain of this job (marked), so the job uncordons it
 
 
 class Cluster(Protocol):

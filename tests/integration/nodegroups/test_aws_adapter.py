@@ -13,13 +13,12 @@ from typing import Any
 import pytest
 
 from jobs.adapters.aws_nodegroups import IAM_ACTIONS, AwsNodeGroups
-from jobs.adapters.registry import nodegroup_cloud
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
+from jobs.commands.nodegroup_clouds import nodegroup_cloud
+from jobs.core.nodegroups import CloudGroup, GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import CA_ENABLED_TAG
-from jobs.nodegroups.ports import CloudGroup
 from jobs.retry import Backoff
 from tests.emulators.aws import AwsEmulator, UpdateTiming
 from tests.emulators.base import FaultKind

@@ -15,9 +15,10 @@ from dataclasses import replace
 import pytest
 
 from jobs.adapters.azure_nodegroups import AZURE_ACTIONS, AksAgentPools
-from jobs.adapters.registry import nodegroup_cloud
 from jobs.adapters.settings import AdapterSettings
+from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import (
+    CloudGroup,
     GroupConfig,
     SetAutoscaling,
     SetPower,
@@ -29,7 +30,6 @@ from jobs.core.nodegroups import (
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import AKS_AGENTPOOL_LABEL as NODE_LABEL
-from jobs.nodegroups.ports import CloudGroup
 from tests.emulators.azure import AzureEmulator
 from tests.emulators.azure.fixtures import SUBSCRIPTION
 from tests.emulators.base import FaultKind

@@ -12,9 +12,10 @@ import pytest
 from google.api_core import exceptions
 
 from jobs.adapters.gcp_nodegroups import GCP_PERMISSIONS, GkeNodePools
-from jobs.adapters.registry import nodegroup_cloud
 from jobs.adapters.settings import AdapterSettings
+from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import (
+    CloudGroup,
     GroupConfig,
     SetAutoscaling,
     SetPower,
@@ -25,7 +26,6 @@ from jobs.core.nodegroups import (
 )
 from jobs.core.policy import NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
-from jobs.nodegroups.ports import CloudGroup
 from tests.emulators.base import FaultKind, start
 from tests.emulators.gcp import GcpEmulator, clients
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from jobs.adapters import kube as kube_adapter
-from jobs.adapters.registry import nodegroup_cloud
 from jobs.adapters.settings import AdapterSettings
+from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.policy import Policy
 from jobs.labels import NODEGROUPS_LEASE
 from jobs.nodegroups.job import JobSettings, Ports, Report, identities, run

@@ -1,4 +1,5 @@
-"""Which adapter serves which cloud. Modules are imported on first use, so a GKE-only policy never imports boto3."""
+"""Which adapter serves which cloud for the nodegroups job (wiring, so it lives with the command). Modules are
+imported on first use, so a GKE-only policy never imports boto3."""
 
 from __future__ import annotations
 
