@@ -33,6 +33,10 @@ from jobs.settings import (
     seconds_setting,
 )
 
+#: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
+#: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
+KUBE_PORTS = ("workloads", "records", "events", "lease")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, "node groups", "the schedule")
@@ -61,24 +65,24 @@ def _clouds(names: set[str], settings: AdapterSettings) -> dict[str, NodeGroupCl
 
 def _ports(policy: Policy, target: Target, clouds: dict[str, NodeGroupCloud], settings: AdapterSettings) -> Ports:
     """One cluster's ports, through a client of its own (its context, or the in-cluster / current config)."""
-    from jobs.adapters import kube  # noqa: PLC0415
+    from jobs.adapters.kube import client, events, lease, records, workloads  # noqa: PLC0415
     from jobs.labels import nodegroups_lease  # noqa: PLC0415
 
     try:
-        api = kube.api_client(settings.request_timeout_s, context=target.context)
-    except kube.ConfigException as exc:
+        api = client.api_client(settings.request_timeout_s, context=target.context)
+    except client.ConfigException as exc:
         where = (
             f"context {target.context!r} for cluster {target.cluster}" if target.context else "in-cluster or KUBECONFIG"
         )
         raise SettingsError(f"no Kubernetes configuration ({where}): {exc}") from None
-    namespace = kube.job_namespace()
+    namespace = client.job_namespace()
     known = job.identities(policy, target.cluster)
     return Ports(
         clouds=clouds,
-        cluster=kube.KubeCluster(api),
-        records=kube.ConfigMapRecords(api, namespace, known),
-        lock=kube.LeaseLock(api, namespace, nodegroups_lease(target.cluster)),
-        events=kube.KubeEvents(api, namespace, "nodegroups", known),
+        cluster=workloads.KubeCluster(api),
+        records=records.ConfigMapRecords(api, namespace, known),
+        lock=lease.LeaseLock(api, namespace, nodegroups_lease(target.cluster)),
+        events=events.KubeEvents(api, namespace, "nodegroups", known),
     )
 
 

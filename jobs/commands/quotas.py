@@ -25,21 +25,25 @@ from jobs.settings import (
     seconds_setting,
 )
 
+#: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
+#: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
+KUBE_PORTS = ("quotas", "lease")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, "namespace quotas", "off-hours limits")
 
 
 def _ports(target: Target, request_timeout_s: float) -> job.Ports:
-    from jobs.adapters import kube  # noqa: PLC0415 - the Kubernetes client is imported only by the jobs
-    from jobs.adapters.kube_quotas import KubeQuotas, QuotaEvents  # noqa: PLC0415
+    # The Kubernetes client is imported only by the jobs, not by validate or calendar.
+    from jobs.adapters.kube import client, lease, quotas  # noqa: PLC0415
 
     try:
-        api = kube.api_client(request_timeout_s, context=target.context)
-    except kube.ConfigException as exc:
+        api = client.api_client(request_timeout_s, context=target.context)
+    except client.ConfigException as exc:
         raise SettingsError(f"no Kubernetes configuration for cluster {target.cluster}: {exc}") from None
-    lock = kube.LeaseLock(api, kube.job_namespace(), f"gpu-jobs-quotas-{target.cluster}")
-    return job.Ports(KubeQuotas(api), lock, QuotaEvents(api))
+    lock = lease.LeaseLock(api, client.job_namespace(), f"gpu-jobs-quotas-{target.cluster}")
+    return job.Ports(quotas.KubeQuotas(api), lock, quotas.QuotaEvents(api))
 
 
 def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], Outcome]:

@@ -6,6 +6,7 @@ policy ConfigMap, the Dockerfile (hadolint), the GitOps entry points, and the pe
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import shutil
 import subprocess
@@ -19,7 +20,9 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kv_utils
 
-from jobs.adapters.kube import RBAC_RULES
+from jobs.adapters.kube import rbac
+from jobs.commands import nodegroups as nodegroups_command
+from jobs.commands import quotas as quotas_command
 
 if TYPE_CHECKING:
     from tests.emulators.aws.emulator import AwsEmulator
@@ -52,8 +55,8 @@ TAGS = {
     "production": "0.1.0",
     "central": "0.1.0",
 }
-#: RBAC_RULES entries that belong in the namespaced Role: the job's records, Events and Lease live in its namespace.
-NAMESPACED = {("", "configmaps"), ("", "events"), ("coordination.k8s.io", "leases")}
+#: Each CronJob (named after its job) and the kube adapter modules its command wires it with.
+JOBS = {"nodegroups": nodegroups_command.KUBE_PORTS, "quotas": quotas_command.KUBE_PORTS}
 
 Obj = dict[str, Any]
 
@@ -92,25 +95,39 @@ def one(objects: list[Obj], kind: str) -> Obj:
     return found[0]
 
 
-def pod_spec(objects: list[Obj]) -> Obj:
-    spec: Obj = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+def named(objects: list[Obj], kind: str, name: str) -> Obj:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def pod_spec(objects: list[Obj], job: str = "nodegroups") -> Obj:
+    spec: Obj = named(objects, "CronJob", job)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     return spec
 
 
-def container(objects: list[Obj]) -> Obj:
-    containers = pod_spec(objects)["containers"]
+def container(objects: list[Obj], job: str = "nodegroups") -> Obj:
+    containers = pod_spec(objects, job)["containers"]
     assert len(containers) == 1
     only: Obj = containers[0]
     return only
 
 
-def env(objects: list[Obj]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(objects)["env"]}
+def env(objects: list[Obj], job: str = "nodegroups") -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(objects, job)["env"]}
 
 
-def granted(objects: list[Obj], kind: str) -> dict[tuple[str, str], set[str]]:
+def bound_roles(objects: list[Obj], account: str, binding_kind: str) -> list[Obj]:
+    """The roles that bindings of ``binding_kind`` grant to the ServiceAccount ``account`` in gpu-jobs."""
+    subject = {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+    role_kind = binding_kind.removesuffix("Binding")
+    names = {b["roleRef"]["name"] for b in objects if b["kind"] == binding_kind and subject in b["subjects"]}
+    return [o for o in objects if o["kind"] == role_kind and o["metadata"]["name"] in names]
+
+
+def granted(roles: list[Obj]) -> dict[tuple[str, str], set[str]]:
     rules: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for role in (o for o in objects if o["kind"] == kind):
+    for role in roles:
         for rule in role["rules"]:
             assert "nonResourceURLs" not in rule
             for group in rule["apiGroups"]:
@@ -133,18 +150,9 @@ def test_renders_and_every_object_passes_strict_validation(target: str) -> None:
     objects = render(target)
 
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == sorted(
-        [
-            "Namespace",
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "Role",
-            "RoleBinding",
-            "ConfigMap",
-            "CronJob",
-        ]
-    )
+    per_job = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "CronJob"]
+    assert kinds == sorted(["Namespace", "ConfigMap", *(per_job * len(JOBS))])
+    assert {o["metadata"]["name"] for o in objects if o["kind"] == "CronJob"} == set(JOBS)
     for obj in objects:
         for version in K8S_VERSIONS:
             # Raises ValidationError on unknown fields (strict) or schema violations; returns the version it used.
@@ -157,8 +165,9 @@ def test_every_object_carries_the_common_labels_and_lives_in_gpu_jobs(target: st
     for obj in render(target):
         assert obj["metadata"]["labels"].items() >= LABELS.items(), obj["kind"]
         assert obj["metadata"].get("namespace") == (None if obj["kind"] in cluster_scoped else NAMESPACE)
-    template = one(render(target), "CronJob")["spec"]["jobTemplate"]["spec"]["template"]
-    assert template["metadata"]["labels"].items() >= LABELS.items()
+    for job in JOBS:
+        template = named(render(target), "CronJob", job)["spec"]["jobTemplate"]["spec"]["template"]
+        assert template["metadata"]["labels"].items() >= {**LABELS, "app.kubernetes.io/component": job}.items()
 
 
 def kustomizations() -> list[Path]:
@@ -183,63 +192,64 @@ def test_every_kustomization_in_the_repository_renders_without_flags() -> None:
 # --- RBAC: exactly what the code calls ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("job", JOBS)
 @pytest.mark.parametrize("target", TARGETS)
-def test_rbac_equals_the_rules_the_code_declares(target: str) -> None:
+def test_each_job_is_granted_exactly_the_rbac_of_the_ports_it_is_wired_with(target: str, job: str) -> None:
     objects = render(target)
-    cluster = granted(objects, "ClusterRole")
-    namespaced = granted(objects, "Role")
-    declared = {key: set(verbs) for key, verbs in RBAC_RULES.items()}
+    account = pod_spec(objects, job)["serviceAccountName"]
+    modules = [importlib.import_module(f"jobs.adapters.kube.{port}") for port in JOBS[job]]
+    declared = rbac.union(grant for module in modules for grant in module.RBAC)
 
-    assert cluster.keys().isdisjoint(namespaced.keys())
-    assert {**cluster, **namespaced} == declared  # no verb more, none less
-    assert namespaced == {k: v for k, v in declared.items() if k in NAMESPACED}
-    assert cluster == {k: v for k, v in declared.items() if k not in NAMESPACED}
-    assert one(objects, "Role")["metadata"]["namespace"] == NAMESPACE
+    cluster = granted(bound_roles(objects, account, "ClusterRoleBinding"))
+    namespaced = granted(bound_roles(objects, account, "RoleBinding"))
+    assert cluster == {(g, r): set(verbs) for (g, r, scope), verbs in declared.items() if scope == "cluster"}
+    assert namespaced == {(g, r): set(verbs) for (g, r, scope), verbs in declared.items() if scope == "namespace"}
+    assert all(role["metadata"]["namespace"] == NAMESPACE for role in bound_roles(objects, account, "RoleBinding"))
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_bindings_grant_the_roles_to_the_cronjob_service_account(target: str) -> None:
+def test_each_job_has_its_own_service_account_and_nothing_else_is_bound(target: str) -> None:
     objects = render(target)
-    account = one(objects, "ServiceAccount")["metadata"]
-    subject = {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    accounts = {job: pod_spec(objects, job)["serviceAccountName"] for job in JOBS}
 
-    for binding_kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        binding = one(objects, binding_kind)
-        assert binding["subjects"] == [subject]
-        assert binding["roleRef"] == {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": role_kind,
-            "name": one(objects, role_kind)["metadata"]["name"],
-        }
-    assert pod_spec(objects)["serviceAccountName"] == account["name"]
+    assert accounts == {job: f"gpu-jobs-{job}" for job in JOBS}
+    assert {o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"} == set(accounts.values())
+    for binding in (o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        # One subject per binding, and the role it binds carries the job's name: no role is shared.
+        (subject,) = binding["subjects"]
+        assert subject["name"] == binding["roleRef"]["name"] == binding["metadata"]["name"]
+    for job, account in accounts.items():
+        assert named(objects, "ServiceAccount", account)["automountServiceAccountToken"] is False
+        assert pod_spec(objects, job)["automountServiceAccountToken"] is True  # only the job's pods mount it
 
 
 # --- the CronJob -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("name", JOBS)
 @pytest.mark.parametrize("target", TARGETS)
-def test_cronjob_schedule_and_job_settings(target: str) -> None:
-    cron = one(render(target), "CronJob")
+def test_cronjob_schedule_and_job_settings(target: str, name: str) -> None:
+    cron = named(render(target), "CronJob", name)
     spec, job = cron["spec"], cron["spec"]["jobTemplate"]["spec"]
 
-    assert cron["metadata"]["name"] == "nodegroups"
     assert spec["schedule"] == "*/10 * * * *"
     assert spec["concurrencyPolicy"] == "Forbid"
     assert 0 < spec["startingDeadlineSeconds"] < 600  # shorter than the schedule: a late run is skipped
     assert spec["successfulJobsHistoryLimit"] >= 1
     assert spec["failedJobsHistoryLimit"] >= 1
     assert job["backoffLimit"] == 0  # the next run converges; exit codes are the alert
-    assert 0 < job["activeDeadlineSeconds"] < 30 * 60  # inside the nodegroups Lease (30 min)
+    assert 0 < job["activeDeadlineSeconds"] < 30 * 60  # inside the jobs' Lease (30 min)
     assert job["template"]["spec"]["restartPolicy"] == "Never"
 
 
+@pytest.mark.parametrize("job", JOBS)
 @pytest.mark.parametrize("target", TARGETS)
-def test_cronjob_container_command_env_and_image(target: str) -> None:
+def test_cronjob_container_command_env_and_image(target: str, job: str) -> None:
     objects = render(target)
-    main = container(objects)
-    variables = env(objects)
+    main = container(objects, job)
+    variables = env(objects, job)
 
-    assert main["args"] == ["nodegroups"]
+    assert main["args"] == [job]
     assert "command" not in main  # the image's ENTRYPOINT is gpu-jobs
     assert main["image"] == f"{IMAGE}:{TAGS[target]}"
     assert variables["GPU_JOBS_POLICY"] == "/etc/gpu-jobs/policy.yaml"
@@ -247,10 +257,11 @@ def test_cronjob_container_command_env_and_image(target: str) -> None:
     assert len(variables) == len(main["env"])  # no variable set twice
 
 
+@pytest.mark.parametrize("job", JOBS)
 @pytest.mark.parametrize("target", TARGETS)
-def test_cronjob_security_context_and_resources(target: str) -> None:
+def test_cronjob_security_context_and_resources(target: str, job: str) -> None:
     objects = render(target)
-    pod, main = pod_spec(objects), container(objects)
+    pod, main = pod_spec(objects, job), container(objects, job)
     security = main["securityContext"]
 
     assert pod["automountServiceAccountToken"] is True
@@ -262,18 +273,19 @@ def test_cronjob_security_context_and_resources(target: str) -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert security["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert main["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
+    assert main["resources"]["requests"] == {"cpu": "100m", "memory": {"nodegroups": "256Mi", "quotas": "128Mi"}[job]}
     assert set(main["resources"]["limits"]) == {"cpu", "memory"}
     assert "hostNetwork" not in pod
     assert "hostPID" not in pod
 
 
+@pytest.mark.parametrize("job", JOBS)
 @pytest.mark.parametrize("target", TARGETS)
-def test_policy_configmap_is_gitops_policy_and_mounted_read_only(target: str) -> None:
+def test_policy_configmap_is_gitops_policy_and_mounted_read_only(target: str, job: str) -> None:
     objects = render(target)
     config_map = one(objects, "ConfigMap")
-    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
-    mounts = {m["name"]: m for m in container(objects)["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(objects, job)["volumes"]}
+    mounts = {m["name"]: m for m in container(objects, job)["volumeMounts"]}
 
     assert config_map["data"] == {"policy.yaml": POLICY.read_text()}
     assert config_map["metadata"]["name"].startswith("gpu-jobs-policy-")  # content hash: a change rolls the job
@@ -287,14 +299,25 @@ def test_policy_configmap_is_gitops_policy_and_mounted_read_only(target: str) ->
 # --- overlays ----------------------------------------------------------------------------------------------------
 
 
-def service_account_annotations(target: str) -> dict[str, str]:
-    annotations: dict[str, str] = one(render(target), "ServiceAccount")["metadata"].get("annotations", {})
+def service_account_annotations(target: str, account: str = "gpu-jobs-nodegroups") -> dict[str, str]:
+    annotations: dict[str, str] = named(render(target), "ServiceAccount", account)["metadata"].get("annotations", {})
     return annotations
 
 
 def test_base_has_no_cloud_identity() -> None:
     assert service_account_annotations("base") == {}
     assert not any(k.startswith("AWS_") for k in env(render("base")))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_only_nodegroups_gets_a_cloud_identity(target: str) -> None:
+    """The quotas job never calls a cloud: no workload identity on its account, pod or environment."""
+    objects = render(target)
+    labels = named(objects, "CronJob", "quotas")["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+
+    assert service_account_annotations(target, "gpu-jobs-quotas") == {}
+    assert not any(k.startswith("azure.workload.identity") for k in labels)
+    assert not any(k.startswith(("AWS_", "AZURE_", "GOOGLE_")) for k in env(objects, "quotas"))
 
 
 def test_aws_overlay_uses_irsa_and_sets_a_region() -> None:
@@ -309,7 +332,7 @@ def test_gcp_overlay_uses_workload_identity() -> None:
 
 
 def test_azure_overlay_uses_workload_identity_on_the_pod() -> None:
-    template = one(render("azure"), "CronJob")["spec"]["jobTemplate"]["spec"]["template"]
+    template = named(render("azure"), "CronJob", "nodegroups")["spec"]["jobTemplate"]["spec"]["template"]
 
     assert "azure.workload.identity/client-id" in service_account_annotations("azure")
     # The webhook mutates pods: the label must be on the pod template, as a string.
@@ -317,9 +340,11 @@ def test_azure_overlay_uses_workload_identity_on_the_pod() -> None:
 
 
 def test_staging_is_a_dry_run_and_production_is_not() -> None:
-    assert env(render("staging"))["GPU_JOBS_DRY_RUN"] == "true"
-    assert "GPU_JOBS_DRY_RUN" not in env(render("production"))
+    for job in JOBS:
+        assert env(render("staging"), job)["GPU_JOBS_DRY_RUN"] == "true"
+        assert "GPU_JOBS_DRY_RUN" not in env(render("production"), job)
     assert env(render("production"))["GPU_JOBS_MAX_CHANGES"] == "20"
+    assert "GPU_JOBS_MAX_CHANGES" not in env(render("production"), "quotas")  # its default: 50 namespaces
     # Both are built on the EKS overlay.
     for target in ("staging", "production"):
         assert "eks.amazonaws.com/role-arn" in service_account_annotations(target)
@@ -383,7 +408,13 @@ def cluster_of_every_cronjob(objects: list[Obj]) -> set[str | None]:
     """The GPU_JOBS_CLUSTER values across every CronJob (one value each; a CronJob without it would be None)."""
     cronjobs = [o for o in objects if o["kind"] == "CronJob"]
     assert cronjobs
-    return {e.get("value") for o in cronjobs for e in container([o])["env"] if e["name"] == "GPU_JOBS_CLUSTER"}
+    assert {o["metadata"]["name"] for o in cronjobs} == set(JOBS)
+    return {
+        e.get("value")
+        for o in cronjobs
+        for e in container([o], o["metadata"]["name"])["env"]
+        if e["name"] == "GPU_JOBS_CLUSTER"
+    }
 
 
 def test_argocd_application_syncs_an_existing_overlay_automatically(tmp_path: Path) -> None:
@@ -432,16 +463,17 @@ def test_flux_entry_point_builds_and_tells_the_jobs_their_cluster(tmp_path: Path
     assert cluster_of_every_cronjob(rendered) == {"ml-prod"}
 
 
-def test_the_central_overlay_reaches_the_fleet_through_a_kubeconfig_secret() -> None:
+@pytest.mark.parametrize("job", JOBS)
+def test_the_central_overlay_reaches_the_fleet_through_a_kubeconfig_secret(job: str) -> None:
     objects = render("central")
-    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
-    mounts = {m["name"]: m for m in container(objects)["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(objects, job)["volumes"]}
+    mounts = {m["name"]: m for m in container(objects, job)["volumeMounts"]}
 
-    assert env(objects)["KUBECONFIG"] == mounts["kubeconfig"]["mountPath"] + "/config"
+    assert env(objects, job)["KUBECONFIG"] == mounts["kubeconfig"]["mountPath"] + "/config"
     assert mounts["kubeconfig"]["readOnly"] is True
     # Readable by the job's group (fsGroup 65532), by nobody else; never a kubeconfig in Git.
     assert volumes["kubeconfig"]["secret"] == {"secretName": "gpu-jobs-kubeconfig", "defaultMode": 0o440}
-    assert "GPU_JOBS_CLUSTER" not in env(objects)  # every cluster with a kubeContext
+    assert "GPU_JOBS_CLUSTER" not in env(objects, job)  # every cluster with a kubeContext
 
 
 def test_every_cluster_of_the_example_policy_has_a_context_for_the_central_install() -> None:
@@ -491,17 +523,16 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
     assert aws.iam_actions() == set(aws_actions(aws_policy()))
 
 
-def rendered_allow_list(target: str) -> set[tuple[str, str]]:
-    """The rendered ClusterRole + Role as the kube emulator's ``(verb, resource)`` allow-list."""
+def rendered_allow_list(target: str, job: str = "nodegroups") -> set[tuple[str, str]]:
+    """What the rendered ClusterRole + Role bound to the job's ServiceAccount grant, as the kube emulator's
+    ``(verb, resource)`` allow-list."""
     objects = render(target)
-    rules = {**granted(objects, "ClusterRole"), **granted(objects, "Role")}
+    account = pod_spec(objects, job)["serviceAccountName"]
+    rules = {
+        **granted(bound_roles(objects, account, "ClusterRoleBinding")),
+        **granted(bound_roles(objects, account, "RoleBinding")),
+    }
     return {(verb, resource) for (_, resource), verbs in rules.items() for verb in verbs}
-
-
-#: Verbs RBAC_RULES declares (so the Roles grant them) that no code path of the nodegroups job calls today:
-#: ``KubeCluster.pod_exists`` and ``delete_pod`` exist in jobs/adapters/kube.py but jobs/nodegroups never calls
-#: them. Reported to the lead; when RBAC_RULES drops them (or the job starts using them) this set goes empty.
-DECLARED_BUT_UNUSED: set[tuple[str, str]] = set()
 
 
 @pytest.mark.integration
@@ -536,4 +567,48 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
     assert not node["spec"].get("unschedulable")
     assert "patch nodes" in kube.log.operations()  # cordoned for the drain
     used = {tuple(op.split(" ", 1)) for op in kube.log.operations()}
-    assert used == allowed - DECLARED_BUT_UNUSED
+    assert used == allowed  # every granted verb is needed
+
+
+@pytest.mark.integration
+def test_the_rendered_rbac_is_enough_for_the_quotas_job_and_all_of_it_is_needed(
+    kube: KubeHandle, tmp_path: Path
+) -> None:
+    """The quotas job, run with nothing but its shipped RBAC, creates, changes and removes its quotas and reports
+    on them; without `create` (an apply that creates is authorised as a create too) its first run fails."""
+    from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
+    from tests.emulators.kube.seed import namespace
+    from tests.integration.quotas.test_quotas_job import quotas
+
+    for name, labels in [("gpu-jobs", {}), ("kube-system", {}), ("team-a", {}), ("lab", {"team": "research"})]:
+        kube.create(namespace(name, labels))
+    # Managed by the job in a namespace the policy now excludes: the job removes it.
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpu-quota", "namespace": "kube-system", "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
+        }
+    )
+    allowed = rendered_allow_list("production", "quotas")
+
+    kube.allow_only(*(allowed - {("create", "resourcequotas")}))
+    kube.log.clear()
+    code, summary, out = quotas(kube, tmp_path)
+    assert (code, summary["failed"]) == (1, 2)  # team-a and lab: no quota could be created
+    assert out.count('cannot create resource "resourcequotas"') == 2, out
+    assert kube.get("ResourceQuota", "gpu-quota", "kube-system") is None  # removing needs no create
+
+    kube.allow_only(*allowed)
+    code, summary, _ = quotas(kube, tmp_path)
+    assert (code, summary["applied"]) == (0, 2)  # team-a and lab created
+    lab = kube.get("Namespace", "lab")
+    assert lab is not None
+    lab["metadata"]["labels"].pop("team")
+    kube.put(lab)
+    code, summary, _ = quotas(kube, tmp_path)
+    assert (code, summary["applied"]) == (0, 1)  # lab lost its rule: the default now
+    used = {tuple(op.split(" ", 1)) for op in kube.log.operations()}
+    # Every granted verb was used; a create is sent as an apply (a patch), and authorised as both.
+    assert used | {("create", "resourcequotas")} == allowed

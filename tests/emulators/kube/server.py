@@ -249,6 +249,11 @@ class KubeEmulator(Emulator):
             status = 201 if created else 200
         elif method == "PATCH" and name:
             content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
+            if content_type == "application/apply-patch+yaml" and not sub:
+                with self.cluster.lock:
+                    exists = self.cluster.stored(rt, namespace, name) is not None
+                if not exists:  # an apply that creates is authorised as a create too (apiserver patch handler)
+                    self._authorize("create", target)
             result, created = self.api.patch(rt, namespace, name, content_type, body, options, sub)
             status = 201 if created else 200
         elif method == "DELETE" and name and not sub:

@@ -100,3 +100,29 @@ def test_rbac_allow_list_refuses_the_rest_with_403(kube: KubeHandle, kube_client
         'cannot list resource "pods" in API group "" in the namespace "default"'
         in json.loads(caught.value.body)["message"]
     )
+
+
+def test_an_apply_that_creates_needs_create_as_well_as_patch(kube: KubeHandle, kube_client: Any) -> None:
+    """The API server authorises a server-side apply of a missing object as a create too: a Role with only
+    ``patch`` can change an existing ResourceQuota but not make a new one."""
+    kube.create(seed.namespace("team-a"))
+    kube.allow_only(("patch", "resourcequotas"))
+    core = client.CoreV1Api(kube_client)
+    body = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"}, "spec": {"hard": {"pods": "1"}}}
+
+    def apply() -> Any:
+        return core.patch_namespaced_resource_quota(
+            "q", "team-a", body, field_manager="t", _content_type="application/apply-patch+yaml"
+        )
+
+    with pytest.raises(ApiException) as caught:
+        apply()
+    assert caught.value.status == 403
+    assert 'cannot create resource "resourcequotas"' in json.loads(caught.value.body)["message"]
+    assert kube.get("ResourceQuota", "q", "team-a") is None
+
+    kube.allow_only(("patch", "resourcequotas"), ("create", "resourcequotas"))
+    apply()
+    kube.allow_only(("patch", "resourcequotas"))  # it exists now: patch alone changes it
+    body["spec"] = {"hard": {"pods": "2"}}
+    assert apply().spec.hard == {"pods": "2"}

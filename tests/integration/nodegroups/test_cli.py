@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jobs.adapters import kube as kube_adapter
+from jobs.adapters.kube.lease import LeaseLock
 from jobs.labels import nodegroups_lease
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
@@ -104,7 +104,7 @@ def test_a_plan_over_the_change_limit_is_refused_with_exit_3(fleet: Fleet, tmp_p
 def test_a_held_lease_exits_0_and_changes_nothing_in_that_cluster(fleet: Fleet, tmp_path: Path) -> None:
     # Held now, on the real clock: a run evaluated --at another instant must still respect it.
     with fleet.kube.api_client() as api:
-        lease = kube_adapter.LeaseLock(api, "gpu-jobs", nodegroups_lease("aks-ml"))
+        lease = LeaseLock(api, "gpu-jobs", nodegroups_lease("aks-ml"))
         assert lease.acquire("manual-run", datetime.now(UTC), timedelta(hours=1)) is None
     fleet.clear_logs()
     code, summary, out = gpu_jobs(fleet, tmp_path)

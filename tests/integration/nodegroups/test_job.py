@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.adapters import kube as kube_adapter
-from jobs.adapters.kube import record_name
+from jobs.adapters.kube.client import api_client
+from jobs.adapters.kube.events import KubeEvents
+from jobs.adapters.kube.records import ConfigMapRecords, record_name
 from jobs.core.nodegroups import Record
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 from jobs.nodegroups.job import identities, run
@@ -235,9 +236,9 @@ def test_force_scales_down_with_pods_running_but_keep_alive_never(fleet: Fleet) 
 
 def test_the_lease_holds_against_a_concurrent_run(fleet: Fleet) -> None:
     other = type(fleet.ports.lock)  # a second run, as the CronJob and a manual Job would be
-    from jobs.adapters import kube as kube_adapter
+    from jobs.adapters.kube.client import api_client
 
-    rival = other(kube_adapter.api_client(), "gpu-jobs", "gpu-jobs-nodegroups")
+    rival = other(api_client(), "gpu-jobs", "gpu-jobs-nodegroups")
     # Held now, on the real clock: the run below is evaluated at EVENING, days away, and must still wait.
     assert rival.acquire("manual-run", datetime.now(UTC), timedelta(minutes=30)) is None
     fleet.clear_logs()
@@ -271,8 +272,8 @@ def test_a_renamed_group_is_restored_from_its_record(fleet: Fleet) -> None:
     known = identities(renamed, None)
     ports = replace(
         fleet.ports,
-        records=kube_adapter.ConfigMapRecords(kube_adapter.api_client(), "gpu-jobs", known),
-        events=kube_adapter.KubeEvents(kube_adapter.api_client(), "gpu-jobs", "nodegroups", known),
+        records=ConfigMapRecords(api_client(), "gpu-jobs", known),
+        events=KubeEvents(api_client(), "gpu-jobs", "nodegroups", known),
     )
     settings = replace(fleet.settings, only="training")
     report = run(renamed, MORNING, settings, ports, _Log())

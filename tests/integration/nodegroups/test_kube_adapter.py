@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.adapters import kube as kube_adapter
-from jobs.adapters.kube import record_name
+from jobs.adapters.kube.client import api_client
+from jobs.adapters.kube.lease import LeaseLock
+from jobs.adapters.kube.records import ConfigMapRecords, record_name
+from jobs.adapters.kube.workloads import KubeCluster
 from jobs.core.nodegroups import GroupConfig, GroupIdentity, Record, RecordError
 from jobs.errors import Conflict, Throttled, Unavailable
 from tests.emulators.kube.fixtures import KubeHandle
@@ -23,7 +25,7 @@ NOW = datetime(2026, 12, 1, 20, 0, tzinfo=UTC)
 def api(kube: KubeHandle, monkeypatch: pytest.MonkeyPatch) -> object:
     monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig))
     kube.create(namespace("gpu-jobs"))
-    return kube_adapter.api_client()
+    return api_client()
 
 
 TRAIN = GroupIdentity.of("ml-prod", "aws", {"region": "eu-west-1", "cluster": "ml-prod", "nodegroup": "gpu-a100"})
@@ -31,8 +33,8 @@ OTHER = GroupIdentity.of("ml-prod", "aws", {"region": "eu-west-1", "cluster": "m
 
 
 def test_records_round_trip_and_a_stale_writer_gets_a_conflict(api: object) -> None:
-    first = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN})  # type: ignore[arg-type]
-    second = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN})  # type: ignore[arg-type]
+    first = ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN})  # type: ignore[arg-type]
+    second = ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN})  # type: ignore[arg-type]
     record = Record(GroupConfig(1, 3, 8, autoscaling=True, autoscaler_tags={"k": "v"}), "stopping", NOW)
     first.save("train", record)
     assert second.load() == {"train": replace(record, describes=TRAIN)}
@@ -46,19 +48,19 @@ def test_records_round_trip_and_a_stale_writer_gets_a_conflict(api: object) -> N
 
 def test_a_record_follows_its_group_not_its_name(api: object, kube: KubeHandle) -> None:
     record = Record(GroupConfig(1, 3, 8), "down", NOW)
-    kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN}).save("train", record)  # type: ignore[arg-type]
+    ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN}).save("train", record)  # type: ignore[arg-type]
     # Renamed in the policy, same group in the cloud: the record is found.
-    renamed = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"training": TRAIN}).load()  # type: ignore[arg-type]
+    renamed = ConfigMapRecords(api, "gpu-jobs", {"training": TRAIN}).load()  # type: ignore[arg-type]
     assert renamed == {"training": replace(record, describes=TRAIN)}
     # The old name pointed at another group: that group has no record (it never gets the old group's sizes).
-    assert kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": OTHER}).load() == {}  # type: ignore[arg-type]
+    assert ConfigMapRecords(api, "gpu-jobs", {"train": OTHER}).load() == {}  # type: ignore[arg-type]
     # A record edited by hand to describe another group is refused, not applied.
     (cm,) = kube.list("ConfigMap", "gpu-jobs")
     data = json.loads(cm["data"]["record.json"])
     data["describes"] = OTHER.to_json()
     cm["data"]["record.json"] = json.dumps(data)
     kube.put(cm)
-    (problem,) = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN}).load().values()  # type: ignore[arg-type]
+    (problem,) = ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN}).load().values()  # type: ignore[arg-type]
     assert isinstance(problem, RecordError)
     assert "describes aws eu-west-1/ml-prod/gpu-h100 in cluster ml-prod, not aws eu-west-1/ml-prod/gpu-a100" in str(
         problem
@@ -80,7 +82,7 @@ def test_a_record_follows_its_group_not_its_name(api: object, kube: KubeHandle) 
     ],
 )
 def test_a_malformed_record_is_its_groups_problem_only(api: object, kube: KubeHandle, text: str, problem: str) -> None:
-    store = kube_adapter.ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN, "other": OTHER})  # type: ignore[arg-type]
+    store = ConfigMapRecords(api, "gpu-jobs", {"train": TRAIN, "other": OTHER})  # type: ignore[arg-type]
     store.save("other", Record(GroupConfig(1, 3, 8), "down", NOW))
     store.save("train", Record(GroupConfig(1, 3, 8), "down", NOW))
     cm = next(c for c in kube.list("ConfigMap", "gpu-jobs") if c["metadata"]["name"] == record_name(TRAIN))
@@ -93,8 +95,8 @@ def test_a_malformed_record_is_its_groups_problem_only(api: object, kube: KubeHa
 
 
 def test_lease_is_exclusive_until_it_expires_or_is_released(api: object) -> None:
-    one = kube_adapter.LeaseLock(api, "gpu-jobs", "gpu-jobs-nodegroups")  # type: ignore[arg-type]
-    two = kube_adapter.LeaseLock(api, "gpu-jobs", "gpu-jobs-nodegroups")  # type: ignore[arg-type]
+    one = LeaseLock(api, "gpu-jobs", "gpu-jobs-nodegroups")  # type: ignore[arg-type]
+    two = LeaseLock(api, "gpu-jobs", "gpu-jobs-nodegroups")  # type: ignore[arg-type]
     assert one.acquire("cron-run", NOW, timedelta(minutes=30)) is None
     assert two.acquire("manual-run", NOW + timedelta(minutes=5), timedelta(minutes=30)) == "cron-run"
     assert two.acquire("manual-run", NOW + timedelta(minutes=31), timedelta(minutes=30)) is None  # expired
@@ -109,7 +111,7 @@ def test_gpu_pods_are_the_unfinished_ones_requesting_gpus(kube: KubeHandle, api:
     kube.create(gpu_pod("mig", "b", node="n1", resource="nvidia.com/mig-1g.10gb"))
     kube.create(gpu_pod("cpu", "b", node="n1", gpus=0))
     kube.create(gpu_pod("done", "b", node="n1", phase="Succeeded"))
-    pods = {(p.namespace, p.name): (p.gpus, p.evictable) for p in kube_adapter.KubeCluster(api).gpu_pods()}  # type: ignore[arg-type]
+    pods = {(p.namespace, p.name): (p.gpus, p.evictable) for p in KubeCluster(api).gpu_pods()}  # type: ignore[arg-type]
     assert pods == {("a", "train"): (2, True), ("a", "keep"): (1, False), ("b", "mig"): (1, True)}
 
 
@@ -117,4 +119,4 @@ def test_gpu_pods_are_the_unfinished_ones_requesting_gpus(kube: KubeHandle, api:
 def test_faults_are_translated(kube: KubeHandle, api: object, fault: str, error: type[Exception]) -> None:
     kube.inject("list nodes", fault)  # type: ignore[arg-type]
     with pytest.raises(error):
-        kube_adapter.KubeCluster(api).nodes()  # type: ignore[arg-type]
+        KubeCluster(api).nodes()  # type: ignore[arg-type]

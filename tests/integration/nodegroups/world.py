@@ -9,7 +9,11 @@ from typing import Any
 
 import pytest
 
-from jobs.adapters import kube as kube_adapter
+from jobs.adapters.kube.client import api_client
+from jobs.adapters.kube.events import KubeEvents
+from jobs.adapters.kube.lease import LeaseLock
+from jobs.adapters.kube.records import ConfigMapRecords
+from jobs.adapters.kube.workloads import KubeCluster
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.policy import Policy
@@ -172,15 +176,15 @@ def make_fleet(
         azure_endpoint=azure.url,
         emulator_credentials=True,
     )
-    api = kube_adapter.api_client()
+    api = api_client()
     policy = parse_policy(POLICY, "policy.yaml")
     known = identities(policy, None)
     ports = Ports(
         clouds={c: nodegroup_cloud(c, settings) for c in ("aws", "gcp", "azure")},
-        cluster=kube_adapter.KubeCluster(api),
-        records=kube_adapter.ConfigMapRecords(api, "gpu-jobs", known),
-        lock=kube_adapter.LeaseLock(api, "gpu-jobs", NODEGROUPS_LEASE),
-        events=kube_adapter.KubeEvents(api, "gpu-jobs", "nodegroups", known),
+        cluster=KubeCluster(api),
+        records=ConfigMapRecords(api, "gpu-jobs", known),
+        lock=LeaseLock(api, "gpu-jobs", NODEGROUPS_LEASE),
+        events=KubeEvents(api, "gpu-jobs", "nodegroups", known),
     )
     job_settings = JobSettings(
         backoff=Backoff(deadline_s=3, base_s=0.01, cap_s=0.05),

@@ -5,38 +5,27 @@ another manager is reported, never forced), and deletion of the quotas the job o
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any
 
 from kubernetes import client
 
 from jobs import errors
-from jobs.adapters.kube import PAGE, call, emit_event
+from jobs.adapters.kube.client import call, json_pages
+from jobs.adapters.kube.events import emit_event
+from jobs.adapters.kube.rbac import Grant
 from jobs.core.quotas import NamespaceInfo, QuotaInfo
 from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
 
 FIELD_MANAGER = "gpu-jobs-quotas"
 
-#: What the quotas job needs, cluster-wide: it reads every namespace and ResourceQuota, and writes only its own.
-RBAC_RULES = {
-    ("", "namespaces"): ("list",),
-    ("", "resourcequotas"): ("list", "patch", "delete"),
-    ("", "events"): ("create",),
-}
-
-
-def _json_pages(operation: str, list_fn: Callable[..., Any]) -> Iterator[dict[str, Any]]:
-    """A paginated list as plain JSON: building the client's models for thousands of objects costs seconds."""
-    token = None
-    while True:
-        response = call(operation, partial(list_fn, limit=PAGE, _continue=token, _preload_content=False))
-        page = json.loads(response.data)
-        yield from page.get("items") or ()
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return
+#: Cluster-wide: it reads every namespace and ResourceQuota, and writes only its own. An apply that creates a quota is
+#: authorised as a create as well as a patch (the API server's patch handler), so both are needed. Events go on the
+#: quotas, in the teams' namespaces.
+RBAC = (
+    Grant("", "namespaces", ("list",), "cluster"),
+    Grant("", "resourcequotas", ("list", "create", "patch", "delete"), "cluster"),
+    Grant("", "events", ("create",), "cluster"),
+)
 
 
 class KubeQuotas:
@@ -51,7 +40,7 @@ class KubeQuotas:
                 terminating=bool(ns["metadata"].get("deletionTimestamp"))
                 or (ns.get("status") or {}).get("phase") == "Terminating",
             )
-            for ns in _json_pages("list namespaces", self.core.list_namespace)
+            for ns in json_pages("list namespaces", self.core.list_namespace)
         ]
 
     def quotas(self) -> list[QuotaInfo]:
@@ -63,7 +52,7 @@ class KubeQuotas:
                 {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()},
                 managed=(q["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY,
             )
-            for q in _json_pages("list resourcequotas", self.core.list_resource_quota_for_all_namespaces)
+            for q in json_pages("list resourcequotas", self.core.list_resource_quota_for_all_namespaces)
         ]
 
     def apply(self, namespace: str, name: str, hard: dict[str, str]) -> None:

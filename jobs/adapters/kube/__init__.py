@@ -1,0 +1,3 @@
+"""The Kubernetes side of the jobs, split by concern: ``client`` (one API client per cluster, error translation),
+``lease`` (one run at a time), ``records`` (durable state), ``events``, ``workloads`` (nodes, GPU pods, drains) and
+``quotas`` (namespace ResourceQuotas). Each module declares the RBAC it needs (``RBAC``, see ``rbac``)."""

@@ -1,0 +1,65 @@
+"""Kubernetes Events on what a job touched, so ``kubectl describe`` shows what it did and why."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from kubernetes import client
+
+from jobs.adapters.kube.client import call
+from jobs.adapters.kube.rbac import Grant
+from jobs.adapters.kube.records import record_name
+from jobs.core.nodegroups import GroupIdentity
+
+#: Events on the nodegroups job's record ConfigMaps, in its own namespace. Jobs that report on objects in other
+#: namespaces (a team's ResourceQuota) grant themselves events cluster-wide in their own module.
+RBAC = (Grant("", "events", ("create",), "namespace"),)
+
+
+class KubeEvents:
+    """Kubernetes Events on the record ConfigMap of each group: ``kubectl describe`` shows what the job did."""
+
+    def __init__(
+        self, api: client.ApiClient, namespace: str, component: str, identities: Mapping[str, GroupIdentity]
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.component = component
+        self.identities = dict(identities)
+
+    def emit(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
+        target = record_name(self.identities[group])
+        emit_event(self.core, self.component, "ConfigMap", target, self.namespace, reason, message, warning=warning)
+
+
+def emit_event(
+    core: client.CoreV1Api,
+    component: str,
+    kind: str,
+    name: str,
+    namespace: str,
+    reason: str,
+    message: str,
+    *,
+    warning: bool = False,
+) -> None:
+    """A Kubernetes Event on the object a job touched (``kubectl describe`` shows it), in that object's namespace."""
+    now = datetime.now(UTC)
+    event = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
+        involved_object=client.V1ObjectReference(api_version="v1", kind=kind, name=name, namespace=namespace),
+        reason=reason,
+        message=message[:1024],
+        type="Warning" if warning else "Normal",
+        source=client.V1EventSource(component=component),
+        reporting_component=f"gpu-jobs/{component}",
+        reporting_instance=os.environ.get("HOSTNAME", "gpu-jobs"),
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+    )
+    # The answer (the Event) is not needed: skip the client's model building.
+    call("create events", lambda: core.create_namespaced_event(namespace, event, _preload_content=False))
