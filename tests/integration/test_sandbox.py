@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from tests.sandbox.demo import GPU_JOBS, pick_night, run_gpu_jobs, run_night, state_at
+from tests.sandbox.demo import GPU_JOBS, pick_night, run_gpu_jobs, run_night, run_quotas, state_at
 from tests.sandbox.fleet import FINISHED, Group
 from tests.sandbox.world import World, child_env
 
@@ -110,6 +110,31 @@ def test_kubectl_works_against_every_cluster_of_the_sandbox(world: World) -> Non
     assert run("--context", "notebooks", "get", "namespace", "team-x").returncode == 1
     nodes = run("--context", "notebooks", "get", "nodes", "-o", "name").stdout.split()
     assert len(nodes) == len(world.kubes["notebooks"].list("Node")) > 0
+
+
+def test_quotas_are_made_in_every_cluster_and_a_second_run_writes_nothing(world: World) -> None:
+    """The demo's quota phases: each cluster's run through its own API; a rule limited to one cluster applies there
+    only; the second run changes nothing anywhere."""
+    first, second = run_quotas(world, datetime(2027, 3, 9, 10, 0, tzinfo=ZoneInfo("Europe/Berlin")))
+
+    assert (first.code, second.code) == (0, 0), first.stderr + second.stderr
+    reports = {doc["cluster"]: doc for doc in first.report["clusters"]}
+    assert set(reports) == {c.name for c in world.policy.fleet}
+    for cluster, doc in reports.items():
+        entries = {e["namespace"]: e for e in doc["namespaces"]}
+        assert "kube-system" not in entries and "gpu-jobs" not in entries  # excluded
+        assert {e["action"] for e in entries.values()} == {"create"}
+        serving = entries["serving-search"]
+        expected = ("rules[0]", "2") if cluster == "ml-prod" else ("default", "0")  # rules[0] is for ml-prod only
+        assert (serving["rule"], serving["hard"]["requests.nvidia.com/gpu"]) == expected, cluster
+        assert entries["nlp"]["hard"] == {"requests.nvidia.com/gpu": "2", "cpu": "64", "memory": "256Gi"}
+        quota = world.kubes[cluster].get("ResourceQuota", "gpu-quota", "serving-search")
+        assert quota is not None
+        assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": expected[1]}
+        assert first.requests[f"kube:{cluster}"][1] > 0
+    assert reports["research"]["namespaces"][0]["quota"] == "gpu-quota"
+    assert all(e["action"] == "unchanged" for doc in second.report["clusters"] for e in doc["namespaces"])
+    assert second.writes() == 0, second.requests
 
 
 def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) -> None:

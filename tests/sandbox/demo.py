@@ -5,7 +5,8 @@ Phases: ``validate``; ``calendar`` at a weekday 07:29; then a full night of ``no
 fleet runs it: one run per cluster (``--cluster``, each through its own kubeconfig, as a per-cluster install sees
 its own API), side by side. First a run pointed at the wrong cluster, which the safety invariant refuses; then an
 evening instant just after the groups' end of working hours, the same instant again (must change nothing), and a
-morning instant inside warm-up. The instants come from the calendar's JSON, not from hard-coded times.
+morning instant inside warm-up. The instants come from the calendar's JSON, not from hard-coded times. Last,
+``quotas`` at the same morning, one run per cluster, then again (must write nothing).
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def run_gpu_jobs(
                 )
             )
         code = max(r.returncode for r in runs)
-        stdout = _merge_reports(dict(zip(clusters, runs, strict=True)))
+        merge = _merge_quota_reports if args[0] == "quotas" else _merge_reports
+        stdout = merge(dict(zip(clusters, runs, strict=True)))
         stderr = "".join(r.stderr for r in runs)
     else:
         done = _gpu_jobs(world, list(args), env or {})
@@ -114,6 +116,17 @@ def _merge_reports(runs: dict[str, subprocess.CompletedProcess[str]]) -> str:
         for key in ("nodeGroups", "skipped", "unmanaged"):
             merged[key] += report.get(key, [])
     return json.dumps(merged)
+
+
+def _merge_quota_reports(runs: dict[str, subprocess.CompletedProcess[str]]) -> str:
+    """The quota runs of every cluster as one document, the shape a central run prints: ``{"clusters": [...]}``."""
+    documents = []
+    for cluster, run in runs.items():
+        try:
+            documents.append({**json.loads(run.stdout), "exitCode": run.returncode})
+        except ValueError:
+            documents.append({"cluster": cluster, "namespaces": [], "exitCode": run.returncode})
+    return json.dumps({"clusters": documents})
 
 
 # --- picking the instants from the calendar ----------------------------------------------------------------------
@@ -197,6 +210,16 @@ def run_night(world: World, evening: datetime, morning: datetime) -> list[Phase]
     return phases
 
 
+def run_quotas(world: World, at: datetime) -> list[Phase]:
+    """Namespace quotas in every cluster, one run per cluster; then the same again, which must write nothing."""
+    phases = []
+    for name in ("quotas", "quotas again"):
+        phase = run_gpu_jobs(world, name, "quotas", "--at", at.isoformat(), "--output", "json", per_cluster=True)
+        phase.at = at
+        phases.append(phase)
+    return phases
+
+
 # --- rendering --------------------------------------------------------------------------------------------------
 
 
@@ -261,6 +284,40 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
     total_before = sum(b for b, _ in phase.nodes.values())
     total_after = sum(a for _, a in phase.nodes.values())
     lines.append(f"  cluster nodes {total_before} -> {total_after};  requests: {_requests(phase)}")
+    return lines
+
+
+def _hard(hard: dict[str, str]) -> str:
+    return " ".join(f"{k.removeprefix('requests.')}={v}" for k, v in sorted(hard.items())) or "-"
+
+
+def render_quota_phase(phase: Phase) -> list[str]:
+    at = phase.at.isoformat() if phase.at else "?"
+    lines = [f"== {phase.name}: quotas --at {at} (one run per cluster)   (exit {phase.code}, {phase.seconds:.1f} s)"]
+    if not phase.stdout.strip().startswith("{"):
+        return [*lines, "  no JSON report; stderr:", *("    " + s for s in phase.stderr.strip().splitlines()[-8:])]
+    for doc in phase.report["clusters"]:
+        entries = doc["namespaces"]
+        counts: dict[str, int] = {}
+        for entry in entries:
+            counts[entry["action"]] = counts.get(entry["action"], 0) + 1
+        summary = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or "no namespaces"
+        writes = phase.requests.get(f"kube:{doc['cluster']}", (0, 0))[1]
+        lines.append(f"  {doc['cluster']:<10} {len(entries)} namespaces: {summary}; {writes} writes")
+        changed = [e for e in entries if e["action"] != "unchanged"]
+        by_rule: dict[tuple[str, str, str], list[str]] = {}
+        for entry in changed:
+            by_rule.setdefault((entry["action"], entry["rule"], _hard(entry["hard"])), []).append(entry["namespace"])
+        for (action, rule, hard), namespaces in sorted(by_rule.items()):
+            shown = ", ".join(namespaces[:6]) + (f" +{len(namespaces) - 6}" if len(namespaces) > 6 else "")
+            lines.append(f"    {action:<7} {hard:<42} ({rule}): {shown}")
+        for entry in entries:
+            for warning in entry["warnings"]:
+                lines.append(f"    ! {entry['namespace']}: {warning}")
+        for warning in doc.get("warnings", ()):
+            lines.append(f"    ! {warning}")
+    if not phase.writes():
+        lines.append("  nothing to change: every namespace's quota is what the policy says (0 writes)")
     return lines
 
 
@@ -330,6 +387,12 @@ def main(argv: list[str] | None = None) -> int:
             phases.append(phase)
             print()
             print("\n".join(render_night_phase(world, phase)), flush=True)
+            if not phase.ok:
+                print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
+        for phase in run_quotas(world, morning):
+            phases.append(phase)
+            print()
+            print("\n".join(render_quota_phase(phase)), flush=True)
             if not phase.ok:
                 print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
     finally:
