@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from jobs.core.limits import ChangeLimit
 from jobs.lease import stop_on_signals
 from jobs.outcome import ExitCode, Outcome
 
@@ -49,8 +50,9 @@ class ClusterWork(Protocol[P, R]):
         """Observe and plan."""
         ...
 
-    def changes(self, plan: P) -> int:
-        """How many items the plan would change: what the limit across clusters counts."""
+    def changes(self, plan: P) -> tuple[int, int]:
+        """How many items the plan would change, and of how many it considered: what the limit across clusters
+        counts."""
         ...
 
     def apply(self, plan: P) -> R:
@@ -71,7 +73,7 @@ class FleetRun(Generic[P, R]):
     """Runs one job over its clusters."""
 
     work: Mapping[str, ClusterWork[P, R]]
-    max_changes: int
+    limit: ChangeLimit
     workers: int
     log: Any
     noun: str = "items"
@@ -79,12 +81,10 @@ class FleetRun(Generic[P, R]):
     def run(self) -> list[R]:
         with stop_on_signals(), ThreadPoolExecutor(max_workers=self._at_once()) as pool:
             firsts = dict(zip(self.work, pool.map(self._plan, self.work), strict=True))
-            total = sum(self.work[name].changes(p) for name, p in firsts.items() if not isinstance(p, Early))
-            if len(self.work) > 1 and total > self.max_changes:
-                reason = (
-                    f"the plan changes {total} {self.noun} across {len(self.work)} clusters, more than the limit of"
-                    f" {self.max_changes} per run (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
-                )
+            sizes = [self.work[name].changes(p) for name, p in firsts.items() if not isinstance(p, Early)]
+            changes, considered = sum(c for c, _ in sizes), sum(n for _, n in sizes)
+            reason = self.limit.refusal(changes, considered, self.noun, f" across {len(self.work)} clusters")
+            if len(self.work) > 1 and reason is not None:
                 return [
                     self.work[name].refused(reason, None if isinstance(p, Early) else p) for name, p in firsts.items()
                 ]

@@ -13,6 +13,7 @@ from collections.abc import Collection
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from jobs.core.limits import ChangeLimit
 from jobs.core.policy import MAX_YEAR, MIN_YEAR
 
 ENV_PREFIX = "GPU_JOBS_"
@@ -75,6 +76,17 @@ def int_setting(flag: str | None, name: str, default: int, *, minimum: int) -> i
     return value
 
 
+def limit_setting(flag: str | None, name: str, default: ChangeLimit) -> ChangeLimit:
+    """A blast-radius limit: ``20`` items or ``25%`` of those considered."""
+    raw, source = _raw(flag, name)
+    if raw is None:
+        return default
+    try:
+        return ChangeLimit.parse(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{source}={raw!r}: {exc}") from None
+
+
 def seconds_setting(name: str, default: float, *, minimum: float = 0.0) -> float:
     """A duration in seconds from the environment (``5``, ``0.5``; not ``5s``)."""
     raw, source = _raw(None, name)
@@ -115,6 +127,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, items: str, at: str) -> N
     )
     parser.add_argument(
         "--max-changes",
-        metavar="N",
-        help=f"refuse a plan changing more {items} than this (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
+        metavar="N|P%",
+        help=f"refuse a plan changing more {items} than this, a number or a percentage of those considered"
+        " (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.adapters.settings import AdapterSettings
+from jobs.core.limits import DEFAULT_LIMIT
 from jobs.core.policy import Policy
 from jobs.fleet import Target, select_clusters
 from jobs.lease import run_holder
@@ -29,6 +30,7 @@ from jobs.settings import (
     env,
     env_flag,
     int_setting,
+    limit_setting,
     parse_at,
     seconds_setting,
 )
@@ -104,7 +106,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
     adapter_settings = AdapterSettings.from_env()
     settings = JobSettings(
         dry_run=dry_run,
-        max_changes=int_setting(args.max_changes, "MAX_CHANGES", 50, minimum=0),
+        limit=limit_setting(args.max_changes, "MAX_CHANGES", DEFAULT_LIMIT),
         only=only,
         workers=int_setting(args.workers, "WORKERS", 16, minimum=1),
         backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 600.0)),
@@ -122,7 +124,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
             name: job.ClusterRun(policy, now, replace(settings, cluster=name), cluster_ports, log.bind(cluster=name))
             for name, cluster_ports in ports.items()
         },
-        max_changes=settings.max_changes,
+        limit=settings.limit,
         workers=settings.workers,
         log=log,
         noun="node groups",

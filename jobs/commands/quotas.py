@@ -6,6 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
+from jobs.core.limits import DEFAULT_LIMIT
 from jobs.core.policy import Policy
 from jobs.fleet import Target, select_clusters
 from jobs.lease import run_holder
@@ -20,7 +21,7 @@ from jobs.settings import (
     add_run_arguments,
     choice_setting,
     env_flag,
-    int_setting,
+    limit_setting,
     parse_at,
     seconds_setting,
 )
@@ -51,7 +52,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], O
     if policy.namespace_quotas is None:
         raise SettingsError(f"{args.policy} has no namespaceQuotas: nothing for the quotas job to do")
     dry_run = bool(args.dry_run) or env_flag("DRY_RUN")
-    max_changes = int_setting(args.max_changes, "MAX_CHANGES", 50, minimum=0)
+    limit = limit_setting(args.max_changes, "MAX_CHANGES", DEFAULT_LIMIT)
     now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC)
     targets = select_clusters(policy, args.cluster or None).targets
     holder = run_holder()
@@ -61,13 +62,13 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], O
         t.cluster: job.ClusterRun(
             policy,
             now,
-            job.Settings(t.cluster, dry_run, max_changes, holder, backoff=backoff),
+            job.Settings(t.cluster, dry_run, limit, holder, backoff=backoff),
             _ports(t, request_timeout_s),
             log.bind(cluster=t.cluster),
         )
         for t in targets
     }
-    reports = FleetRun(work, max_changes=max_changes, workers=8, log=log, noun="namespace quotas").run()
+    reports = FleetRun(work, limit=limit, workers=8, log=log, noun="namespace quotas").run()
     return reports, outcome([job.tally(r) for r in reports], dry_run=dry_run)
 
 

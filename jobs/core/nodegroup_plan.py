@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
+from jobs.core.limits import ChangeLimit
 from jobs.core.nodegroups import (
     GroupConfig,
     ProviderKind,
@@ -330,13 +331,9 @@ class Refusal:
     plan: NodeGroupPlan  # what was refused: the reviewer must see it
 
 
-def guard(plan: NodeGroupPlan, *, max_changes: int) -> NodeGroupPlan | Refusal:
-    """Blast-radius limit: a plan that changes more groups than ``max_changes`` needs a person to raise it."""
-    changing = [a for a in plan.actions if a.steps]
-    if len(changing) > max_changes:
-        return Refusal(
-            f"the plan changes {len(changing)} node groups, more than the limit of {max_changes} per run"
-            " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)",
-            plan,
-        )
-    return plan
+def guard(plan: NodeGroupPlan, limit: ChangeLimit, considered: int) -> NodeGroupPlan | Refusal:
+    """Blast-radius limit: a plan that changes more of the ``considered`` groups than ``limit`` allows needs a person
+    to raise it."""
+    changing = sum(1 for a in plan.actions if a.steps)
+    reason = limit.refusal(changing, considered, "node groups")
+    return plan if reason is None else Refusal(reason, plan)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
+from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.nodegroup_plan import (
     GpuPod,
     GroupAction,
@@ -54,7 +55,7 @@ UNKNOWN_OUTCOME_RESENDS = 2
 @dataclass(frozen=True)
 class JobSettings:
     dry_run: bool = False
-    max_changes: int = 50
+    limit: ChangeLimit = DEFAULT_LIMIT
     only: str | None = None
     cluster: str | None = None  # act on this cluster's groups (None: every group of the policy, one API for all)
     workers: int = 16
@@ -434,8 +435,9 @@ class Planned:
     plan: NodeGroupPlan
 
     @property
-    def changes(self) -> int:
-        return sum(1 for a in self.plan.actions if a.steps)
+    def changes(self) -> tuple[int, int]:
+        """How many groups the plan changes, of how many it considered."""
+        return sum(1 for a in self.plan.actions if a.steps), len(self.observation.groups)
 
 
 def failed_report(policy: Policy, now: datetime, settings: JobSettings, message: str) -> Report:
@@ -454,7 +456,9 @@ def plan(policy: Policy, now: datetime, settings: JobSettings, ports: Ports, log
         log.error("cluster.unreachable", cluster=settings.cluster, error=str(exc))
         where = f"cluster {settings.cluster}" if settings.cluster else "the cluster"
         return failed_report(policy, now, settings, f"not judged: {where} cannot be read ({exc})")
-    planned = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
+    planned = guard(
+        plan_nodegroups(policy, observation.groups, now), settings.limit, considered=len(observation.groups)
+    )
     if isinstance(planned, Refusal):
         return refused_report(now, settings, planned.reason, planned.plan, observation.unmanaged)
     return Planned(observation, planned)
@@ -501,7 +505,9 @@ def apply(
         # Under the lease, look again: another run may have finished what this one planned. (The unmanaged
         # groups found a moment ago still stand: no need to list every cluster twice.)
         observation = replace(observe(policy, ports, settings, log, discover=False), unmanaged=observation.unmanaged)
-        again = guard(plan_nodegroups(policy, observation.groups, now), max_changes=settings.max_changes)
+        again = guard(
+            plan_nodegroups(policy, observation.groups, now), settings.limit, considered=len(observation.groups)
+        )
         if isinstance(again, Refusal):
             return refused_report(now, settings, again.reason, again.plan, observation.unmanaged)
         executor = Executor(policy, ports, settings, now, log, sleep, held.check)
@@ -545,7 +551,7 @@ class ClusterRun:
         first = plan(self.policy, self.now, self.settings, self.ports, self.log)
         return Early(first) if isinstance(first, Report) else first
 
-    def changes(self, planned: Planned) -> int:
+    def changes(self, planned: Planned) -> tuple[int, int]:
         return planned.changes
 
     def apply(self, planned: Planned) -> Report:

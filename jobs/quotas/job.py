@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
 from jobs.core.quotas import NamespaceInfo, QuotaEntry, QuotaInfo, over_commit, plan_quotas
 from jobs.errors import CloudError, Conflict
@@ -43,7 +44,7 @@ class Ports:
 class Settings:
     cluster: str
     dry_run: bool = False
-    max_changes: int = 50
+    limit: ChangeLimit = DEFAULT_LIMIT
     holder: str = "gpu-jobs"
     lease_duration: timedelta = timedelta(minutes=30)
     # Every call here is idempotent (lists, server-side apply, delete of what may be gone): resent on throttling,
@@ -93,15 +94,6 @@ def gpu_capacity(policy: Policy, cluster: str) -> dict[str, int]:
     return {"requests.nvidia.com/gpu": total} if total else {}
 
 
-def _refusal(planned: Planned, limit: int) -> str | None:
-    if planned.changes > limit:
-        return (
-            f"the plan changes {planned.changes} namespace quotas, more than the limit of {limit} per run"
-            " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
-        )
-    return None
-
-
 @dataclass(frozen=True)
 class ClusterRun:
     """The quotas job on one cluster, as the shared runner drives it."""
@@ -119,13 +111,13 @@ class ClusterRun:
         except CloudError as exc:
             self.log.error("cluster.unreachable", cluster=self.settings.cluster, error=str(exc))
             return Early(self.failed(f"cluster {self.settings.cluster} cannot be read ({exc})"))
-        reason = _refusal(planned, self.settings.max_changes)
+        reason = self.settings.limit.refusal(planned.changes, len(planned.entries), "namespace quotas")
         if reason is not None:
             return Early(self.refused(reason, planned))
         return planned
 
-    def changes(self, planned: Planned) -> int:
-        return planned.changes
+    def changes(self, planned: Planned) -> tuple[int, int]:
+        return planned.changes, len(planned.entries)
 
     def failed(self, message: str) -> Report:
         return Report(self.settings.cluster, self.now, self.settings.dry_run, error=message)
@@ -153,7 +145,7 @@ class ClusterRun:
         try:
             # Under the Lease, look again: another run may have done part of it.
             again = _observe_and_plan(self.policy, self.now, self.settings, self.ports)
-            reason = _refusal(again, self.settings.max_changes)
+            reason = self.settings.limit.refusal(again.changes, len(again.entries), "namespace quotas")
             if reason is not None:
                 return self.refused(reason, again)
             results = tuple(self._one(e, held.check) for e in again.entries)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from jobs.core.limits import ChangeLimit
 from jobs.core.nodegroup_plan import GpuPod, GroupAction, GroupSkip, ObservedGroup, Refusal, guard, plan_nodegroups
 from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, SetAutoscaling, SetPower, SetSize
 from jobs.core.policy import Policy
@@ -264,10 +265,14 @@ def test_guard_refuses_a_plan_over_the_change_limit() -> None:
     )
     observed = tuple(ObservedGroup(g, "asg", GroupConfig(1, 1, 2), nodes=("n",)) for g in p.node_groups)
     plan = plan_nodegroups(p, observed, NIGHT)
-    assert isinstance(guard(plan, max_changes=3), type(plan))
-    refused = guard(plan, max_changes=2)
+    assert isinstance(guard(plan, ChangeLimit(3), 3), type(plan))
+    refused = guard(plan, ChangeLimit(2), 3)
     assert isinstance(refused, Refusal)
     assert "changes 3 node groups, more than the limit of 2" in refused.reason
+    assert isinstance(guard(plan, ChangeLimit.parse("50%"), 6), type(plan))  # 3 of 6
+    refused = guard(plan, ChangeLimit.parse("10%"), 10)
+    assert isinstance(refused, Refusal)
+    assert "more than the limit of 10% (1 of 10) per run" in refused.reason
 
 
 def test_a_wait_that_never_ended_in_a_shutdown_is_forgotten_in_the_morning() -> None:

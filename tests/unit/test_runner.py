@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jobs.core.limits import ChangeLimit
 from jobs.outcome import ExitCode
 from jobs.runner import Early, FleetRun, Tally, outcome
 
@@ -50,8 +51,8 @@ class FakeCluster:
         finally:
             self.journal.leave()
 
-    def changes(self, plan: int) -> int:
-        return plan
+    def changes(self, plan: int) -> tuple[int, int]:
+        return plan, 4  # of 4 items each
 
     def apply(self, plan: int) -> str:
         self.journal.enter(f"apply {self.name}")
@@ -77,8 +78,10 @@ class Log:
         self.events.append((event, kw))
 
 
-def fleet(*clusters: FakeCluster, max_changes: int = 10, workers: int = 8) -> FleetRun[int, str]:
-    return FleetRun({c.name: c for c in clusters}, max_changes=max_changes, workers=workers, log=Log(), noun="groups")
+def fleet(*clusters: FakeCluster, limit: str = "10", workers: int = 8) -> FleetRun[int, str]:
+    return FleetRun(
+        {c.name: c for c in clusters}, limit=ChangeLimit.parse(limit), workers=workers, log=Log(), noun="groups"
+    )
 
 
 def test_every_cluster_is_planned_before_any_is_changed() -> None:
@@ -91,10 +94,19 @@ def test_every_cluster_is_planned_before_any_is_changed() -> None:
 
 def test_a_total_over_the_limit_changes_nothing_anywhere() -> None:
     journal = Journal()
-    reports = fleet(FakeCluster("a", journal, 2), FakeCluster("b", journal, 2), max_changes=3).run()
+    reports = fleet(FakeCluster("a", journal, 2), FakeCluster("b", journal, 2), limit="3").run()
     reason = "the plan changes 4 groups across 2 clusters, more than the limit of 3 per run"
     assert all(r.startswith(f"{name}: refused ({reason}") for r, name in zip(reports, "ab", strict=True))
     assert not any(c.startswith("apply") for c in journal.calls)
+
+
+def test_a_percentage_limit_counts_the_items_of_every_cluster() -> None:
+    journal = Journal()
+    # 4 changes of 8 items considered: 50% allows them, 40% (4 of 8, rounded up) too, 37% (3 of 8) does not.
+    assert fleet(FakeCluster("a", journal, 2), FakeCluster("b", journal, 2), limit="40%").run()[0] == "a: applied 2"
+    reports = fleet(FakeCluster("a", journal, 2), FakeCluster("b", journal, 2), limit="37%").run()
+    assert reports[0].startswith("a: refused (the plan changes 4 groups across 2 clusters, more than the limit of 37%")
+    assert "37% (3 of 8)" in reports[0]
 
 
 @pytest.mark.parametrize("where", ["plan", "apply"])

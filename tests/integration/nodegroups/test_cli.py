@@ -129,13 +129,18 @@ def test_bad_settings_exit_2(fleet: Fleet, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        ((), {"GPU_JOBS_MAX_CHANGES": "abc"}, "GPU_JOBS_MAX_CHANGES='abc': not a whole number"),
+        (
+            (),
+            {"GPU_JOBS_MAX_CHANGES": "abc"},
+            "GPU_JOBS_MAX_CHANGES='abc': a whole number (20) or a percentage of the items considered (25%)",
+        ),
         ((), {"GPU_JOBS_WORKERS": "0"}, "GPU_JOBS_WORKERS='0': must be at least 1"),
         ((), {"GPU_JOBS_POLL_INTERVAL": "5s"}, "GPU_JOBS_POLL_INTERVAL='5s': a number of seconds, e.g. 5"),
         ((), {"GPU_JOBS_RETRY_DEADLINE": "abc"}, "GPU_JOBS_RETRY_DEADLINE='abc': a number of seconds"),
         ((), {"GPU_JOBS_OUTPUT": "yaml"}, "GPU_JOBS_OUTPUT='yaml': use one of text, json"),
         ((), {"GPU_JOBS_LOG_LEVEL": "verbose"}, "GPU_JOBS_LOG_LEVEL='verbose': use one of debug, info"),
-        (("--max-changes", "-1"), {}, "--max-changes='-1': must be at least 0"),
+        (("--max-changes", "-1"), {}, "--max-changes='-1': a whole number (20) or a percentage"),
+        (("--max-changes", "0%"), {}, "--max-changes='0%': a percentage must be more than 0% and at most 100%"),
         (("--no-such-flag",), {}, "unrecognized arguments: --no-such-flag"),
     ],
 )
