@@ -37,7 +37,7 @@ from jobs.settings import (
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
-KUBE_PORTS = ("workloads", "records", "events", "lease")
+KUBE_PORTS = ("workloads", "records", "events", "lease")  # records: a kind of state (kube/state.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,24 +6,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Mapping
-from dataclasses import replace
-from functools import partial
-from typing import Any
+from dataclasses import dataclass, replace
 
 from kubernetes import client
 
-from jobs.adapters.kube.client import call, pages
-from jobs.adapters.kube.rbac import Grant
+from jobs.adapters.kube import state
 from jobs.core.nodegroups import GroupIdentity, Record, RecordError
-from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL, NODE_GROUP_LABEL, RECORD_KEY, RECORD_KIND_LABEL
+from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 
-RBAC = (Grant("", "configmaps", ("list", "create", "update"), "namespace"),)  # update: optimistic concurrency
-
-
-def _version(obj: Any) -> str:
-    return str(obj.metadata.resource_version)
+RBAC = state.RBAC
 
 
 def record_name(identity: GroupIdentity) -> str:
@@ -37,65 +29,41 @@ def record_name(identity: GroupIdentity) -> str:
     return f"gpu-jobs-nodegroup-{slug}-{digest}"
 
 
-class ConfigMapRecords:
-    """One ConfigMap per node group in the job's namespace; writes carry the resourceVersion last seen, so a
-    concurrent writer makes this one fail (409) instead of silently losing a record. Records are parsed one by one:
-    a malformed one makes its own group fail, not the run."""
+@dataclass(frozen=True)
+class RecordCodec:
+    """Pre-shutdown records: one per node group, saved with the identity of the group it describes; a record that
+    describes another group is refused for this one."""
+
+    identities: Mapping[str, GroupIdentity]
+    kind: str = "nodegroup"
+
+    def keys(self) -> dict[str, str]:
+        return {group: record_name(identity) for group, identity in self.identities.items()}
+
+    def encode(self, key: str, value: Record | RecordError) -> tuple[dict[str, str], dict[str, str]]:
+        if isinstance(value, RecordError):
+            raise TypeError("an unusable record is never saved")
+        record = replace(value, describes=self.identities[key])
+        return {NODE_GROUP_LABEL: key}, {RECORD_KEY: json.dumps(record.to_json(), indent=2, sort_keys=True)}
+
+    def decode(self, key: str, name: str, data: Mapping[str, str]) -> Record | RecordError:
+        where = f"record ConfigMap {name}"
+        identity = self.identities[key]
+        try:
+            record = Record.from_json(json.loads(data[RECORD_KEY]))
+        except KeyError:
+            return RecordError(f"{where} has no {RECORD_KEY}")
+        except json.JSONDecodeError as exc:
+            return RecordError(f"{where} is not JSON: {exc}")
+        except RecordError as exc:
+            return RecordError(f"{where}: {exc}")
+        if record.describes is not None and record.describes != identity:
+            return RecordError(f"{where} describes {record.describes.describe()}, not {identity.describe()}")
+        return record
+
+
+class ConfigMapRecords(state.ConfigMapState[Record | RecordError]):
+    """The nodegroups job's records in its namespace (the ``RecordStore`` port)."""
 
     def __init__(self, api: client.ApiClient, namespace: str, identities: Mapping[str, GroupIdentity]) -> None:
-        self.core = client.CoreV1Api(api)
-        self.namespace = namespace
-        self.identities = dict(identities)
-        self._versions: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def load(self) -> dict[str, Record | RecordError]:
-        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{RECORD_KIND_LABEL}=nodegroup"
-        listing = partial(self.core.list_namespaced_config_map, namespace=self.namespace, label_selector=selector)
-        found = {cm.metadata.name: cm for cm in pages("list configmaps", listing)}
-        records: dict[str, Record | RecordError] = {}
-        for group, identity in self.identities.items():
-            cm = found.get(record_name(identity))
-            if cm is None:
-                continue
-            with self._lock:
-                self._versions[group] = cm.metadata.resource_version
-            records[group] = _parse_record(cm, identity)
-        return records
-
-    def save(self, group: str, record: Record) -> None:
-        identity = self.identities[group]
-        name = record_name(identity)
-        with self._lock:
-            version = self._versions.get(group)
-        body = client.V1ConfigMap(
-            metadata=client.V1ObjectMeta(
-                name=name,
-                namespace=self.namespace,
-                labels={MANAGED_BY_LABEL: MANAGED_BY, RECORD_KIND_LABEL: "nodegroup", NODE_GROUP_LABEL: group},
-                resource_version=version,
-            ),
-            data={RECORD_KEY: json.dumps(replace(record, describes=identity).to_json(), indent=2, sort_keys=True)},
-        )
-        if version is None:
-            saved = call("create configmaps", lambda: self.core.create_namespaced_config_map(self.namespace, body))
-        else:
-            replace_it = partial(self.core.replace_namespaced_config_map, name, self.namespace, body)
-            saved = call("update configmaps", replace_it)
-        with self._lock:
-            self._versions[group] = _version(saved)
-
-
-def _parse_record(cm: Any, identity: GroupIdentity) -> Record | RecordError:
-    where = f"record ConfigMap {cm.metadata.name}"
-    try:
-        record = Record.from_json(json.loads((cm.data or {})[RECORD_KEY]))
-    except KeyError:
-        return RecordError(f"{where} has no {RECORD_KEY}")
-    except json.JSONDecodeError as exc:
-        return RecordError(f"{where} is not JSON: {exc}")
-    except RecordError as exc:
-        return RecordError(f"{where}: {exc}")
-    if record.describes is not None and record.describes != identity:
-        return RecordError(f"{where} describes {record.describes.describe()}, not {identity.describe()}")
-    return record
+        super().__init__(api, namespace, RecordCodec(dict(identities)))

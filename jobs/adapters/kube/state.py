@@ -1,0 +1,95 @@
+"""Durable job state in the job's own namespace: one ConfigMap per item, for any job and any kind of state
+(pre-shutdown records, request ids, marks). A :class:`Codec` says how one kind of state is named, written and read;
+the store does the rest the same way for all of them:
+
+- one list call finds every entry of the kind (a label selector), never a read per item;
+- writes carry the resourceVersion last seen, so a concurrent writer makes this one fail (409) instead of silently
+  overwriting it;
+- entries are decoded one by one: a malformed one is that item's problem (the codec returns its error value), not
+  the run's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
+
+from kubernetes import client
+
+from jobs.adapters.kube.client import call, pages
+from jobs.adapters.kube.rbac import Grant
+from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL, RECORD_KIND_LABEL
+
+RBAC = (Grant("", "configmaps", ("list", "create", "update"), "namespace"),)  # update: optimistic concurrency
+
+T = TypeVar("T")
+
+
+class Codec(Protocol[T]):
+    """How one kind of state maps onto ConfigMaps. ``decode`` never raises: what cannot be used comes back as the
+    kind's own error value, so the item fails and the others go on."""
+
+    @property
+    def kind(self) -> str:
+        """The value of the gpu-jobs.dev/record label that selects this kind's ConfigMaps."""
+        ...
+
+    def keys(self) -> Mapping[str, str]:
+        """Each item's key and the name of its ConfigMap."""
+        ...
+
+    def encode(self, key: str, value: T) -> tuple[dict[str, str], dict[str, str]]:
+        """The ConfigMap's extra labels and its data."""
+        ...
+
+    def decode(self, key: str, name: str, data: Mapping[str, str]) -> T: ...
+
+
+class ConfigMapState(Generic[T]):
+    """A typed state store over ConfigMaps (see the module's docstring). Thread-safe."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, codec: Codec[T]) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.codec = codec
+        self._names = dict(codec.keys())
+        self._versions: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[str, T]:
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{RECORD_KIND_LABEL}={self.codec.kind}"
+        listing = partial(self.core.list_namespaced_config_map, namespace=self.namespace, label_selector=selector)
+        found = {cm.metadata.name: cm for cm in pages("list configmaps", listing)}
+        entries: dict[str, T] = {}
+        for key, name in self._names.items():
+            cm = found.get(name)
+            if cm is None:
+                continue
+            with self._lock:
+                self._versions[key] = cm.metadata.resource_version
+            entries[key] = self.codec.decode(key, name, cm.data or {})
+        return entries
+
+    def save(self, key: str, value: T) -> None:
+        name = self._names[key]
+        labels, data = self.codec.encode(key, value)
+        with self._lock:
+            version = self._versions.get(key)
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                namespace=self.namespace,
+                labels={MANAGED_BY_LABEL: MANAGED_BY, RECORD_KIND_LABEL: self.codec.kind, **labels},
+                resource_version=version,
+            ),
+            data=data,
+        )
+        if version is None:
+            saved: Any = call("create configmaps", lambda: self.core.create_namespaced_config_map(self.namespace, body))
+        else:
+            replace_it = partial(self.core.replace_namespaced_config_map, name, self.namespace, body)
+            saved = call("update configmaps", replace_it)
+        with self._lock:
+            self._versions[key] = str(saved.metadata.resource_version)
