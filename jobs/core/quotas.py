@@ -15,7 +15,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from jobs.core.policy import LabelSelector, NamespaceQuotas, Policy, QuotaRule
-from jobs.core.quantity import parse_quantity, quota_key
+from jobs.core.quantity import is_extended_resource, is_gpu_resource, parse_quantity, quota_key
 from jobs.core.schedule import in_working_hours
 
 Action = Literal["create", "update", "delete", "unchanged"]
@@ -194,6 +194,35 @@ def quota_problems(policy: Policy) -> list[Problem]:
                 )
                 break
     return problems
+
+
+#: The GPU resource names the job knows, as a warning shows them.
+KNOWN_GPU_RESOURCES = "nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<n>g.<m>gb, amd.com/gpu"
+
+
+def quota_warnings(policy: Policy) -> list[Problem]:
+    """What is allowed but likely a mistake: an extended resource that is not a known GPU name (a typo such as
+    ``nvidia.com/gpus`` would limit nothing; a real device plugin's resource is fine)."""
+    config = policy.namespace_quotas
+    if config is None:
+        return []
+    limits: list[tuple[tuple[str | int, ...], Mapping[str, str | int | float]]] = []
+    if config.default is not None:
+        limits.append((("namespaceQuotas", "default"), config.default))
+    for i, rule in enumerate(config.rules):
+        limits.append((("namespaceQuotas", "rules", i, "hard"), rule.hard))
+        if rule.off_hours is not None:
+            limits.append((("namespaceQuotas", "rules", i, "offHours", "hard"), rule.off_hours.hard))
+    return [
+        (
+            (*path, name),
+            f'"{name}" is not a known GPU resource ({KNOWN_GPU_RESOURCES}): it is written as'
+            f" {quota_key(name)}, which limits only pods that request exactly this name",
+        )
+        for path, hard in limits
+        for name in hard
+        if is_extended_resource(name) and not is_gpu_resource(name)
+    ]
 
 
 def _shadows(earlier: QuotaRule, later: QuotaRule) -> bool:
