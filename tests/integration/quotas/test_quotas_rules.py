@@ -354,3 +354,23 @@ def test_a_per_cluster_run_acts_on_its_own_cluster_only(fleet: tuple[KubeHandle,
     assert doc["cluster"] == "research"  # one cluster: its document, not a list
     assert by_namespace(doc)["team-a"] == ("create", "default", {GPU: "0"})
     assert ml_prod.log.all() == []
+
+
+def test_a_new_quota_name_replaces_the_managed_quota_under_the_old_one(kube: KubeHandle, run: Run) -> None:
+    seed(kube, {"team-a": {}})
+    old = POLICY.replace("namespaceQuotas:\n", "namespaceQuotas:\n  quotaName: gpu-limits\n")
+    assert run(kube.kubeconfig, "--cluster", "ml-prod", text=old)[0] == 0
+    assert kube.get("ResourceQuota", "gpu-limits", "team-a") is not None
+    kube.log.clear()
+    code, summary, doc = run(kube.kubeconfig, "--cluster", "ml-prod")
+    assert (code, summary["applied"]) == (0, 2)
+    assert [(n["quota"], n["action"]) for n in doc["namespaces"]] == [("gpu-quota", "create"), ("gpu-limits", "delete")]
+    # Created first, deleted second: the namespace is never without a quota.
+    assert quota_writes(kube) == [
+        "PATCH /api/v1/namespaces/team-a/resourcequotas/gpu-quota",
+        "DELETE /api/v1/namespaces/team-a/resourcequotas/gpu-limits",
+    ]
+    assert ({q["metadata"]["name"] for q in kube.list("ResourceQuota", "team-a")}) == {"gpu-quota"}
+    kube.log.clear()
+    assert run(kube.kubeconfig, "--cluster", "ml-prod")[1]["planned"] == 0
+    assert kube.log.writes() == []
