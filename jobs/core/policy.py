@@ -534,14 +534,28 @@ def _check_namespace_pattern(value: str) -> str:
     return value
 
 
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def _check_label_value(value: str) -> str:
+    # Kubernetes refuses such a value on a namespace, so a selector asking for it could never match.
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"{quoted(value)} is not a label value (at most 63 letters, digits, '-', '_' or '.', starting and ending"
+            " with a letter or digit): no namespace can carry it"
+        )
+    return value
+
+
 LabelKey = Annotated[str, AfterValidator(_check_label_key)]
+LabelValue = Annotated[str, AfterValidator(_check_label_value)]
 NamespacePattern = Annotated[str, AfterValidator(_check_namespace_pattern)]
 
 
 class LabelRequirement(Model):
     key: LabelKey
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: tuple[str, ...] = ()
+    values: tuple[LabelValue, ...] = ()
 
     @model_validator(mode="after")
     def _values_fit_the_operator(self) -> LabelRequirement:
@@ -555,7 +569,7 @@ class LabelRequirement(Model):
 class LabelSelector(Model):
     """As in Kubernetes: every label of ``matchLabels`` and every requirement of ``matchExpressions``."""
 
-    match_labels: dict[LabelKey, str] = Field(default_factory=dict)
+    match_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     match_expressions: tuple[LabelRequirement, ...] = ()
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobs.cli import main
+from jobs.core.timespec import quoted
 from jobs.policy_file import PolicyError, check_policy
 
 HEAD = "apiVersion: gpu-jobs/v1\nkind: GpuPolicy\n"  # the quotas below start on line 3
@@ -57,7 +58,9 @@ def test_an_unknown_extended_resource_passes_with_a_warning_at_its_line_wherever
                 workingHours: [{days: Mon-Fri, start: "08:00", end: "19:00"}]
                 hard: {xilinx.com/fpga-u250: 4}
         """)
-    known = "is not a known GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<n>g.<m>gb, amd.com/gpu)"
+    known = (
+        "is not a known GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<n>g.<m>gb, amd.com/gpu)"
+    )
     assert warnings == [
         f'policy.yaml:4: namespaceQuotas.default.example.com/fpga: warning: "example.com/fpga" {known}: it is written'
         " as requests.example.com/fpga, which limits only pods that request exactly this name",
@@ -129,3 +132,33 @@ def test_validate_prints_warnings_and_still_exits_0_while_an_error_exits_2(
         f"{broken}:4: namespaceQuotas.default: nvidia.com/gpu: 1.5 is not a whole number (extended resources are"
         " counted in units)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("selector", "path", "value"),
+    [
+        ('{matchLabels: {team: "research team"}}', "selector.matchLabels.team", "research team"),
+        (
+            "{matchExpressions: [{key: tier, operator: In, values: [a/b]}]}",
+            "selector.matchExpressions[0].values[0]",
+            "a/b",
+        ),
+        ("{matchLabels: {team: -ml}}", "selector.matchLabels.team", "-ml"),
+        ("{matchLabels: {team: " + "x" * 64 + "}}", "selector.matchLabels.team", "x" * 64),
+    ],
+)
+def test_a_selector_asking_for_a_label_value_no_namespace_can_carry_is_malformed(
+    selector: str, path: str, value: str
+) -> None:
+    found = errors(f"namespaceQuotas:\n  rules: [{{selector: {selector}, hard: {{cpu: 1}}}}]\n")
+    assert found == [
+        f"policy.yaml:4: namespaceQuotas.rules[0].{path}: {quoted(value)} is not a label value (at most 63 letters, digits,"
+        " '-', '_' or '.', starting and ending with a letter or digit): no namespace can carry it"
+    ]
+
+
+def test_label_values_kubernetes_accepts_pass_the_empty_one_included() -> None:
+    selector = (
+        '{matchLabels: {team: ml_research.v2, tier: ""}, matchExpressions: [{key: a, operator: NotIn, values: [A-1]}]}'
+    )
+    assert checked(f"namespaceQuotas:\n  rules: [{{selector: {selector}, hard: {{cpu: 1}}}}]\n") == []
