@@ -69,11 +69,13 @@ class Run:
         self.tmp = tmp
         self.stderr = ""
 
-    def __call__(self, kubeconfig: Path, *args: str, text: str = POLICY) -> tuple[int, dict[str, Any], Any]:
+    def __call__(
+        self, kubeconfig: Path, *args: str, text: str = POLICY, at: str = DAY
+    ) -> tuple[int, dict[str, Any], Any]:
         policy = self.tmp / "policy.yaml"
         policy.write_text(text)
         environ = {**os.environ, "KUBECONFIG": str(kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs"}
-        command = ["quotas", "--policy", str(policy), "--at", DAY, "--output", "json", *args]
+        command = ["quotas", "--policy", str(policy), "--at", at, "--output", "json", *args]
         done = subprocess.run(
             [sys.executable, "-m", "jobs", "--log-format", "json", *command],
             env=environ,
@@ -374,3 +376,26 @@ def test_a_new_quota_name_replaces_the_managed_quota_under_the_old_one(kube: Kub
     kube.log.clear()
     assert run(kube.kubeconfig, "--cluster", "ml-prod")[1]["planned"] == 0
     assert kube.log.writes() == []
+
+
+OFF_HOURS = POLICY.replace(
+    "      hard: {nvidia.com/gpu: 2, memory: 256Gi}\n",
+    "      hard: {nvidia.com/gpu: 2, memory: 256Gi}\n"
+    '      offHours: {workingHours: [{days: Mon-Fri, start: "08:00", end: "19:00"}], hard: {nvidia.com/gpu: 8}}\n',
+)
+assert OFF_HOURS != POLICY
+
+
+def test_off_hours_limits_switch_at_each_boundary_of_the_window(kube: KubeHandle, run: Run) -> None:
+    seed(kube, {"research": {"team": "research"}})
+    steps = [
+        ("2026-12-01T18:59:59+01:00", "rules[1]", {GPU: "2", "memory": "256Gi"}),  # the last second of the day
+        ("2026-12-01T19:00:00+01:00", "rules[1].offHours", {GPU: "8"}),  # end exclusive
+        ("2026-12-02T07:59:59+01:00", "rules[1].offHours", {GPU: "8"}),
+        ("2026-12-02T08:00:00+01:00", "rules[1]", {GPU: "2", "memory": "256Gi"}),  # start inclusive
+        ("2026-12-05T12:00:00+01:00", "rules[1].offHours", {GPU: "8"}),  # Saturday
+    ]
+    for at, rule, limits in steps:
+        code, _, doc = run(kube.kubeconfig, "--cluster", "ml-prod", text=OFF_HOURS, at=at)
+        assert code == 0
+        assert (doc["namespaces"][0]["rule"], hard(kube, "research")) == (rule, limits), at
