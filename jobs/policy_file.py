@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from jobs.core.policy import KIND, Policy, cross_reference_problems
-from jobs.core.quotas import quota_problems
+from jobs.core.quotas import quota_problems, quota_warnings
 
 PathParts = tuple[str | int, ...]
 
@@ -25,10 +25,13 @@ class Problem:
     line: int
     path: str
     message: str
+    warning: bool = False  # allowed, but probably a mistake: shown, never fails the policy
 
     def __str__(self) -> str:
         # One problem is one line whatever the input held: a key or value with a newline must not split it.
         path, message = _one_line(self.path), _one_line(self.message)
+        if self.warning:
+            message = f"warning: {message}"
         return f"{self.file}:{self.line}: {path}: {message}" if path else f"{self.file}:{self.line}: {message}"
 
 
@@ -233,8 +236,21 @@ def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A valid policy and what is allowed in it but probably a mistake (``Problem.warning``)."""
+
+    policy: Policy
+    warnings: tuple[Problem, ...] = ()
+
+
 def parse_policy(text: str, filename: str) -> Policy:
     """Parse and validate one policy document; raise :class:`PolicyError` listing every problem."""
+    return check_policy(text, filename).policy
+
+
+def check_policy(text: str, filename: str) -> Checked:
+    """:func:`parse_policy`, with the warnings of a valid policy."""
     if len(text) > MAX_BYTES:
         raise _refuse(filename, 1, f"larger than the limit of {MAX_BYTES // 1024} KiB for a policy file")
     if (nul := text.find("\0")) >= 0:
@@ -273,7 +289,11 @@ def parse_policy(text: str, filename: str) -> Policy:
     ]
     if problems:
         raise PolicyError(sorted(problems))
-    return policy
+    warnings = [
+        Problem(filename, lines.line(path), format_path(path), msg, warning=True)
+        for path, msg in quota_warnings(policy)
+    ]
+    return Checked(policy, tuple(sorted(warnings)))
 
 
 def decode_policy(raw: bytes, filename: str) -> str:
@@ -323,6 +343,11 @@ def policy_paths(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def load_policy(path: str | Path) -> Policy:
+    return read_policy(path).policy
+
+
+def read_policy(path: str | Path) -> Checked:
+    """:func:`load_policy`, with the warnings of a valid policy."""
     path = Path(path)
     try:
         with path.open("rb") as handle:
@@ -332,4 +357,4 @@ def load_policy(path: str | Path) -> Policy:
         raise PolicyError([Problem(str(path), 0, "", f"cannot read: {exc.strerror or exc}")]) from None
     if len(raw) > MAX_BYTES:
         raise _refuse(str(path), 1, f"larger than the limit of {MAX_BYTES // 1024} KiB for a policy file")
-    return parse_policy(decode_policy(raw, str(path)), str(path))
+    return check_policy(decode_policy(raw, str(path)), str(path))

@@ -54,7 +54,14 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], O
     dry_run = bool(args.dry_run) or env_flag("DRY_RUN")
     limit = limit_setting(args.max_changes, "MAX_CHANGES", DEFAULT_LIMIT)
     now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC)
-    targets = select_clusters(policy, args.cluster or None).targets
+    selection = select_clusters(policy, args.cluster or None)
+    if selection.unreachable:
+        log.warning(
+            "fleet.clusters_without_context",
+            clusters=list(selection.unreachable),
+            message="a run without --cluster acts only on clusters that have a kubeContext",
+        )
+    targets = selection.targets
     holder = run_holder()
     request_timeout_s = seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1)
     backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0))

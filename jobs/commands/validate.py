@@ -1,4 +1,5 @@
-"""``gpu-jobs validate``: check policy files, one ``FILE:LINE: PATH: message`` line per problem."""
+"""``gpu-jobs validate``: check policy files, one ``FILE:LINE: PATH: message`` line per problem, and one
+``FILE:LINE: PATH: warning: message`` line per warning (a warning does not change the exit code)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from typing import Any
 
 from jobs.outcome import ExitCode, Outcome
-from jobs.policy_file import PolicyError, load_policy, policy_paths
+from jobs.policy_file import PolicyError, policy_paths, read_policy
 from jobs.settings import DEFAULT_POLICY, env
 
 
@@ -23,12 +24,21 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
     failed = 0
     for path in paths:
         try:
-            policy = load_policy(path)
+            checked = read_policy(path)
         except PolicyError as exc:
             failed += 1
             for problem in exc.problems:
                 print(problem)
             log.error("policy.invalid", file=str(path), problems=len(exc.problems))
             continue
-        log.info("policy.valid", file=str(path), node_groups=len(policy.node_groups), overrides=len(policy.overrides))
+        for warning in checked.warnings:
+            print(warning)
+        policy = checked.policy
+        log.info(
+            "policy.valid",
+            file=str(path),
+            node_groups=len(policy.node_groups),
+            overrides=len(policy.overrides),
+            warnings=len(checked.warnings),
+        )
     return Outcome(ExitCode.BAD_CONFIG if failed else ExitCode.OK, planned=len(paths), failed=failed)

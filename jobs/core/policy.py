@@ -485,10 +485,15 @@ def _check_hard(value: dict[str, str | int | float]) -> dict[str, str]:
                 f"{quoted(name)}: give the resource name ({name.split('.', 1)[1]}); the job writes the key"
                 " Kubernetes enforces (requests.<name> for extended resources, which are never enforced as limits.)"
             )
+        if name.startswith("count/"):
+            # It looks like an extended resource, so it would be written as requests.count/..., which Kubernetes
+            # stores and never enforces.
+            raise ValueError(
+                f"{quoted(name)}: object counts (count/<resource>) are not managed by the quotas job: keep them in a"
+                " ResourceQuota of your own"
+            )
         if name not in STANDARD_RESOURCES and not is_extended_resource(name):
             raise ValueError(f"{quoted(name)} is not a resource name (e.g. nvidia.com/gpu, cpu, memory, pods)")
-        if isinstance(amount, bool):
-            raise ValueError(f"{name}: {amount} is not a quantity (e.g. 4, 500m, 256Gi)")
         quantity = parse_quantity(repr(amount) if isinstance(amount, float) else amount)
         if quantity < 0:
             raise ValueError(f"{name}: {amount} is negative")
@@ -498,8 +503,18 @@ def _check_hard(value: dict[str, str | int | float]) -> dict[str, str]:
     return hard
 
 
+def _no_booleans(value: Any) -> Any:
+    # Before pydantic's lax union turns YAML's true (or yes, on) into 1 and false into 0.
+    if isinstance(value, dict):
+        for name, amount in value.items():
+            if isinstance(amount, bool):
+                raise ValueError(f"{name}: {json.dumps(amount)} is not a quantity (e.g. 4, 500m, 256Gi)")
+    return value
+
+
 Hard = Annotated[
     dict[str, str | int | float],
+    BeforeValidator(_no_booleans),
     AfterValidator(_check_hard),
     WithJsonSchema({"type": "object", "additionalProperties": {"type": ["string", "number"]}}),
 ]
@@ -519,14 +534,28 @@ def _check_namespace_pattern(value: str) -> str:
     return value
 
 
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def _check_label_value(value: str) -> str:
+    # Kubernetes refuses such a value on a namespace, so a selector asking for it could never match.
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"{quoted(value)} is not a label value (at most 63 letters, digits, '-', '_' or '.', starting and ending"
+            " with a letter or digit): no namespace can carry it"
+        )
+    return value
+
+
 LabelKey = Annotated[str, AfterValidator(_check_label_key)]
+LabelValue = Annotated[str, AfterValidator(_check_label_value)]
 NamespacePattern = Annotated[str, AfterValidator(_check_namespace_pattern)]
 
 
 class LabelRequirement(Model):
     key: LabelKey
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: tuple[str, ...] = ()
+    values: tuple[LabelValue, ...] = ()
 
     @model_validator(mode="after")
     def _values_fit_the_operator(self) -> LabelRequirement:
@@ -540,7 +569,7 @@ class LabelRequirement(Model):
 class LabelSelector(Model):
     """As in Kubernetes: every label of ``matchLabels`` and every requirement of ``matchExpressions``."""
 
-    match_labels: dict[LabelKey, str] = Field(default_factory=dict)
+    match_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     match_expressions: tuple[LabelRequirement, ...] = ()
 
     @model_validator(mode="after")

@@ -15,7 +15,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from jobs.core.policy import LabelSelector, NamespaceQuotas, Policy, QuotaRule
-from jobs.core.quantity import parse_quantity, quota_key
+from jobs.core.quantity import is_extended_resource, is_gpu_resource, parse_quantity, quota_key
 from jobs.core.schedule import in_working_hours
 
 Action = Literal["create", "update", "delete", "unchanged"]
@@ -124,34 +124,45 @@ def plan_quotas(
     now: datetime,
 ) -> tuple[QuotaEntry, ...]:
     """One entry per namespace considered: terminating namespaces are left alone; quotas the job does not own are
-    never changed (a same-named one it does not own is reported, not taken over)."""
+    never changed (a same-named one it does not own is reported where the policy wants a quota, not taken over);
+    a managed quota under another name (``quotaName`` was changed) is removed."""
     config = policy.namespace_quotas
     if config is None:
         return ()
     by_namespace = {(q.namespace, q.name): q for q in quotas}
-    entries = []
+    former: dict[str, list[QuotaInfo]] = {}
+    for q in sorted(quotas, key=lambda q: q.name):
+        if q.managed and q.name != config.quota_name:
+            former.setdefault(q.namespace, []).append(q)
+    entries: list[QuotaEntry] = []
     for ns in sorted(namespaces, key=lambda n: n.name):
         if ns.terminating:
             continue
         wanted = governing(policy, config, cluster, ns, now)
-        current = by_namespace.get((ns.name, config.quota_name))
-        if current is not None and not current.managed:
-            warning = f"a ResourceQuota {config.quota_name} not managed by gpu-jobs exists: left as it is"
-            entries.append(QuotaEntry(ns.name, config.quota_name, "unchanged", {}, wanted.rule, (warning,)))
-            continue
-        if wanted.hard is None:
-            if current is not None:
-                entries.append(QuotaEntry(ns.name, config.quota_name, "delete", {}, wanted.rule))
-            continue
-        if current is None:
-            action: Action = "create"
-        elif same_hard(current.hard, wanted.hard):
-            action = "unchanged"
-        else:
-            action = "update"
-        warnings = _below_usage(wanted.hard, current.used if current else {})
-        entries.append(QuotaEntry(ns.name, config.quota_name, action, wanted.hard, wanted.rule, warnings))
+        entry = _entry(config.quota_name, ns.name, wanted, by_namespace.get((ns.name, config.quota_name)))
+        entries += [entry] if entry is not None else []
+        # After the new quota is written, so that the namespace is never without one.
+        why = f"managed by gpu-jobs under a former quotaName: {config.quota_name} replaces it"
+        entries += [QuotaEntry(ns.name, q.name, "delete", {}, wanted.rule, (why,)) for q in former.get(ns.name, ())]
     return tuple(entries)
+
+
+def _entry(name: str, namespace: str, wanted: Governing, current: QuotaInfo | None) -> QuotaEntry | None:
+    if current is not None and not current.managed:
+        if wanted.hard is None:  # excluded, or no rule and no default: nothing to write, nothing to say
+            return None
+        warning = f"a ResourceQuota {name} not managed by gpu-jobs exists: left as it is"
+        return QuotaEntry(namespace, name, "unchanged", {}, wanted.rule, (warning,))
+    if wanted.hard is None:
+        return QuotaEntry(namespace, name, "delete", {}, wanted.rule) if current is not None else None
+    if current is None:
+        action: Action = "create"
+    elif same_hard(current.hard, wanted.hard):
+        action = "unchanged"
+    else:
+        action = "update"
+    warnings = _below_usage(wanted.hard, current.used if current else {})
+    return QuotaEntry(namespace, name, action, wanted.hard, wanted.rule, warnings)
 
 
 def _below_usage(hard: Mapping[str, str], used: Mapping[str, str]) -> tuple[str, ...]:
@@ -194,6 +205,35 @@ def quota_problems(policy: Policy) -> list[Problem]:
                 )
                 break
     return problems
+
+
+#: The GPU resource names the job knows, as a warning shows them.
+KNOWN_GPU_RESOURCES = "nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<n>g.<m>gb, amd.com/gpu"
+
+
+def quota_warnings(policy: Policy) -> list[Problem]:
+    """What is allowed but likely a mistake: an extended resource that is not a known GPU name (a typo such as
+    ``nvidia.com/gpus`` would limit nothing; a real device plugin's resource is fine)."""
+    config = policy.namespace_quotas
+    if config is None:
+        return []
+    limits: list[tuple[tuple[str | int, ...], Mapping[str, str | int | float]]] = []
+    if config.default is not None:
+        limits.append((("namespaceQuotas", "default"), config.default))
+    for i, rule in enumerate(config.rules):
+        limits.append((("namespaceQuotas", "rules", i, "hard"), rule.hard))
+        if rule.off_hours is not None:
+            limits.append((("namespaceQuotas", "rules", i, "offHours", "hard"), rule.off_hours.hard))
+    return [
+        (
+            (*path, name),
+            f'"{name}" is not a known GPU resource ({KNOWN_GPU_RESOURCES}): it is written as'
+            f" {quota_key(name)}, which limits only pods that request exactly this name",
+        )
+        for path, hard in limits
+        for name in hard
+        if is_extended_resource(name) and not is_gpu_resource(name)
+    ]
 
 
 def _shadows(earlier: QuotaRule, later: QuotaRule) -> bool:

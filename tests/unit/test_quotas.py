@@ -189,3 +189,23 @@ def test_gpu_capacity_comes_from_the_clusters_node_groups() -> None:
     with_sizes = parse_policy(head + groups + QUOTAS, "policy.yaml")
     assert gpu_capacity(with_sizes, "ml-prod") == {"requests.nvidia.com/gpu": 24}
     assert gpu_capacity(with_sizes, "research") == {}  # no gpusPerNode/up: unknown, no warning
+
+
+def test_a_managed_quota_under_a_former_quota_name_is_removed_after_the_new_one_is_written() -> None:
+    quotas = [
+        QuotaInfo("team-a", "gpu-limits", {"requests.nvidia.com/gpu": "4"}, {}, managed=True),  # the old quotaName
+        QuotaInfo("team-a", "compute", {"pods": "10"}, {}, managed=False),  # someone else's: never touched
+        QuotaInfo("gone", "gpu-limits", {"requests.nvidia.com/gpu": "0"}, {}, managed=True),  # terminating: left
+    ]
+    namespaces = [ns("team-a"), NamespaceInfo("gone", {}, terminating=True)]
+    entries = plan_quotas(policy(), "ml-prod", namespaces, quotas, DAY)
+    assert [(e.namespace, e.quota, e.action, e.rule) for e in entries] == [
+        ("team-a", "gpu-quota", "create", "rules[0]"),
+        ("team-a", "gpu-limits", "delete", "rules[0]"),
+    ]
+    assert entries[1].warnings == ("managed by gpu-jobs under a former quotaName: gpu-quota replaces it",)
+
+
+def test_a_foreign_quota_where_the_policy_wants_none_is_neither_changed_nor_reported() -> None:
+    foreign = [QuotaInfo("kube-system", "gpu-quota", {"requests.nvidia.com/gpu": "9"}, {}, managed=False)]
+    assert plan([ns("kube-system")], foreign) == {}
