@@ -21,6 +21,7 @@ from jobs.settings import (
     add_run_arguments,
     choice_setting,
     env_flag,
+    int_setting,
     limit_setting,
     parse_at,
     seconds_setting,
@@ -33,6 +34,9 @@ KUBE_PORTS = ("quotas", "lease")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, "namespace quotas", "off-hours limits")
+    parser.add_argument(
+        "--workers", metavar="N", help="quotas written at once, per cluster (default 8) [GPU_JOBS_WORKERS]"
+    )
 
 
 def _ports(target: Target, request_timeout_s: float) -> job.Ports:
@@ -62,6 +66,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], O
             message="a run without --cluster acts only on clusters that have a kubeContext",
         )
     targets = selection.targets
+    workers = int_setting(args.workers, "WORKERS", 8, minimum=1)
     holder = run_holder()
     request_timeout_s = seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1)
     backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0))
@@ -69,7 +74,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], O
         t.cluster: job.ClusterRun(
             policy,
             now,
-            job.Settings(t.cluster, dry_run, limit, holder, backoff=backoff),
+            job.Settings(t.cluster, dry_run, limit, holder, backoff=backoff, workers=workers),
             _ports(t, request_timeout_s),
             log.bind(cluster=t.cluster),
         )

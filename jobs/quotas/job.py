@@ -4,6 +4,7 @@ plan over the change limit, then apply under the cluster's Lease, each namespace
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -50,6 +51,7 @@ class Settings:
     # Every call here is idempotent (lists, server-side apply, delete of what may be gone): resent on throttling,
     # 5xx and timeouts alike.
     backoff: Backoff = field(default_factory=lambda: Backoff(deadline_s=120))
+    workers: int = 8  # quotas written at once: a first run over thousands of namespaces is bound by round trips
 
 
 @dataclass(frozen=True)
@@ -148,12 +150,28 @@ class ClusterRun:
             reason = self.settings.limit.refusal(again.changes, len(again.entries), "namespace quotas")
             if reason is not None:
                 return self.refused(reason, again)
-            results = tuple(self._one(e, held.check) for e in again.entries)
+            # Namespaces at once; one namespace's entries in their order (the new quota before the former one's
+            # removal), and none after one that failed, so a namespace is never left without its quota.
+            by_namespace: dict[str, list[QuotaEntry]] = {}
+            for entry in again.entries:
+                by_namespace.setdefault(entry.namespace, []).append(entry)
+            with ThreadPoolExecutor(max_workers=self.settings.workers) as pool:
+                done = pool.map(lambda entries: self._namespace(entries, held.check), by_namespace.values())
+                results = tuple(outcome for outcomes in done for outcome in outcomes)
             return replace(report, results=results, warnings=again.warnings)
         except CloudError as exc:
             return replace(report, error=f"cluster {self.settings.cluster} cannot be read ({exc})")
         finally:
             held.close()
+
+    def _namespace(self, entries: list[QuotaEntry], fence: Callable[[str], None]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for entry in entries:
+            if outcomes and outcomes[-1].status in ("failed", "conflict"):
+                outcomes.append(Outcome(entry, "failed", f"not attempted: {outcomes[-1].entry.quota} was not written"))
+            else:
+                outcomes.append(self._one(entry, fence))
+        return outcomes
 
     def _one(self, entry: QuotaEntry, fence: Callable[[str], None]) -> Outcome:
         if entry.action == "unchanged":

@@ -378,6 +378,25 @@ def test_a_new_quota_name_replaces_the_managed_quota_under_the_old_one(kube: Kub
     assert kube.log.writes() == []
 
 
+def test_a_former_quota_is_kept_while_its_replacement_cannot_be_written(kube: KubeHandle, run: Run) -> None:
+    """Namespaces are written at once, but one namespace's entries in order: when the new quota fails, the former
+    one stays (and is reported not attempted), so the namespace is never left without a GPU quota."""
+    seed(kube, {"team-a": {}})
+    old = POLICY.replace("namespaceQuotas:\n", "namespaceQuotas:\n  quotaName: gpu-limits\n")
+    assert run(kube.kubeconfig, "--cluster", "ml-prod", text=old)[0] == 0
+    kube.inject("patch resourcequotas", "conflict")
+    code, summary, doc = run(kube.kubeconfig, "--cluster", "ml-prod")
+
+    assert (code, summary["failed"], summary["applied"]) == (1, 2, 0)
+    assert [(n["quota"], n["status"]) for n in doc["namespaces"]] == [
+        ("gpu-quota", "conflict"),
+        ("gpu-limits", "failed"),
+    ]
+    assert {q["metadata"]["name"] for q in kube.list("ResourceQuota", "team-a")} == {"gpu-limits"}
+    assert run(kube.kubeconfig, "--cluster", "ml-prod")[0] == 0  # the next run finishes the move
+    assert {q["metadata"]["name"] for q in kube.list("ResourceQuota", "team-a")} == {"gpu-quota"}
+
+
 OFF_HOURS = POLICY.replace(
     "      hard: {nvidia.com/gpu: 2, memory: 256Gi}\n",
     "      hard: {nvidia.com/gpu: 2, memory: 256Gi}\n"
