@@ -12,6 +12,8 @@ Conditions, printed with the figures:
 - ``--latency-ms`` adds that much to every request (default 3 ms: a few ms of round trip and API server handling;
   a real server's writes also wait for etcd, so this is kind to the naive reconciler's 10,000 calls). The figures
   for 0 ms are printed too, unless ``--latency-ms 0`` asks for those alone;
+- CPU s is the client's CPU seconds + the emulator's for the same run: the work done, which the load that other
+  processes put on a shared machine does not change as it changes wall time;
 - the job is a fresh process each run (``python -m jobs quotas``): its wall time includes interpreter start-up and
   imports, whose share is shown as "in-job s" (the job's own ``duration_s``) next to it. The naive reconciler runs in
   this process with the client already imported: its wall time has no start-up in it.
@@ -69,6 +71,8 @@ def serve(conn: Connection, kubeconfig: str, latency_s: float, names: list[str])
             conn.send(None)
         elif command == "log":
             conn.send([(r.operation, r.is_write) for r in kube.log.all()])
+        elif command == "cpu":  # CPU seconds this process (every serving thread) has used so far
+            conn.send(time.process_time())
         else:
             kube.stop()
             conn.send(None)
@@ -107,16 +111,19 @@ class Emulator:
         self.process.join(timeout=10)
 
 
-def run_job(kubeconfig: Path, policy: Path) -> tuple[float, float, float]:
-    """Wall time, the job's own ``duration_s`` and its peak RSS (MiB) for one ``gpu-jobs quotas`` process."""
+def run_job(kubeconfig: Path, policy: Path) -> tuple[float, float, float, float]:
+    """Wall time, the job's own ``duration_s``, its CPU seconds (start-up included) and its peak RSS (MiB) for one
+    ``gpu-jobs quotas`` process."""
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs"}
     argv = ["--log-format", "json", "quotas", "--policy", str(policy), "--max-changes", "100000"]
     # The job's own peak RSS (VmHWM), read by a wrapper: getrusage of a child forked from this big process lies.
     wrapper = (
-        "import runpy, sys, atexit\n"
+        "import runpy, sys, atexit, resource\n"
         "def rss():\n"
         "    for line in open('/proc/self/status'):\n"
         "        if line.startswith('VmHWM:'): print('PEAK_RSS_KIB', line.split()[1], file=sys.stderr)\n"
+        "    used = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "    print('CPU_S', used.ru_utime + used.ru_stime, file=sys.stderr)\n"
         "atexit.register(rss)\n"
         "sys.argv = ['jobs'] + sys.argv[1:]\n"
         "runpy.run_module('jobs', run_name='__main__')\n"
@@ -127,8 +134,9 @@ def run_job(kubeconfig: Path, policy: Path) -> tuple[float, float, float]:
     if done.returncode != 0:
         sys.exit("job failed:\n" + done.stderr[-3000:])
     rss = next(int(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("PEAK_RSS_KIB"))
+    cpu = next(float(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("CPU_S"))
     summary = next(json.loads(line) for line in done.stderr.splitlines() if '"run.summary"' in line)
-    return wall, float(summary["duration_s"]), rss / 1024
+    return wall, float(summary["duration_s"]), cpu, rss / 1024
 
 
 def naive(kubeconfig: Path, names: list[str]) -> float:
@@ -177,33 +185,48 @@ def one_pass(args: argparse.Namespace, latency_ms: float, tmp: Path) -> tuple[fl
             f"\n-- {latency_ms:g} ms added per request: {emulator.namespaces} namespaces, {args.namespaces} of them"
             f" get a quota; one list of each type is ceil(N/{PAGE}) = {ns_pages} namespace / {rq_pages} quota pages"
         )
-        print(f"{'run':<34} {'wall s':>7} {'in-job s':>8} {'RSS MiB':>8} {'lists ns/rq':>12} {'GETs':>6} {'writes':>7}")
-        walls = {}
+        head = f"{'run':<34} {'wall s':>7} {'in-job s':>8} {'CPU s':>11} {'RSS MiB':>8} {'lists ns/rq':>12}"
+        print(f"{head} {'GETs':>6} {'writes':>7}")
+        walls: dict[str, float] = {}
+        cpus: dict[str, float] = {}
         for label, runs in (("job: first run (all created)", 1), ("job: steady state", args.repeat)):
             results = []
             for _ in range(runs):  # steady state: the median of a few runs, this machine being shared
                 emulator.ask("clear")
-                results.append(run_job(kubeconfig, policy))
+                served = emulator.ask("cpu")
+                wall, in_job, cpu, rss = run_job(kubeconfig, policy)
+                results.append((wall, in_job, cpu, emulator.ask("cpu") - served, rss))
                 counts = emulator.counts()
-            wall, in_job, _ = sorted(results)[len(results) // 2]
-            rss = max(r[2] for r in results)  # the highest peak of the runs
-            walls[label] = wall
+            wall, in_job, cpu, served, _ = sorted(results)[len(results) // 2]
+            rss = max(r[-1] for r in results)  # the highest peak of the runs
+            walls[label], cpus[label] = wall, cpu + served
             shown = f"{label} (median of {runs})" if runs > 1 else label
             lists = f"{counts.get('list namespaces', 0)}/{counts.get('list resourcequotas', 0)}"
             writes, events = counts.get("writes", 0), counts.get("event writes", 0)
-            print(f"{shown:<34} {wall:>7.2f} {in_job:>8.2f} {rss:>8.1f} {lists:>12} {'0':>6} {writes:>7}", end="")
+            cpu_text = f"{cpu:.1f}+{served:.1f}"
+            print(
+                f"{shown:<34} {wall:>7.2f} {in_job:>8.2f} {cpu_text:>11} {rss:>8.1f} {lists:>12} {'0':>6} {writes:>7}",
+                end="",
+            )
             print(f"  (+{events} Events, {counts.get('lease writes', 0)} Lease writes)")
         for label in ("naive: first (GET+POST)", "naive: steady (GET+PUT)"):
             emulator.ask("clear")
+            served, mine = emulator.ask("cpu"), time.process_time()
             wall = naive(kubeconfig, names)
+            cpu, served = time.process_time() - mine, emulator.ask("cpu") - served
+            walls[label], cpus[label] = wall, cpu + served
             counts = emulator.counts()
-            gets = counts.get("get resourcequotas", 0)
-            print(f"{label:<34} {wall:>7.2f} {'':>8} {'':>8} {'-':>12} {gets:>6} {counts.get('writes', 0):>7}")
-            walls[label] = wall
+            gets, writes, cpu_text = (
+                counts.get("get resourcequotas", 0),
+                counts.get("writes", 0),
+                f"{cpu:.1f}+{served:.1f}",
+            )
+            print(f"{label:<34} {wall:>7.2f} {'':>8} {cpu_text:>11} {'':>8} {'-':>12} {gets:>6} {writes:>7}")
         first = walls["naive: first (GET+POST)"] / walls["job: first run (all created)"]
         steady = walls["naive: steady (GET+PUT)"] / walls["job: steady state"]
-        print(f"speed-up over naive (wall / wall): first run {first:.1f}x, steady state {steady:.1f}x", end="")
-        print(f"  [load average after: {os.getloadavg()[0]:.1f}]")
+        steady_cpu = cpus["naive: steady (GET+PUT)"] / cpus["job: steady state"]
+        print(f"speed-up over naive, wall: first run {first:.1f}x, steady state {steady:.1f}x;", end="")
+        print(f" steady state by CPU seconds: {steady_cpu:.1f}x  [load average after: {os.getloadavg()[0]:.1f}]")
         return first, steady
     finally:
         emulator.stop()
