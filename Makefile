@@ -61,7 +61,7 @@ bench-fleet:
 	$(BIN)/python bench/nodegroups_fleet.py --groups 200 --latency-ms 50
 
 bench-quotas:
-	$(BIN)/python bench/quotas_namespaces.py --namespaces 5000
+	$(BIN)/python bench/quotas_namespaces.py --namespaces 5000 --latency-ms 3
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache

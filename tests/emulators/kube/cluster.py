@@ -5,7 +5,9 @@ without HTTP (and without admission: seeded pods keep the phase and node they ar
 
 from __future__ import annotations
 
+import bisect
 import copy
+import itertools
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +25,10 @@ _ALIASES = {rt.kind: rt for rt in reversed(RESOURCE_TYPES)}  # "Event" means cor
 
 def timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _list_key(obj: Json) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
 
 
 def resource_type(kind_or_plural: str, api_version: str | None = None) -> ResourceType:
@@ -50,6 +56,12 @@ class Cluster:
         self.now = self._default_now
         self.lock = threading.RLock()
         self._objects: dict[str, dict[tuple[str, str], Json]] = {}
+        #: Each resource's keys, kept sorted as objects come and go: a list or a namespace's objects is a slice
+        #: found by bisection, not a sort of the whole store per call (which made every write O(N log N)).
+        self._keys: dict[str, list[tuple[str, str]]] = {}
+        #: Per resource: the resourceVersion at which its ``namespace/name`` list keys were computed, the keys in
+        #: storage order, and whether that order is also their string order (see :meth:`list_keys`).
+        self._list_keys: dict[str, tuple[int, list[str], bool]] = {}
         self._rv = 0
         self.reset()
 
@@ -57,6 +69,8 @@ class Cluster:
         with self.lock:
             self.now = self._default_now
             self._objects = {rt.key: {} for rt in RESOURCE_TYPES}
+            self._keys = {rt.key: [] for rt in RESOURCE_TYPES}
+            self._list_keys = {}
             self._rv = 0
             for name in DEFAULT_NAMESPACES:
                 self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -79,9 +93,38 @@ class Cluster:
 
     def scan(self, rt: ResourceType, namespace: str | None = None) -> Iterator[Json]:
         """Live objects in (namespace, name) order; ``namespace`` None means all namespaces."""
-        for (ns, _), obj in sorted(self._objects[rt.key].items()):
-            if namespace is None or ns == namespace:
-                yield obj
+        yield from self.ordered(rt, namespace)
+
+    def ordered(self, rt: ResourceType, namespace: str | None = None) -> list[Json]:
+        """What :meth:`scan` yields, as a list taken now: a slice of the sorted keys, no scan of other namespaces."""
+        keys, objects = self._keys[rt.key], self._objects[rt.key]
+        lo, hi = self._span(keys, namespace)
+        return [objects[key] for key in keys[lo:hi]]
+
+    @staticmethod
+    def _span(keys: list[tuple[str, str]], namespace: str | None) -> tuple[int, int]:
+        if namespace is None:
+            return 0, len(keys)
+        # Every (namespace, name) sorts after (namespace,) and before (namespace + "\0",); no other namespace does.
+        return bisect.bisect_left(keys, (namespace,)), bisect.bisect_left(keys, (namespace + "\0",))
+
+    def list_keys(self, rt: ResourceType, namespace: str | None = None) -> tuple[list[str], bool]:
+        """The ``namespace/name`` keys that list paging compares (continue tokens carry one), in :meth:`ordered`'s
+        order, and whether that order is also their string order, so that a page may start by bisection.
+
+        Within one namespace it always is; across namespaces it is not when one namespace's name is another's
+        prefix followed by a character below ``/`` (``a`` and ``a-b``): (namespace, name) order puts ``a/x``
+        first, string order ``a-b/y``. Cached until the next write.
+        """
+        cached = self._list_keys.get(rt.key)
+        if cached is None or cached[0] != self._rv:
+            objects = self._objects[rt.key]
+            texts = [_list_key(objects[key]) for key in self._keys[rt.key]]
+            cached = (self._rv, texts, all(a < b for a, b in itertools.pairwise(texts)))
+            self._list_keys[rt.key] = cached
+        _, texts, monotonic = cached
+        lo, hi = self._span(self._keys[rt.key], namespace)
+        return texts[lo:hi], monotonic or namespace is not None
 
     def new_metadata(self, obj: Json) -> None:
         meta = obj.setdefault("metadata", {})
@@ -95,17 +138,24 @@ class Cluster:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         meta = obj["metadata"]
-        self._objects[rt.key][(meta.get("namespace", "") if rt.namespaced else "", meta["name"])] = obj
+        key = (meta.get("namespace", "") if rt.namespaced else "", meta["name"])
+        if key not in self._objects[rt.key]:
+            bisect.insort(self._keys[rt.key], key)
+        self._objects[rt.key][key] = obj
         self._react(rt, meta.get("namespace", ""))
         return obj
 
     def remove(self, rt: ResourceType, namespace: str, name: str) -> Json:
-        obj = self._objects[rt.key].pop((namespace if rt.namespaced else "", name))
+        key = (namespace if rt.namespaced else "", name)
+        obj = self._objects[rt.key].pop(key)
+        keys = self._keys[rt.key]
+        del keys[bisect.bisect_left(keys, key)]
         self._rv += 1
         if rt.kind == "Namespace":
             for other in RESOURCE_TYPES:
                 if other.namespaced:
                     self._objects[other.key] = {k: v for k, v in self._objects[other.key].items() if k[0] != name}
+                    self._keys[other.key] = [k for k in self._keys[other.key] if k[0] != name]
         self._react(rt, namespace)
         return obj
 

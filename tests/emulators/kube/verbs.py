@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import copy
 import json
 import random
@@ -84,19 +85,28 @@ class Api:
         start, list_rv = _decode_continue(options.continue_token)
         with self.cluster.lock:
             rv = list_rv or str(self.cluster.resource_version)
-            matched = [
-                o
-                for o in self.cluster.scan(rt, namespace)
-                if labels_match(labels, o["metadata"].get("labels")) and fields_match(fields, o)
-            ]
-            matched = [o for o in matched if _sort_key(o) > start] if start else matched
-            page = matched[: options.limit] if options.limit > 0 else matched
-            items = [{k: v for k, v in copy.deepcopy(o).items() if k not in ("kind", "apiVersion")} for o in page]
+            candidates = self.cluster.ordered(rt, namespace)
+            if start:
+                keys, in_string_order = self.cluster.list_keys(rt, namespace)
+                if in_string_order:  # the page starts right after the token's key: no rescan of what came before
+                    candidates = candidates[bisect.bisect_right(keys, start) :]
+                else:
+                    candidates = [o for o, key in zip(candidates, keys, strict=True) if key > start]
+            page: list[Json] = []
+            more = 0  # matches after the page (counted only when remainingItemCount needs it)
+            for index, o in enumerate(candidates):
+                if not (labels_match(labels, o["metadata"].get("labels")) and fields_match(fields, o)):
+                    continue
+                if options.limit > 0 and len(page) == options.limit:
+                    more = len(candidates) - index if not labels and not fields else 1
+                    break
+                page.append(o)
+            items = [{k: _copied(v) for k, v in o.items() if k not in ("kind", "apiVersion")} for o in page]
         metadata: Json = {"resourceVersion": rv}
-        if len(page) < len(matched):
+        if more:
             metadata["continue"] = _encode_continue(_sort_key(page[-1]), rv)
             if not labels and not fields:
-                metadata["remainingItemCount"] = len(matched) - len(page)
+                metadata["remainingItemCount"] = more
         return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": metadata, "items": items}
 
     # Create ----------------------------------------------------------------------------------------------------
@@ -355,6 +365,19 @@ def _rt(plural: str) -> ResourceType:
     found = find("", "v1", plural) or find("policy", "v1", plural)
     assert found is not None
     return found
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of decoded JSON (dicts, lists, scalars): several times quicker than ``copy.deepcopy``, which
+    dominated the serving of a 500-item list page."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if kind is list:
+        return [_copied(v) for v in value]
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def _sort_key(obj: Json) -> str:
