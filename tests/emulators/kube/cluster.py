@@ -68,6 +68,10 @@ class Cluster:
     def reset(self) -> None:
         with self.lock:
             self.now = self._default_now
+            #: How long a deleted namespace stays Terminating (its content being deleted): 0 finishes at once; a
+            #: test that needs to see the Terminating state raises it.
+            self.namespace_termination_s = 0.0
+            self._terminating: dict[str, datetime] = {}
             self._objects = {rt.key: {} for rt in RESOURCE_TYPES}
             self._keys = {rt.key: [] for rt in RESOURCE_TYPES}
             self._list_keys = {}
@@ -158,6 +162,23 @@ class Cluster:
                     self._keys[other.key] = [k for k in self._keys[other.key] if k[0] != name]
         self._react(rt, namespace)
         return obj
+
+    def terminate_namespace(self, namespace: Json) -> Json:
+        """A namespace deleted through the API: Terminating until :meth:`finalize_namespaces` removes it."""
+        self._terminating[namespace["metadata"]["name"]] = datetime.fromisoformat(
+            namespace["metadata"]["deletionTimestamp"]
+        )
+        return self.commit(resource_type("namespaces"), namespace)
+
+    def finalize_namespaces(self) -> None:
+        """The namespace controller: a namespace deleted ``namespace_termination_s`` ago or more loses its content
+        and is removed. Called on every API request (and after each delete)."""
+        with self.lock:
+            for name, since in list(self._terminating.items()):
+                if (self.now() - since).total_seconds() >= self.namespace_termination_s:
+                    del self._terminating[name]
+                    if self.stored(resource_type("namespaces"), "", name) is not None:
+                        self.remove(resource_type("namespaces"), "", name)
 
     def _react(self, rt: ResourceType, namespace: str) -> None:
         """Synchronous stand-ins for the quota and disruption controllers."""

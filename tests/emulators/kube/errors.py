@@ -96,6 +96,18 @@ def forbidden(resource: str, group: str, name: str, why: str) -> ApiError:
     return ApiError(403, "Forbidden", message, _details(resource, group, name))
 
 
+def namespace_terminating(resource: str, group: str, name: str, namespace: str) -> ApiError:
+    """NamespaceLifecycle admission: nothing new is created in a namespace that is being deleted."""
+    why = f"unable to create new content in namespace {namespace} because it is being terminated"
+    cause = {
+        "reason": "NamespaceTerminating",
+        "message": f"namespace {namespace} is being terminated",
+        "field": "metadata.namespace",
+    }
+    details = _details(resource, group, name, causes=[cause])
+    return ApiError(403, "Forbidden", f'{qualified(resource, group)} "{name}" is forbidden: {why}', details)
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 

@@ -194,6 +194,7 @@ class KubeEmulator(Emulator):
         raise ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
 
     def _resource(self, request: Request, method: str, target: Route, body: bytes) -> Response:
+        self.cluster.finalize_namespaces()
         args = request.args
         rt, namespace, name, sub = target.rt, target.namespace or "", target.name, target.subresource
         options = WriteOptions(

@@ -22,6 +22,7 @@ from .errors import (
     bad_request,
     internal_error,
     invalid,
+    namespace_terminating,
     not_found,
     stale,
     unsupported_media_type,
@@ -124,8 +125,12 @@ class Api:
     def _create(self, rt: ResourceType, obj: Json, options: WriteOptions, track: bool) -> Json:
         meta = obj["metadata"]
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
-        if rt.namespaced and self.cluster.stored(_rt("namespaces"), "", namespace) is None:
-            raise not_found("namespaces", "", namespace)
+        if rt.namespaced:
+            home = self.cluster.stored(_rt("namespaces"), "", namespace)
+            if home is None:
+                raise not_found("namespaces", "", namespace)
+            if home["metadata"].get("deletionTimestamp"):
+                raise namespace_terminating(rt.plural, rt.group, name, namespace)
         for server_field in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
             meta.pop(server_field, None)
         _reset_status_on_create(rt, obj)
@@ -295,12 +300,18 @@ class Api:
                         f'Operation cannot be fulfilled on {rt.plural} "{name}": {why}',
                         {"name": name, "kind": rt.plural},
                     )
-            deleted = copy.deepcopy(obj)
-            if not options.dry_run:
-                self.cluster.remove(rt, namespace, name)
-        if rt.kind == "Namespace":
-            deleted["metadata"]["deletionTimestamp"] = timestamp(self.cluster.now())
-            deleted["status"] = {"phase": "Terminating"}
+            if rt.kind == "Namespace":
+                # Terminating until the namespace controller has deleted its content (Cluster.finalize_namespaces).
+                deleted = copy.deepcopy(obj)
+                deleted["metadata"].setdefault("deletionTimestamp", timestamp(self.cluster.now()))
+                deleted["status"] = {"phase": "Terminating"}
+                if not options.dry_run and not obj["metadata"].get("deletionTimestamp"):
+                    deleted = copy.deepcopy(self.cluster.terminate_namespace(copy.deepcopy(deleted)))
+                    self.cluster.finalize_namespaces()
+            else:
+                deleted = copy.deepcopy(obj)
+                if not options.dry_run:
+                    self.cluster.remove(rt, namespace, name)
         if rt.delete_returns_object:
             return deleted
         details: Json = {"name": name, "kind": rt.plural, "uid": deleted["metadata"]["uid"]}

@@ -363,3 +363,33 @@ def test_namespaces_nodes_are_cluster_scoped_and_namespace_delete_takes_contents
     assert kube.list("ConfigMap", "team-a") == []
     names = [n.metadata.name for n in core.list_namespace().items]
     assert names == ["default", "kube-node-lease", "kube-public", "kube-system"]
+
+
+def test_a_deleted_namespace_is_terminating_until_its_content_is_gone(kube: KubeHandle, kube_client: Any) -> None:
+    """As the namespace controller and the NamespaceLifecycle admission plugin behave: the namespace stays
+    Terminating while its content is deleted, nothing new may be created in it (403, cause NamespaceTerminating),
+    existing objects may still be changed, then namespace and content are gone."""
+    core = client.CoreV1Api(kube_client)
+    core.create_namespace({"metadata": {"name": "team-x"}})
+    core.create_namespaced_config_map("team-x", _configmap("kept"))
+    kube.cluster.namespace_termination_s = 3600.0
+
+    deleted = json.loads(core.delete_namespace("team-x", _preload_content=False).data)
+    assert (deleted["kind"], deleted["status"]["phase"]) == ("Namespace", "Terminating")
+    seen = core.read_namespace("team-x")
+    assert (seen.status.phase, seen.metadata.deletion_timestamp is not None) == ("Terminating", True)
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_config_map("team-x", _configmap("new"))
+    status = _status(caught.value)
+    assert (caught.value.status, status["reason"]) == (403, "Forbidden")
+    assert status["message"] == (
+        'configmaps "new" is forbidden: unable to create new content in namespace team-x because it is being terminated'
+    )
+    assert status["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+    core.patch_namespaced_config_map("kept", "team-x", {"data": {"k": "v"}})  # updates are still admitted
+
+    kube.cluster.namespace_termination_s = 0.0  # the controller finishes
+    with pytest.raises(ApiException) as caught:
+        core.read_namespace("team-x")
+    assert caught.value.status == 404
+    assert kube.get("ConfigMap", "kept", "team-x") is None
