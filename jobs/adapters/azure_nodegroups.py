@@ -319,7 +319,7 @@ def translate(error: AzureError, operation: str, where: str) -> CloudError:
         # Quota refusals also come as OperationNotAllowed ("... results in exceeding approved ... quota"): not busy.
         over_quota = code == "OperationNotAllowed" and "exceeding approved" in message
         if code in NOT_DELIVERED_CODES or over_quota:
-            return NotDelivered(message, operation=operation, code=code)
+            return NotDelivered(f"{where}: {operation}: {code}: {_message(error)}", operation=operation, code=code)
         if status == 409:
             # AKS's busy signal; any other 409 is a genuine conflict.
             kind: type[CloudError] = Busy if code == "OperationNotAllowed" else Conflict
