@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 # boto3/botocore ship no type information and no stubs are installed: their clients are typed ``Any`` here.
@@ -232,7 +232,13 @@ class AwsNodeGroups:
         # Both kinds report their live desired size on the group itself: live_size needs no extra read.
         target = self._target(group)
         if isinstance(target, _Eks):
-            return self._describe_eks(target)
+            config = self._describe_eks(target)
+            if live_size and config.shortfall is None and config.desired:
+                # EKS raises a health issue minutes after launches start failing; until then only the backing
+                # ASG's instances tell that nodes are missing (one more read, only when the size matters).
+                asg = self._describe_auto_scaling_group(self._asg_of(target))
+                config = replace(config, missing=max(0, config.desired - _launched(asg)))
+            return config
         return self._describe_asg(target)
 
     def apply(self, group: NodeGroup, step: Step) -> None:
@@ -471,9 +477,6 @@ class AwsNodeGroups:
         asg = self._describe_auto_scaling_group(target)
         tags, propagated = _discovery(asg.get("Tags") or [], cluster=None)
         desired = int(asg["DesiredCapacity"])
-        launched = sum(
-            1 for i in asg.get("Instances") or [] if str(i.get("LifecycleState", "")).startswith(_LAUNCHED_STATES)
-        )
         return GroupConfig(
             min=int(asg["MinSize"]),
             desired=desired,
@@ -482,7 +485,7 @@ class AwsNodeGroups:
             autoscaler_tags=tags,
             propagated_tags=propagated,
             # Why launches failed is only in the scaling activities, which the shipped IAM policy does not grant.
-            missing=max(0, desired - launched),
+            missing=max(0, desired - _launched(asg)),
         )
 
     def _describe_auto_scaling_group(self, target: _Asg) -> dict[str, Any]:
@@ -623,6 +626,11 @@ class AwsNodeGroups:
             if not page.get(token_key):
                 return results
             token = {token_key: str(page[token_key])}
+
+
+def _launched(asg: Mapping[str, Any]) -> int:
+    """An ASG's instances that exist or are booting (not those terminating)."""
+    return sum(1 for i in asg.get("Instances") or [] if str(i.get("LifecycleState", "")).startswith(_LAUNCHED_STATES))
 
 
 def _launch_issues(facts: Mapping[str, Any]) -> str | None:

@@ -49,6 +49,12 @@ NOT_ACTIVE_MSG = "Nodegroup cannot be updated as it is currently not in Active S
 UPDATABLE = ("ACTIVE", "DEGRADED")
 #: What EKS launches when neither the launch template nor the request names an instance type.
 EKS_DEFAULT_INSTANCE_TYPE = "t3.medium"
+# DescribeUpdate error messages (the API reference words of ErrorDetail.errorCode).
+_UPDATE_ERRORS = {
+    "NodeCreationFailure": "Instances failed to join the kubernetes cluster",
+    "InsufficientFreeAddresses": "One or more of the subnets associated with your cluster does not have enough"
+    " available IP addresses for Amazon EKS to perform cluster management operations.",
+}
 LT_AND_TYPES_MSG = "Instance type is specified in both the launch template and the nodegroup request"
 
 
@@ -75,6 +81,7 @@ class NodegroupUpdate:
     started: float = field(default_factory=time.monotonic)
     status: str = "InProgress"
     polls: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,7 +90,7 @@ class NodegroupUpdate:
             "type": "ConfigUpdate",
             "params": self.params,
             "createdAt": self.created_at,
-            "errors": [],
+            "errors": self.errors,
         }
 
 
@@ -136,12 +143,20 @@ class EksExtension:
         self._lock = threading.RLock()
         self._updates: dict[str, NodegroupUpdate] = {}
         self._open: dict[tuple[str, str, str], str] = {}  # (region, cluster, nodegroup) -> open update id
+        self._failures: list[tuple[str, str]] = []  # (errorCode, errorMessage) for the next updates to end with
 
     def reset(self) -> None:
         with self._lock:
             self._updates.clear()
             self._open.clear()
+            self._failures.clear()
             self.timing = UpdateTiming()
+
+    def fail_next_update(self, code: str = "NodeCreationFailure", message: str = "") -> None:
+        """The next update to complete ends ``Failed`` with ``errors[0].errorCode`` ``code`` (DescribeUpdate's
+        ``ErrorDetail``; e.g. NodeCreationFailure, InsufficientFreeAddresses) and changes nothing."""
+        with self._lock:
+            self._failures.append((code, message or _UPDATE_ERRORS.get(code, code)))
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -304,6 +319,14 @@ class EksExtension:
     def _complete(self, update: NodegroupUpdate) -> None:
         group = moto_state.find_nodegroup(update.region, update.cluster, update.nodegroup)
         self._open.pop((update.region, update.cluster, update.nodegroup), None)
+        if self._failures:
+            code, message = self._failures.pop(0)
+            update.status = "Failed"
+            resources = [_asg_name(group) or ""] if group is not None else []
+            update.errors = [{"errorCode": code, "errorMessage": message, "resourceIds": resources}]
+            if group is not None:
+                group.status = "ACTIVE"
+            return
         update.status = "Successful"
         if group is None:  # deleted meanwhile
             return

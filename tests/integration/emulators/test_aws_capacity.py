@@ -130,3 +130,22 @@ def test_a_degraded_node_group_recovers_when_capacity_comes_back(aws: AwsEmulato
         in (degraded["health"]["issues"][0]["message"])
     )
     assert (healthy["status"], healthy["health"]["issues"]) == ("ACTIVE", [])
+
+
+def test_an_eks_update_can_end_failed_with_errors(aws: AwsEmulator) -> None:
+    seeded = aws.add_eks_nodegroup(REGION, "ml", "gpu", 0, 0, 4, instance_types=("g6.12xlarge",))
+    aws.eks.fail_next_update("InsufficientFreeAddresses")
+    eks = aws.client("eks", REGION)
+
+    update = eks.update_nodegroup_config(
+        clusterName="ml", nodegroupName="gpu", scalingConfig={"minSize": 1, "desiredSize": 1, "maxSize": 4}
+    )["update"]
+    aws.eks.settle()
+    done = eks.describe_update(name="ml", nodegroupName="gpu", updateId=update["id"])["update"]
+    group = eks.describe_nodegroup(clusterName="ml", nodegroupName="gpu")["nodegroup"]
+
+    assert done["status"] == "Failed"
+    assert done["errors"][0]["errorCode"] == "InsufficientFreeAddresses"
+    assert done["errors"][0]["errorMessage"].startswith("One or more of the subnets associated with your cluster")
+    assert done["errors"][0]["resourceIds"] == [seeded.asg_name]
+    assert (group["status"], group["scalingConfig"]["desiredSize"]) == ("ACTIVE", 0)

@@ -208,3 +208,17 @@ def test_a_plain_asg_short_of_instances_is_not_declared_done(fleet: Fleet) -> No
     assert recovered_exit == ExitCode.OK
     assert records(fleet)["batch"].phase == "up"
     assert fleet.kube.get("Node", NODES["batch"][0]) is not None
+
+
+def test_an_eks_update_that_ends_failed_fails_the_restore_and_is_sent_again_next_run(fleet: Fleet) -> None:
+    run_one(fleet, "train", EVENING)
+    fleet.aws.eks.fail_next_update("InsufficientFreeAddresses")
+
+    morning, morning_exit = run_one(fleet, "train", MORNING)
+    _, later_exit = run_one(fleet, "train", LATER)  # the update changed nothing: the size is sent again
+
+    assert morning_exit == ExitCode.ITEM_FAILED
+    assert "failed: InsufficientFreeAddresses: One or more of the subnets" in failure(morning, "train")
+    assert warnings(fleet, "train", "RestoreNotDelivered")
+    assert later_exit == ExitCode.OK
+    assert records(fleet)["train"].phase == "up"
