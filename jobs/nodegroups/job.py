@@ -326,7 +326,7 @@ class Executor:
 
     def apply(self, action: GroupAction) -> GroupResult:
         try:
-            self._apply(action)
+            confirmed = self._apply(action)
         except Exception as exc:  # one group's failure, whatever it is, must not stop the others
             self.log.error(
                 "nodegroup.failed",
@@ -339,15 +339,17 @@ class Executor:
             reason = RESTORE_NOT_DELIVERED if isinstance(exc, NotDelivered) else "NodeGroupFailed"
             self.event(action.group, reason, f"{action.direction} failed: {exc}", warning=True)
             return GroupResult(action.group, "failed", str(exc), action)
-        return GroupResult(action.group, "applied", _describe_step_change(action), action)
+        note = "" if confirmed else "; nodes not all there yet: the next run confirms the restore"
+        return GroupResult(action.group, "applied", _describe_step_change(action) + note, action)
 
-    def _apply(self, action: GroupAction) -> None:
+    def _apply(self, action: GroupAction) -> bool:
+        """Carry out one action; False when a restore was applied but its nodes are not confirmed yet."""
         group = self.policy.group(action.group)
         cloud = self.ports.clouds[group.cloud]
         record = action.record
         if action.only_uncordon:
             self._uncordon(action.group, action.uncordon)
-            return
+            return True
         if action.take_record:
             live = self._retry("describe", lambda: cloud.describe(group, live_size=True), group.name)
             record = Record(replace(live, busy=False, shortfall=None, missing=0), "stopping", self.now)
@@ -376,14 +378,15 @@ class Executor:
                 "NodeGroupScaled" if action.direction == "down" else "NodeGroupRestored",
                 f"{step.describe()} ({action.reason})",
             )
-        if action.direction == "up" and action.steps and not self._delivered(group, cloud):
-            return  # not known yet: the record stays, and the next run confirms (unknown is never done)
+        # Not known yet: the record stays as it is, and the next run confirms (unknown is never done).
+        confirmed = action.direction == "down" or not action.steps or self._delivered(group, cloud)
         final = Record(
             record.config if record else action.after, action.direction, record.recorded_at if record else self.now
         )
-        if final != record:
+        if confirmed and final != record:
             self.save_record(group.name, final)
         self._uncordon(action.group, action.uncordon)
+        return confirmed
 
     def _delivered(self, group: NodeGroup, cloud: NodeGroupCloud) -> bool:
         """Whether a restore brought its nodes. A provider that says why it could not (an EKS update ends

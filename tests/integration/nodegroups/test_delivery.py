@@ -202,6 +202,7 @@ def test_a_plain_asg_short_of_instances_is_not_declared_done(fleet: Fleet) -> No
     _, recovered_exit = run_one(fleet, "batch", MUCH_LATER)
 
     assert (morning_exit, [r.status for r in morning.results]) == (ExitCode.OK, ["applied"])
+    assert morning.results[0].message.endswith("the next run confirms the restore")
     assert later_exit == ExitCode.ITEM_FAILED
     assert "2 node(s) asked for are not there" in failure(later, "batch")
     assert warnings(fleet, "batch", "RestoreNotDelivered")
