@@ -233,7 +233,7 @@ class AwsNodeGroups:
         target = self._target(group)
         if isinstance(target, _Eks):
             config = self._describe_eks(target)
-            if live_size and config.shortfall is None and config.desired:
+            if live_size and config.desired:
                 # EKS raises a health issue minutes after launches start failing; until then only the backing
                 # ASG's instances tell that nodes are missing (one more read, only when the size matters).
                 asg = self._describe_auto_scaling_group(self._asg_of(target))

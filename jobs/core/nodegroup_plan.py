@@ -235,6 +235,8 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
         return (
             f"the cloud does not say how many nodes the group has and {where}'s API shows none (unknown is never idle)"
         )
+    if current.desired > 0 and current.missing >= current.desired * current.zones:
+        return None  # the cloud itself says none of them launched (a restore that never delivered): none to judge
     if current.desired > 0:
         return (
             f"the cloud reports {current.desired * current.zones} node(s) but {where}'s API shows none of them"

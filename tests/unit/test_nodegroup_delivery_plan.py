@@ -1,6 +1,6 @@
 """Planning a restore the provider did not deliver: observe and report, never resend a size already in place.
 
-Schedule: Mon-Fri 08:00-20:00 Europe/Berlin; DAY is Tue 2026-12-01 12:00 (working hours).
+Schedule: Mon-Fri 08:00-20:00 Europe/Berlin; DAY is Tue 2026-12-01 12:00 (working hours), NIGHT the same day 21:00.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from jobs.core.nodegroup_plan import RESTORE_NOT_DELIVERED, GroupAction, GroupSkip
 from jobs.core.nodegroups import GroupConfig, SetAutoscaling, SetSize
-from tests.unit.test_nodegroup_plan import AKS_UP, CA, DAY, EKS_DOWN, EKS_UP, plan_one, rec
+from tests.unit.test_nodegroup_plan import AKS_UP, CA, DAY, EKS_DOWN, EKS_UP, NIGHT, plan_one, rec
 
 STOCKOUT = "AsgInstanceLaunchFailures: Could not launch On-Demand Instances. InsufficientInstanceCapacity"
 # Restored size, autoscaler tags not yet back, the provider says why the nodes are not there.
@@ -57,3 +57,16 @@ def test_an_up_group_with_missing_nodes_is_reported_not_changed() -> None:
 
     assert isinstance(skip, GroupSkip)
     assert (skip.failed, skip.warning, skip.save_record) == (False, True, None)
+
+
+def test_nodes_that_never_launched_do_not_block_the_shutdown() -> None:
+    never = GroupConfig(min=2, desired=2, max=4, missing=2)
+    some = replace(never, missing=1)
+
+    action = plan_one("asg", never, NIGHT, record=rec(replace(never, missing=0), "down"), nodes=())
+    skip = plan_one("asg", some, NIGHT, record=rec(replace(never, missing=0), "down"), nodes=())
+
+    assert isinstance(action, GroupAction)
+    assert action.direction == "down"
+    assert isinstance(skip, GroupSkip)  # one node launched and the cluster shows none: unknown is never idle
+    assert skip.failed

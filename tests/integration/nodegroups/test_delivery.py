@@ -223,3 +223,24 @@ def test_an_eks_update_that_ends_failed_fails_the_restore_and_is_sent_again_next
     assert warnings(fleet, "train", "RestoreNotDelivered")
     assert later_exit == ExitCode.OK
     assert records(fleet)["train"].phase == "up"
+
+
+@pytest.mark.parametrize(("group", "stock_out"), [("train", "aws"), ("research", "gcp")])
+def test_a_group_whose_restore_never_delivered_still_goes_down_at_night(
+    fleet: Fleet, group: str, stock_out: str
+) -> None:
+    # The cloud says none of the nodes launched: there is nothing to judge busy, so the shutdown is not blocked as
+    # "the cloud reports nodes the cluster does not show".
+    run_one(fleet, group, EVENING)
+    if stock_out == "aws":
+        fleet.aws.stock_out("p4d.24xlarge", AWS_ZONES)
+    else:
+        fleet.gcp.stock_out("a3-highgpu-8g", GKE_ZONES)
+    run_one(fleet, group, MORNING)
+
+    report, code = run_one(fleet, group, EVENING + timedelta(days=1))
+
+    assert code == ExitCode.OK
+    assert [r.status for r in report.results] == ["applied"]
+    assert records(fleet)[group].phase == "down"
+    assert fleet.configs()[group].desired == 0
