@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 # boto3/botocore ship no type information and no stubs are installed: their clients are typed ``Any`` here.
@@ -31,7 +31,16 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import EKS_MIN_MAX_SIZE, CloudGroup, GroupConfig, ProviderKind, SetPower, SetSize, Step
+from jobs.core.nodegroups import (
+    EKS_MIN_MAX_SIZE,
+    CloudGroup,
+    GroupConfig,
+    NotDelivered,
+    ProviderKind,
+    SetPower,
+    SetSize,
+    Step,
+)
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import CA_ENABLED_TAG, CA_TAG_PREFIX, EKS_NODEGROUP_LABEL
@@ -95,6 +104,30 @@ _INVALID = frozenset(
     }
 )
 _DENIED_PREFIXES = ("AccessDenied", "UnauthorizedOperation", "UnrecognizedClient", "InvalidClientTokenId", "Expired")
+
+# EKS node group health issue codes that mean nodes could not be launched (API reference, ``Issue.code``).
+LAUNCH_ISSUES = frozenset(
+    {
+        "AsgInstanceLaunchFailures",
+        "InsufficientFreeAddresses",
+        "Ec2InstanceTypeDoesNotExist",
+        "Ec2LaunchTemplateNotFound",
+        "Ec2LaunchTemplateVersionMismatch",
+        "Ec2SubnetInvalidConfiguration",
+        "Ec2SubnetNotFound",
+        "Ec2SecurityGroupNotFound",
+        "IamInstanceProfileNotFound",
+        "InstanceLimitExceeded",
+        "NodeCreationFailure",
+        "AutoScalingGroupNotFound",
+    }
+)
+# DescribeUpdate ``errors[].errorCode`` values of an update that could not bring nodes.
+_UPDATE_DELIVERY_ERRORS = frozenset(
+    {"NodeCreationFailure", "InsufficientFreeAddresses", "IpNotAvailable", "EniLimitReached", "SubnetNotFound"}
+)
+# A plain ASG's instances that count as launched (Pending ones are booting, not missing).
+_LAUNCHED_STATES = ("Pending", "InService")
 
 T = TypeVar("T")
 
@@ -199,7 +232,13 @@ class AwsNodeGroups:
         # Both kinds report their live desired size on the group itself: live_size needs no extra read.
         target = self._target(group)
         if isinstance(target, _Eks):
-            return self._describe_eks(target)
+            config = self._describe_eks(target)
+            if live_size and config.desired:
+                # EKS raises a health issue minutes after launches start failing; until then only the backing
+                # ASG's instances tell that nodes are missing (one more read, only when the size matters).
+                asg = self._describe_auto_scaling_group(self._asg_of(target))
+                config = replace(config, missing=max(0, config.desired - _launched(asg)))
+            return config
         return self._describe_asg(target)
 
     def apply(self, group: NodeGroup, step: Step) -> None:
@@ -360,6 +399,7 @@ class AwsNodeGroups:
             autoscaler_tags=tags,
             propagated_tags=propagated,
             busy=facts.get("status") == "UPDATING",
+            shortfall=_launch_issues(facts),
         )
 
     def _remember_backing_asg(self, target: _Eks, facts: Mapping[str, Any]) -> _Asg:
@@ -402,7 +442,9 @@ class AwsNodeGroups:
                 errors = "; ".join(
                     f"{e.get('errorCode', '?')}: {e.get('errorMessage', '')}" for e in update.get("errors") or []
                 )
-                raise Invalid(
+                codes = {str(e.get("errorCode", "")) for e in update.get("errors") or []}
+                kind: type[CloudError] = NotDelivered if codes & _UPDATE_DELIVERY_ERRORS else Invalid
+                raise kind(
                     f"EKS update {update_id} of {target.cluster}/{target.nodegroup} {status.lower()}: "
                     f"{errors or 'no details'}",
                     operation="DescribeUpdate",
@@ -434,13 +476,16 @@ class AwsNodeGroups:
     def _describe_asg(self, target: _Asg) -> GroupConfig:
         asg = self._describe_auto_scaling_group(target)
         tags, propagated = _discovery(asg.get("Tags") or [], cluster=None)
+        desired = int(asg["DesiredCapacity"])
         return GroupConfig(
             min=int(asg["MinSize"]),
-            desired=int(asg["DesiredCapacity"]),
+            desired=desired,
             max=int(asg["MaxSize"]),
             autoscaling=bool(tags),
             autoscaler_tags=tags,
             propagated_tags=propagated,
+            # Why launches failed is only in the scaling activities, which the shipped IAM policy does not grant.
+            missing=max(0, desired - _launched(asg)),
         )
 
     def _describe_auto_scaling_group(self, target: _Asg) -> dict[str, Any]:
@@ -581,6 +626,19 @@ class AwsNodeGroups:
             if not page.get(token_key):
                 return results
             token = {token_key: str(page[token_key])}
+
+
+def _launched(asg: Mapping[str, Any]) -> int:
+    """An ASG's instances that exist or are booting (not those terminating)."""
+    return sum(1 for i in asg.get("Instances") or [] if str(i.get("LifecycleState", "")).startswith(_LAUNCHED_STATES))
+
+
+def _launch_issues(facts: Mapping[str, Any]) -> str | None:
+    """The node group's health issues that mean nodes could not be launched, as EKS words them."""
+    issues = [i for i in (facts.get("health") or {}).get("issues") or [] if i.get("code") in LAUNCH_ISSUES]
+    if not issues:
+        return None
+    return "; ".join(f"{i['code']}: {i.get('message', '')}".strip() for i in issues)
 
 
 def _template_of(region: str, facts: Mapping[str, Any]) -> tuple[_TemplateKey, str] | None:

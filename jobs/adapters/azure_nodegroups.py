@@ -38,7 +38,7 @@ from azure.mgmt.containerservice.models import AgentPool, PowerState
 
 from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import CloudGroup, GroupConfig, ProviderKind, SetAutoscaling, SetSize, Step
+from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, ProviderKind, SetAutoscaling, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import AKS_AGENTPOOL_LABEL
@@ -59,6 +59,18 @@ MAX_COUNT = 1000  # AKS's per-pool node limit (VMSS pools)
 #: provisioningState values after which no operation runs on the pool; anything else (Updating, Scaling,
 #: Upgrading, Starting, Stopping, Creating, Deleting...) means an operation is in progress.
 SETTLED_STATES = frozenset({"succeeded", "failed", "canceled"})
+
+#: ARM error codes of a scale-up Azure accepted and could not carry out: no capacity for the VM size, or no quota.
+NOT_DELIVERED_CODES = frozenset(
+    {
+        "AllocationFailed",
+        "ZonalAllocationFailed",
+        "OverconstrainedAllocationRequest",
+        "OverconstrainedZonalAllocationRequest",
+        "SkuNotAvailable",
+        "QuotaExceeded",
+    }
+)
 
 _OP_GET = "agentPools.get"
 _OP_PUT = "agentPools.createOrUpdate"
@@ -304,6 +316,10 @@ def translate(error: AzureError, operation: str, where: str) -> CloudError:
     if isinstance(error, HttpResponseError):
         status = error.status_code or 0
         code = (error.error.code if error.error else None) or str(status or type(error).__name__)
+        # Quota refusals also come as OperationNotAllowed ("... results in exceeding approved ... quota"): not busy.
+        over_quota = code == "OperationNotAllowed" and "exceeding approved" in message
+        if code in NOT_DELIVERED_CODES or over_quota:
+            return NotDelivered(f"{where}: {operation}: {code}: {_message(error)}", operation=operation, code=code)
         if status == 409:
             # AKS's busy signal; any other 409 is a genuine conflict.
             kind: type[CloudError] = Busy if code == "OperationNotAllowed" else Conflict

@@ -30,7 +30,16 @@ from google.auth.transport.requests import AuthorizedSession
 from google.cloud import container_v1
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import CloudGroup, GroupConfig, ProviderKind, SetAutoscaling, SetPower, SetSize, Step
+from jobs.core.nodegroups import (
+    CloudGroup,
+    GroupConfig,
+    NotDelivered,
+    ProviderKind,
+    SetAutoscaling,
+    SetPower,
+    SetSize,
+    Step,
+)
 from jobs.core.policy import GcpLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import GKE_NODEPOOL_LABEL
@@ -55,6 +64,9 @@ MAX_NODES_PER_ZONE = 1000  # GKE's per-zone node pool limit
 _Status = container_v1.NodePool.Status
 _BUSY_STATUSES = frozenset({_Status.PROVISIONING, _Status.RECONCILING, _Status.STOPPING})
 _DONE = container_v1.Operation.Status.DONE
+# The Compute errors behind "Not all instances running in IGM": a stockout or a quota, not a bad request.
+_DELIVERY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "QUOTA_EXCEEDED", "Not all instances running in IGM")
+_RESOURCE_EXHAUSTED = 8  # google.rpc.Code
 _IGM_URL = re.compile(r"/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instanceGroupManagers/(?P<name>[^/]+)$")
 
 # google.rpc.Code of a failed operation -> our error; anything else counts as Unavailable (it may work later).
@@ -119,14 +131,19 @@ class GkeNodePools:
             pool = self._gke_client().get_node_pool(name=ref.path, **self._call_options())
         zones = len(pool.locations) or 1
         low, high = _bounds(pool.autoscaling, zones)
+        desired, creating = self._live_size(ref, pool) if live_size else (None, 0)
+        # RUNNING_WITH_ERROR: the pool's instance groups could not bring every node; statusMessage says why.
+        with_error = pool.status == _Status.RUNNING_WITH_ERROR
         return GroupConfig(
             min=low,
-            desired=self._live_size(ref, pool) if live_size else None,
+            desired=desired,
             max=high,
             autoscaling=bool(pool.autoscaling.enabled),
             autoscaler_profile=_location_policy(pool.autoscaling),
             zones=zones,
             busy=pool.status in _BUSY_STATUSES,
+            shortfall=(pool.status_message or "node pool RUNNING_WITH_ERROR") if with_error else None,
+            missing=creating,
         )
 
     def apply(self, group: NodeGroup, step: Step) -> None:
@@ -213,14 +230,16 @@ class GkeNodePools:
                     self._authorized = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
             return self._authorized
 
-    def _live_size(self, ref: _PoolRef, pool: container_v1.NodePool) -> int | None:
-        """The pool's per-zone size: its instance group managers' target size (the max if zones differ).
+    def _live_size(self, ref: _PoolRef, pool: container_v1.NodePool) -> tuple[int | None, int]:
+        """The pool's per-zone size: its instance group managers' target size (the max if zones differ), and the
+        instances they are still trying to create (``currentActions.creating``, all zones).
 
         One GET of Compute's instanceGroupManagers.get through google-auth's authorised session, not the
         compute_v1 SDK: importing that SDK costs ~150 MiB and ~6 s (every Compute service and type) for one field.
         """
         base = (self._settings.gcp_endpoint or COMPUTE_ENDPOINT).rstrip("/")
         sizes: list[int] = []
+        creating = 0
         for url in pool.instance_group_urls:
             match = _IGM_URL.search(url)
             if match is None:
@@ -232,8 +251,10 @@ class GkeNodePools:
                 response = self._session().get(base + path, timeout=self._settings.request_timeout_s)
                 if response.status_code >= 400:
                     raise api_exceptions.from_http_response(response)  # type: ignore[no-untyped-call]
-                sizes.append(int(response.json().get("targetSize", 0)))
-        return max(sizes) if sizes else None
+                igm = response.json()
+                sizes.append(int(igm.get("targetSize", 0)))
+                creating += int((igm.get("currentActions") or {}).get("creating", 0))
+        return (max(sizes) if sizes else None), creating
 
     def _wait(self, ref: _PoolRef, op: container_v1.Operation, what: str) -> None:
         """Poll the operation until DONE; a failed poll is only a read, so keep polling until the deadline."""
@@ -298,6 +319,8 @@ def _raise_if_failed(ref: _PoolRef, op: container_v1.Operation, what: str) -> No
     if not code and not message:
         return
     error = _RPC_CODE_ERRORS.get(code, Unavailable)
+    if code == _RESOURCE_EXHAUSTED or any(marker in message for marker in _DELIVERY_ERRORS):
+        error = NotDelivered  # the size is set; the instance groups keep trying, resending changes nothing
     text = f"{ref.path}: {what} failed: {message or f'code {code}'}"
     raise error(text, operation="operations.get", code=str(code) if code else "OPERATION_FAILED")
 

@@ -21,6 +21,8 @@ from jobs.core.nodegroups import (
     GroupConfig,
     ProviderKind,
     Record,
+    SetPower,
+    SetSize,
     Step,
     down_config,
     steps_between,
@@ -32,6 +34,8 @@ from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG
 
 DEFAULT_MAX_DELAY = timedelta(hours=2)
 DEFAULT_DRAIN_TIMEOUT = timedelta(minutes=10)
+#: The Event reason of a restore the provider accepted but could not deliver (stockout, quota).
+RESTORE_NOT_DELIVERED = "RestoreNotDelivered"
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ class GroupSkip:
     warning: bool = False
     save_record: Record | None = None  # e.g. the instant a shutdown was first postponed
     failed: bool = False  # not a choice but a failure: counts as a failed item (exit 1)
+    event: str | None = None  # the reason of a Warning Event the skip is worth on the group's record
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class NodeGroupPlan:
 
     @property
     def writes(self) -> bool:
-        return bool(self.actions) or any(s.save_record for s in self.skips)
+        return bool(self.actions) or any(s.save_record or s.event for s in self.skips)
 
     @property
     def failures(self) -> tuple[GroupSkip, ...]:
@@ -136,7 +141,7 @@ def restore_config(
     if record is None and group.up is None:
         return None
     base = record.config if record is not None else current
-    target = replace(base, stopped=False, busy=False)
+    target = replace(base, stopped=False, busy=False, shortfall=None, missing=0)
     if group.up is not None:
         target = replace(target, min=group.up.min, desired=group.up.desired, max=group.up.max)
         if record is None:
@@ -231,6 +236,8 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
         return (
             f"the cloud does not say how many nodes the group has and {where}'s API shows none (unknown is never idle)"
         )
+    if current.desired > 0 and current.missing >= current.desired * current.zones:
+        return None  # the cloud itself says none of them launched (a restore that never delivered): none to judge
     if current.desired > 0:
         return (
             f"the cloud reports {current.desired * current.zones} node(s) but {where}'s API shows none of them"
@@ -260,11 +267,25 @@ def _plan_up(og: ObservedGroup, current: GroupConfig, reason: str) -> GroupActio
             return None  # up, and nothing of ours to undo
         is_down = True
     if not is_down:
+        if current.shortfall is not None:
+            # Restored earlier, and the provider has since said it could not bring every node: say so each run.
+            return GroupSkip(group.name, f"up, but nodes are missing: {current.shortfall}", warning=True)
         return None  # phase up: what people changed during the day stands
     target = restore_config(group, og.kind, current, record)
     if target is None:
         return GroupSkip(group.name, "down with no record and no `up` size in the policy: not guessing", warning=True)
     steps = steps_between(og.kind, current, target)
+    short = current.shortfall or (f"{current.missing} node(s) asked for are not there" if current.missing else None)
+    if short is not None and not any(isinstance(s, SetSize | SetPower) for s in steps):
+        # The size is back but the provider could not bring the nodes: resending it would change nothing, and
+        # the rest of the restore waits for them. The record stays, so a later run finishes once they arrive.
+        return GroupSkip(
+            group.name,
+            f"restore not delivered: {short} (size already requested; the next run looks again)",
+            warning=True,
+            failed=True,
+            event=RESTORE_NOT_DELIVERED,
+        )
     return GroupAction(group.name, og.kind, "up", reason, current, target, tuple(steps), False, record)
 
 

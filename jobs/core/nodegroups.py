@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from jobs.errors import CloudError
+
 ProviderKind = Literal["eks", "asg", "gke", "aks"]
 Phase = Literal["stopping", "down", "up"]
 
@@ -45,6 +47,12 @@ class GroupConfig:
     system: bool = False  # AKS System mode pool: refused
     zones: int = 1  # GKE: node counts are per zone
     busy: bool = False  # an update is running on the group right now (read-only hint)
+    # Why the provider has fewer nodes than it was asked for (stockout, quota, no free IPs), in its own words;
+    # None when it reports nothing missing. Read-only, never recorded.
+    shortfall: str | None = None
+    # Nodes asked for that the provider has not launched (yet): a fact without a cause, e.g. a plain ASG's
+    # instances short of its desired capacity. Read-only, never recorded.
+    missing: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +82,11 @@ class GroupConfig:
             system=bool(data.get("system", False)),
             zones=int(data.get("zones", 1)),
         )
+
+
+class NotDelivered(CloudError):
+    """The provider accepted a scale-up but could not bring the nodes (a stockout, a quota, no free addresses).
+    Not retried within a run: it does not clear in seconds, and resending a size already set changes nothing."""
 
 
 # --- the steps a provider adapter knows how to apply, one API change each ---------------------------------

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.nodegroup_plan import (
+    RESTORE_NOT_DELIVERED,
     GpuPod,
     GroupAction,
     GroupSkip,
@@ -31,6 +32,7 @@ from jobs.core.nodegroups import (
     CloudGroup,
     GroupConfig,
     GroupIdentity,
+    NotDelivered,
     ProviderKind,
     Record,
     RecordError,
@@ -325,7 +327,7 @@ class Executor:
 
     def apply(self, action: GroupAction) -> GroupResult:
         try:
-            self._apply(action)
+            confirmed = self._apply(action)
         except Exception as exc:  # one group's failure, whatever it is, must not stop the others
             self.log.error(
                 "nodegroup.failed",
@@ -335,20 +337,23 @@ class Executor:
                 error_kind=type(exc).__name__,
                 exc_info=not isinstance(exc, CloudError),
             )
-            self.event(action.group, "NodeGroupFailed", f"{action.direction} failed: {exc}", warning=True)
+            reason = RESTORE_NOT_DELIVERED if isinstance(exc, NotDelivered) else "NodeGroupFailed"
+            self.event(action.group, reason, f"{action.direction} failed: {exc}", warning=True)
             return GroupResult(action.group, "failed", str(exc), action)
-        return GroupResult(action.group, "applied", _describe_step_change(action), action)
+        note = "" if confirmed else "; nodes not all there yet: the next run confirms the restore"
+        return GroupResult(action.group, "applied", _describe_step_change(action) + note, action)
 
-    def _apply(self, action: GroupAction) -> None:
+    def _apply(self, action: GroupAction) -> bool:
+        """Carry out one action; False when a restore was applied but its nodes are not confirmed yet."""
         group = self.policy.group(action.group)
         cloud = self.ports.clouds[group.cloud]
         record = action.record
         if action.only_uncordon:
             self._uncordon(action.group, action.uncordon)
-            return
+            return True
         if action.take_record:
             live = self._retry("describe", lambda: cloud.describe(group, live_size=True), group.name)
-            record = Record(replace(live, busy=False), "stopping", self.now)
+            record = Record(replace(live, busy=False, shortfall=None, missing=0), "stopping", self.now)
             # Durable before anything changes: a crash from here on still knows the size to restore.
             self.save_record(group.name, record)
             self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
@@ -374,12 +379,28 @@ class Executor:
                 "NodeGroupScaled" if action.direction == "down" else "NodeGroupRestored",
                 f"{step.describe()} ({action.reason})",
             )
+        # Not known yet: the record stays as it is, and the next run confirms (unknown is never done).
+        confirmed = action.direction == "down" or not action.steps or self._delivered(group, cloud)
         final = Record(
             record.config if record else action.after, action.direction, record.recorded_at if record else self.now
         )
-        if final != record:
+        if confirmed and final != record:
             self.save_record(group.name, final)
         self._uncordon(action.group, action.uncordon)
+        return confirmed
+
+    def _delivered(self, group: NodeGroup, cloud: NodeGroupCloud) -> bool:
+        """Whether a restore brought its nodes. A provider that says why it could not (an EKS update ends
+        Successful while the node group goes DEGRADED) fails the group; nodes merely not there yet (a plain ASG's
+        launches, whose failures only its scaling activities tell) leave it unconfirmed. Either way the
+        pre-shutdown record stays, so the next run looks again."""
+        live = self._settled(group, cloud)
+        if live.shortfall is not None:
+            raise NotDelivered(f"restore not delivered: {live.shortfall}", operation="describe", code="Shortfall")
+        if live.missing:
+            self.log.warning("nodegroup.not_delivered_yet", node_group=group.name, missing=live.missing)
+            return False
+        return True
 
     def _uncordon(self, group: str, nodes: tuple[str, ...]) -> None:
         for node in nodes:
@@ -517,6 +538,8 @@ def apply(
         for skip in again.skips:
             if skip.save_record is not None and skip.save_record.busy_since is not None:
                 executor.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
+            if skip.event is not None:
+                executor.event(skip.group, skip.event, skip.reason, warning=True)
     finally:
         held.close()
     return report(results, again.skips, observation.unmanaged)

@@ -1,7 +1,10 @@
-"""The Auto Scaling size rules moto does not check (it accepts desired outside [min, max]).
+"""The Auto Scaling rules moto does not model.
 
-Real Auto Scaling refuses such a request with ``ValidationError`` (400). A plain ASG may be 0/0/0; only EKS
-insists on a node group max of at least 1.
+- Sizes: desired outside [min, max] is refused with ``ValidationError`` (400). A plain ASG may be 0/0/0; only
+  EKS insists on a node group max of at least 1.
+- Launches: a desired capacity is accepted even when EC2 cannot run the instances (:mod:`.capacity`); the
+  refused launches show as ``Failed`` scaling activities (``DescribeScalingActivities``), the group stays short
+  of its desired capacity, and Auto Scaling keeps trying (here: on every describe of the group).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.emulators.aws import moto_state
+from tests.emulators.aws.capacity import Capacity, activities_xml
 from tests.emulators.aws.wire import AwsCall, Reply, error_reply
 
 Passthrough = Callable[[], Reply]
@@ -56,7 +60,42 @@ def set_desired_capacity(call: AwsCall, passthrough: Passthrough) -> Reply:
     return passthrough()
 
 
-HANDLERS: dict[str, Handler] = {
-    "UpdateAutoScalingGroup": update_auto_scaling_group,
-    "SetDesiredCapacity": set_desired_capacity,
-}
+def _group_name(call: AwsCall) -> str:
+    return (call.form().get("AutoScalingGroupName") or [""])[0]
+
+
+def handlers(capacity: Capacity) -> dict[str, Handler]:
+    """The handlers, bound to the emulator's EC2 capacity."""
+
+    def launching(check: Handler) -> Handler:
+        # moto sets desired and launches at once; EC2 then refuses what it cannot run.
+        def handler(call: AwsCall, passthrough: Passthrough) -> Reply:
+            group = moto_state.find_asg(call.region, _group_name(call))
+            before = {s.instance.id for s in group.instance_states} if group is not None else set()
+            reply = check(call, passthrough)
+            if group is not None and reply.status == 200:
+                capacity.settle(call.region, group, before)
+            return reply
+
+        return handler
+
+    def describe_groups(call: AwsCall, passthrough: Passthrough) -> Reply:
+        for group in list(moto_state.autoscaling(call.region).autoscaling_groups.values()):
+            capacity.retry(call.region, group)
+        return passthrough()
+
+    def describe_activities(call: AwsCall, passthrough: Passthrough) -> Reply:
+        name = _group_name(call)
+        group = moto_state.find_asg(call.region, name)
+        if group is not None:
+            capacity.retry(call.region, group)
+        limit = int((call.form().get("MaxRecords") or ["100"])[0])
+        newest_first = list(reversed(capacity.activities(call.region, name)))[:limit]
+        return Reply(200, [("Content-Type", "text/xml")], activities_xml(newest_first).encode())
+
+    return {
+        "UpdateAutoScalingGroup": launching(update_auto_scaling_group),
+        "SetDesiredCapacity": launching(set_desired_capacity),
+        "DescribeAutoScalingGroups": describe_groups,
+        "DescribeScalingActivities": describe_activities,
+    }

@@ -34,6 +34,7 @@ from typing import Any
 from moto.eks.models import CLUSTER_NOT_FOUND_MSG, NODEGROUP_NOT_FOUND_MSG, Nodegroup
 
 from tests.emulators.aws import moto_state
+from tests.emulators.aws.capacity import Capacity, LaunchRefusal
 from tests.emulators.aws.wire import AwsCall, Reply, error_reply, json_reply
 
 Passthrough = Callable[[], Reply]
@@ -44,8 +45,16 @@ CA_CLUSTER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
 NODE_ROLE_ARN = f"arn:aws:iam::{moto_state.ACCOUNT_ID}:role/eks-node-role"
 CLUSTER_ROLE_ARN = f"arn:aws:iam::{moto_state.ACCOUNT_ID}:role/eks-cluster-role"
 NOT_ACTIVE_MSG = "Nodegroup cannot be updated as it is currently not in Active State"
+#: Node group states that take updates: a DEGRADED group can still be resized (that is how it is repaired).
+UPDATABLE = ("ACTIVE", "DEGRADED")
 #: What EKS launches when neither the launch template nor the request names an instance type.
 EKS_DEFAULT_INSTANCE_TYPE = "t3.medium"
+# DescribeUpdate error messages (the API reference words of ErrorDetail.errorCode).
+_UPDATE_ERRORS = {
+    "NodeCreationFailure": "Instances failed to join the kubernetes cluster",
+    "InsufficientFreeAddresses": "One or more of the subnets associated with your cluster does not have enough"
+    " available IP addresses for Amazon EKS to perform cluster management operations.",
+}
 LT_AND_TYPES_MSG = "Instance type is specified in both the launch template and the nodegroup request"
 
 
@@ -72,6 +81,7 @@ class NodegroupUpdate:
     started: float = field(default_factory=time.monotonic)
     status: str = "InProgress"
     polls: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,7 +90,7 @@ class NodegroupUpdate:
             "type": "ConfigUpdate",
             "params": self.params,
             "createdAt": self.created_at,
-            "errors": [],
+            "errors": self.errors,
         }
 
 
@@ -127,17 +137,26 @@ def _update_params(request: dict[str, Any]) -> list[dict[str, str]]:
 class EksExtension:
     """What moto's EKS lacks; thread-safe (the server is threaded)."""
 
-    def __init__(self, timing: UpdateTiming | None = None) -> None:
+    def __init__(self, timing: UpdateTiming | None = None, *, capacity: Capacity) -> None:
         self.timing = timing or UpdateTiming()
+        self._capacity = capacity
         self._lock = threading.RLock()
         self._updates: dict[str, NodegroupUpdate] = {}
         self._open: dict[tuple[str, str, str], str] = {}  # (region, cluster, nodegroup) -> open update id
+        self._failures: list[tuple[str, str]] = []  # (errorCode, errorMessage) for the next updates to end with
 
     def reset(self) -> None:
         with self._lock:
             self._updates.clear()
             self._open.clear()
+            self._failures.clear()
             self.timing = UpdateTiming()
+
+    def fail_next_update(self, code: str = "NodeCreationFailure", message: str = "") -> None:
+        """The next update to complete ends ``Failed`` with ``errors[0].errorCode`` ``code`` (DescribeUpdate's
+        ``ErrorDetail``; e.g. NodeCreationFailure, InsufficientFreeAddresses) and changes nothing."""
+        with self._lock:
+            self._failures.append((code, message or _UPDATE_ERRORS.get(code, code)))
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -289,13 +308,25 @@ class EksExtension:
             group = moto_state.find_nodegroup(region, cluster, name)
             asg_name = _asg_name(group) if group else None
             asg = moto_state.find_asg(region, asg_name) if asg_name else None
-            if group is not None and asg is not None and group.status == "ACTIVE":
+            if group is not None and asg is not None and group.status in UPDATABLE:
                 # EKS reports the ASG's current desired capacity, e.g. after the Cluster Autoscaler changed it.
                 group.scaling_config["desiredSize"] = asg.desired_capacity or 0
+                # The ASG keeps launching toward desired; the node group's health follows its launches.
+                refused = self._capacity.retry(region, asg)
+                if refused is not None or group.status == "DEGRADED":
+                    _set_health(group, asg.name, refused or [])
 
     def _complete(self, update: NodegroupUpdate) -> None:
         group = moto_state.find_nodegroup(update.region, update.cluster, update.nodegroup)
         self._open.pop((update.region, update.cluster, update.nodegroup), None)
+        if self._failures:
+            code, message = self._failures.pop(0)
+            update.status = "Failed"
+            resources = [_asg_name(group) or ""] if group is not None else []
+            update.errors = [{"errorCode": code, "errorMessage": message, "resourceIds": resources}]
+            if group is not None:
+                group.status = "ACTIVE"
+            return
         update.status = "Successful"
         if group is None:  # deleted meanwhile
             return
@@ -316,7 +347,8 @@ class EksExtension:
             scaling = group.scaling_config
             asg.min_size = scaling["minSize"]
             asg.max_size = scaling["maxSize"]
-            asg.set_desired_capacity(scaling["desiredSize"])
+            # The update itself succeeds; launches EC2 refuses leave the node group DEGRADED, as on EKS.
+            _set_health(group, asg.name, self._capacity.launch(update.region, asg, scaling["desiredSize"]))
 
     # --- handlers --------------------------------------------------------------------------------------------
 
@@ -388,7 +420,7 @@ class EksExtension:
             for previous in self._updates.values():
                 if token and previous.token == token and (previous.cluster, previous.nodegroup) == (cluster, name):
                     return json_reply({"update": previous.to_json()}, call.protocol)  # idempotent retry
-            if (call.region, cluster, name) in self._open or group.status != "ACTIVE":
+            if (call.region, cluster, name) in self._open or group.status not in UPDATABLE:
                 return error_reply(
                     call, 409, "ResourceInUseException", NOT_ACTIVE_MSG, clusterName=cluster, nodegroupName=name
                 )
@@ -492,6 +524,19 @@ def launch_template_data(region: str, spec: dict[str, str]) -> dict[str, Any] | 
     except Exception:  # moto's not-found errors differ per lookup; all mean "no such template (version)"
         return None
     return data
+
+
+def _set_health(group: Nodegroup, asg_name: str, refused: list[LaunchRefusal]) -> None:
+    """DEGRADED with an ``AsgInstanceLaunchFailures`` issue while launches fail (the message EKS builds from the
+    EC2 error), ACTIVE with no issues once they do not."""
+    if not refused:
+        group.status, group.health = "ACTIVE", {"issues": []}
+        return
+    purchase = "Spot" if group.capacity_type == "SPOT" else "On-Demand"
+    first = refused[0]
+    message = f"Could not launch {purchase} Instances. {first.code} - {first.message} Launching EC2 instance failed."
+    issue = {"code": "AsgInstanceLaunchFailures", "message": message, "resourceIds": [asg_name]}
+    group.status, group.health = "DEGRADED", {"issues": [issue]}
 
 
 def _asg_name(group: Nodegroup) -> str | None:

@@ -25,6 +25,7 @@ from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 from tests.emulators.aws import autoscaling, moto_state
+from tests.emulators.aws.capacity import Capacity
 from tests.emulators.aws.eks import EksExtension, Handler, UpdateTiming
 from tests.emulators.aws.service_quotas import QuotaRequest, ServiceQuotasFake
 from tests.emulators.aws.wire import Reply, fault_reply, identify
@@ -49,8 +50,9 @@ class AwsEmulator(Emulator):
         super().__init__()
         self.region = region
         self.url = ""
-        self.eks = EksExtension()
         self.quotas = ServiceQuotasFake()
+        self.capacity = Capacity(self.quotas)
+        self.eks = EksExtension(capacity=self.capacity)
         self._server: RunningServer | None = None
         self._moto: Callable[[dict[str, Any], StartResponse], Iterable[bytes]] = DomainDispatcherApplication(
             create_backend_app
@@ -59,7 +61,7 @@ class AwsEmulator(Emulator):
         self._actions_lock = threading.Lock()
         self._handlers: dict[tuple[str, str], Handler] = {
             **{("eks", op): handler for op, handler in self.eks.handlers().items()},
-            **{("autoscaling", op): handler for op, handler in autoscaling.HANDLERS.items()},
+            **{("autoscaling", op): handler for op, handler in autoscaling.handlers(self.capacity).items()},
             **{("servicequotas", op): handler for op, handler in self.quotas.handlers().items()},
         }
 
@@ -120,6 +122,7 @@ class AwsEmulator(Emulator):
         moto_state.reset_all()
         self.eks.reset()
         self.quotas.reset()
+        self.capacity.reset()
         self.log.clear()
         self.faults.clear()
         self.latency_s = 0.0
@@ -289,6 +292,14 @@ class AwsEmulator(Emulator):
 
     def set_quota(self, region: str, code: str, value: float) -> None:
         self.quotas.set_quota(region, code, value)
+
+    def stock_out(self, instance_type: str, zones: Iterable[str]) -> None:
+        """EC2 has no ``instance_type`` capacity in ``zones`` (e.g. ``["eu-west-1a", "eu-west-1b"]``) until
+        :meth:`restock`; Auto Scaling launches there fail with InsufficientInstanceCapacity."""
+        self.capacity.stock_out(instance_type, list(zones))
+
+    def restock(self, instance_type: str | None = None) -> None:
+        self.capacity.restock(instance_type)
 
     def resolve_quota_request(self, request_id: str, status: str) -> QuotaRequest:
         return self.quotas.resolve(request_id, status)

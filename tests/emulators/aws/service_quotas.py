@@ -144,6 +144,11 @@ class ServiceQuotasFake:
         with self._lock:
             return self._value(region, code)
 
+    def explicit_value(self, region: str, code: str) -> float | None:
+        """The value a test set (or an approved request applied); None while it is the account default."""
+        with self._lock:
+            return self._values.get((region, code))
+
     def resolve(self, request_id: str, status: str) -> QuotaRequest:
         """Move a request to ``status`` as AWS support would; ``APPROVED`` applies the desired value."""
         if status not in STATUSES:

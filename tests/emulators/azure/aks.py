@@ -3,7 +3,8 @@
 A PUT is validated by :mod:`aks_rules`, then answered 200 (update) or 201 (create) with the requested pool in
 provisioningState ``Updating``/``Creating`` and an ``Azure-AsyncOperation`` status monitor. Until that
 operation reaches Succeeded a GET shows the pool's old values with the transitional provisioningState; the new
-values take effect at Succeeded (or the old ones come back with ``Failed``). While any agent-pool operation
+values take effect at Succeeded (or the old ones come back with ``Failed``). A scale-up the region cannot serve
+(:mod:`.capacity`: allocation failures, VM family vCPU quota) ends ``Failed`` with that error. While any agent-pool operation
 runs in a cluster, another PUT in that cluster is refused with 409 ``OperationNotAllowed``.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,8 @@ from tests.emulators.azure.arm import (
     paged,
     retry_after_headers,
 )
+from tests.emulators.azure.capacity import VM_SIZES, allocation_error, quota_error
+from tests.emulators.azure.quota import QuotaEntry
 
 _SUB = r"/subscriptions/(?P<sub>[^/]+)"
 _RG = _SUB + r"/resourceGroups/(?P<rg>[^/]+)"
@@ -56,6 +60,11 @@ class ClusterState:
 
 def _key(*parts: str) -> tuple[str, ...]:
     return tuple(p.lower() for p in parts)
+
+
+def _running(pool: AgentPoolState) -> int:
+    """VMs the pool runs: a stopped pool runs none, whatever its count."""
+    return 0 if pool.power_state == "Stopped" else pool.count
 
 
 def pool_properties(pool: AgentPoolState) -> dict[str, Any]:
@@ -117,10 +126,18 @@ def cluster_body(cluster: ClusterState) -> dict[str, Any]:
 class AksService:
     """AKS state and routes. Every method runs under the emulator's lock."""
 
-    def __init__(self, host: Host, lock: threading.RLock) -> None:
+    def __init__(
+        self,
+        host: Host,
+        lock: threading.RLock,
+        quota: Callable[[str, str, str], QuotaEntry | None] = lambda sub, location, family: None,
+    ) -> None:
         self._host = host
         self._lock = lock
+        self._quota = quota
         self.clusters: dict[tuple[str, ...], ClusterState] = {}
+        #: VM size (lower case) -> the allocation error code its scale sets answer (see :mod:`.capacity`).
+        self.allocation_failures: dict[str, str] = {}
 
     # -- seeding and inspection (called by tests) -------------------------------------------------------------
 
@@ -262,6 +279,7 @@ class AksService:
                 failed,
                 self._host.operation_seconds,
             )
+            operation.outcome = lambda: self._capacity_error(cluster, old, new)
             echo = pool_body(cluster, dataclasses.replace(new, provisioning_state=transitional))
         status_url = ctx.absolute(
             f"/subscriptions/{cluster.subscription}/providers/{_PROVIDER}/locations/{cluster.location}"
@@ -269,6 +287,43 @@ class AksService:
         )
         headers = {"Azure-AsyncOperation": status_url, **retry_after_headers(self._host.retry_after_s)}
         return json_response(echo, 200 if old else 201, headers)
+
+    def fail_allocations(self, vm_size: str, code: str = "AllocationFailed") -> None:
+        """Scale sets of ``vm_size`` cannot get VMs until :meth:`restock` (``code``: an allocation error)."""
+        with self._lock:
+            self.allocation_failures[vm_size.lower()] = code
+
+    def restock(self) -> None:
+        with self._lock:
+            self.allocation_failures.clear()
+
+    def _capacity_error(
+        self, cluster: ClusterState, old: AgentPoolState | None, new: AgentPoolState
+    ) -> ArmError | None:
+        """Why the scale set cannot bring the VMs ``new`` adds over ``old``: an allocation failure, or the VM family's
+        regional vCPU quota (checked only where a test set one)."""
+        growth = _running(new) - (_running(old) if old else 0)
+        if growth <= 0:
+            return None
+        code = self.allocation_failures.get(new.vm_size.lower())
+        if code is not None:
+            return allocation_error(code)
+        size = VM_SIZES.get(new.vm_size.lower())
+        entry = self._quota(cluster.subscription, cluster.location, size.family) if size else None
+        if size is None or entry is None:
+            return None
+        # While the operation runs, the pool still holds its old values: every pool counts as it runs now.
+        usage = entry.usage + sum(
+            _running(p) * v.vcpus
+            for c in self.clusters.values()
+            if (c.subscription.lower(), c.location.lower()) == (cluster.subscription.lower(), cluster.location.lower())
+            for p in c.pools.values()
+            if (v := VM_SIZES.get(p.vm_size.lower())) is not None and v.family == size.family
+        )
+        required = growth * size.vcpus
+        if usage + required > entry.limit:
+            return quota_error(size.family, cluster.location, entry.limit, usage, required)
+        return None
 
     def _operation_status(self, ctx: RequestContext, m: dict[str, str]) -> Response:
         with self._lock:

@@ -184,6 +184,8 @@ class AsyncOperation:
     finish_at: float | None = None
     start_time: str = field(default_factory=now_iso)
     end_time: str | None = None
+    #: Asked when the operation would succeed: an error makes it end Failed instead (capacity, quota).
+    outcome: Callable[[], ArmError | None] | None = None
 
     @property
     def running(self) -> bool:
@@ -196,7 +198,15 @@ class AsyncOperation:
         if self.polls_left > 0:
             self.polls_left -= 1
             return
-        self.finish("Succeeded")
+        self.complete()
+
+    def complete(self) -> None:
+        """End the operation as it runs out: Succeeded, unless its ``outcome`` says why it fails."""
+        error = self.outcome() if self.outcome is not None else None
+        if error is not None:
+            self.finish("Failed", error)
+        else:
+            self.finish("Succeeded")
 
     def finish(self, status: OperationStatus, error: ArmError | None = None) -> None:
         if not self.running:
@@ -246,7 +256,7 @@ class AsyncOperations:
         now = time.monotonic()
         for operation in self.running():
             if operation.finish_at is not None and operation.finish_at <= now:
-                operation.finish("Succeeded")
+                operation.complete()
 
     def get(self, operation_id: str) -> AsyncOperation | None:
         return self._by_id.get(operation_id.lower()) or self._by_id.get(operation_id)

@@ -64,8 +64,8 @@ class AzureEmulator(Emulator):
         self.operations = AsyncOperations()
         self.url = ""
         self._lock = threading.RLock()
-        self.aks = AksService(self, self._lock)
         self.quotas = QuotaService(self, self._lock)
+        self.aks = AksService(self, self._lock, self._quota_entry)
         self.quotas.request_polls = quota_request_polls
         self.compute = ComputeService(self, self._lock)
         self._routes = [
@@ -160,6 +160,18 @@ class AzureEmulator(Emulator):
     def set_quota(self, subscription: str, location: str, family: str, limit: int, usage: int = 0) -> QuotaEntry:
         """Seed (or overwrite) a VM family's vCPU limit and usage at ``Microsoft.Compute/locations/{location}``."""
         return self.quotas.set_quota(subscription, location, family, limit, usage)
+
+    def fail_allocations(self, vm_size: str, code: str = "AllocationFailed") -> None:
+        """Azure has no ``vm_size`` capacity until :meth:`restock`: scale-ups of such pools end Failed with
+        ``code`` (AllocationFailed, ZonalAllocationFailed, OverconstrainedAllocationRequest...)."""
+        self.aks.fail_allocations(vm_size, code)
+
+    def restock(self) -> None:
+        self.aks.restock()
+
+    def _quota_entry(self, subscription: str, location: str, family: str) -> QuotaEntry | None:
+        key = (subscription.lower(), "microsoft.compute", location.lower(), family.lower())
+        return self.quotas.entries.get(key)
 
     # -- inspection and test hooks ------------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ Provider rules enforced here:
 - Errors use Compute's shape: {"error": {"code", "message", "errors": [{"reason", "message", "domain"}]}}.
 - The aggregated list keys scopes ``zones/<zone>``; a zone that has no instances left carries a
   NO_RESULTS_ON_PAGE warning instead of ``instances``, as on the real API. ``filter`` is not emulated (400).
-- An instance group manager of a GKE node pool reports the pool's live per-zone size as ``targetSize``.
+- An instance group manager of a GKE node pool reports the pool's live per-zone size as ``targetSize``, and the
+  instances it could not create yet (stockout, quota: :mod:`.capacity`) as ``currentActions.creating``.
 """
 
 from __future__ import annotations
@@ -353,7 +354,9 @@ class Compute:
                     "was not found",
                 )
             zone_url = f"{COMPUTE}/projects/{m['project']}/zones/{m['zone']}"
-            stable = self._gke.pool_is_stable(pool)
+            self._gke.retry(pool)
+            creating = max(0, pool.size - pool.running.get(m["zone"], 0))
+            stable = self._gke.pool_is_stable(pool) and not creating
             igm = compute_v1.InstanceGroupManager(
                 kind="compute#instanceGroupManager",
                 name=m["igm"],
@@ -362,6 +365,10 @@ class Compute:
                 instance_group=f"{zone_url}/instanceGroups/{m['igm']}",
                 instance_template=f"{COMPUTE}/projects/{m['project']}/global/instanceTemplates/{m['igm']}",
                 target_size=pool.size,
+                # An instance group short of its target keeps trying: the missing instances stay "creating".
+                current_actions=compute_v1.InstanceGroupManagerActionsSummary(
+                    creating=creating, none=pool.size - creating
+                ),
                 status=compute_v1.InstanceGroupManagerStatus(is_stable=stable),
                 self_link=f"{zone_url}/instanceGroupManagers/{m['igm']}",
             )

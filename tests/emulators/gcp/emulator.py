@@ -55,8 +55,8 @@ class GcpEmulator(Emulator):
         self.url = ""
         self._server: RunningServer | None = None
         lock = self._lock = threading.RLock()
-        self.gke = Gke(lock, lambda: self.operation_polls, lambda: self.operation_seconds)
         self.quotas = Quotas(lock)
+        self.gke = Gke(lock, lambda: self.operation_polls, lambda: self.operation_seconds, self._gpu_quota)
         self.compute = Compute(lock, lambda: self.operation_polls, self.gke, lambda: self.operation_seconds)
         # Errors armed per operation beyond the shared fault kinds (e.g. a 403 rate limit): operation -> queue.
         self._errors: dict[str, list[ApiError]] = {}
@@ -141,6 +141,25 @@ class GcpEmulator(Emulator):
         )
         self.gke.add_pool(pool)
         return pool
+
+    def stock_out(self, machine_type: str, zones: Iterable[str]) -> None:
+        """Compute has no ``machine_type`` capacity in ``zones`` until :meth:`restock`: instance groups there stay
+        short of their target (ZONE_RESOURCE_POOL_EXHAUSTED)."""
+        with self._lock:
+            self.gke.capacity.stockouts.update((zone, machine_type) for zone in zones)
+
+    def restock(self) -> None:
+        with self._lock:
+            self.gke.capacity.stockouts.clear()
+
+    def running_nodes(self, project: str, location: str, cluster: str, name: str) -> int:
+        """The pool's instances that exist (all zones): those that register as Kubernetes nodes."""
+        with self._lock:
+            return self.gke.running_nodes(self.node_pool(project, location, cluster, name))
+
+    def _gpu_quota(self, project: str, quota_id: str, region: str) -> int | None:
+        entry = self.quotas.entries.get((project, COMPUTE_SERVICE, quota_id))
+        return entry.value_for({"region": region}) if entry else None
 
     def node_pool(self, project: str, location: str, cluster: str, name: str) -> Pool:
         """The live record of a pool (``.size`` per zone, ``.autoscaling``); read it, do not edit it."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from google.cloud import container_v1
 
 from tests.emulators.base import FaultKind
+from tests.emulators.gcp.capacity import QuotaLookup, ZoneCapacity, deploy_error
 from tests.emulators.gcp.ops import StagedOperation
 from tests.emulators.gcp.wire import (
     SEG,
@@ -56,6 +57,7 @@ MAX_NODES_PER_ZONE = 1000
 MAX_CONCURRENT_OPERATIONS = 5
 
 Op = container_v1.Operation
+RESOURCE_EXHAUSTED = 8  # google.rpc.Code of an operation whose instances could not all be created
 
 
 @dataclass
@@ -94,6 +96,14 @@ class Pool:
     spot: bool
     autoscaling: Autoscaling | None
     igm_suffix: str = field(default_factory=lambda: secrets.token_hex(4))
+    #: Instances actually running per zone (the size is each zone's target); filled at seeding.
+    running: dict[str, int] = field(default_factory=dict)
+    #: Per zone, why its instance group is short of the target (GKE's statusMessage part), while it is.
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def status_message(self) -> str:
+        return "; ".join(self.errors[zone] for zone in sorted(self.errors))
 
     @property
     def path(self) -> str:
@@ -123,6 +133,8 @@ class Pool:
             spot=self.spot,
         )
         status = container_v1.NodePool.Status.RECONCILING if reconciling else container_v1.NodePool.Status.RUNNING
+        if not reconciling and self.errors:
+            status = container_v1.NodePool.Status.RUNNING_WITH_ERROR
         return container_v1.NodePool(
             name=self.name,
             config=config,
@@ -132,6 +144,7 @@ class Pool:
             version=GKE_VERSION,
             instance_group_urls=[self.igm_url(zone) for zone in self.zones],
             status=status,
+            status_message=self.status_message if status == container_v1.NodePool.Status.RUNNING_WITH_ERROR else "",
             autoscaling=self.autoscaling.to_proto() if self.autoscaling else None,
             management=container_v1.NodeManagement(auto_upgrade=True, auto_repair=True),
         )
@@ -157,11 +170,18 @@ class GkeOperation:
     pool: str | None  # None: a cluster-level operation
     op_type: str
     staged: StagedOperation
+    #: Set when the operation ends in error: GKE reports it DONE with ``error`` (google.rpc.Status) and
+    #: ``statusMessage``.
+    error: tuple[int, str] | None = None
 
     def to_proto(self) -> container_v1.Operation:
         self.staged.refresh()
         base = f"{CONTAINER}/projects/{self.project}/locations/{self.location}"
+        failure: dict[str, object] = {}
+        if self.error is not None and self.staged.status == "DONE":
+            failure = {"error": {"code": self.error[0], "message": self.error[1]}, "status_message": self.error[1]}
         return container_v1.Operation(
+            **failure,  # type: ignore[arg-type]
             name=self.staged.name,
             zone=self.location,
             location=self.location,
@@ -187,8 +207,10 @@ class Gke:
         lock: threading.RLock,
         operation_polls: Callable[[], int],
         operation_seconds: Callable[[], float | None] = lambda: None,
+        quota: QuotaLookup = lambda project, quota_id, region: None,
     ) -> None:
         self._lock = lock
+        self.capacity = ZoneCapacity(quota)
         self._polls = operation_polls
         self._seconds = operation_seconds
         self.clusters: dict[tuple[str, str, str], Cluster] = {}
@@ -216,6 +238,7 @@ class Gke:
         with self._lock:
             key = (pool.project, pool.location, pool.cluster)
             cluster = self.clusters.setdefault(key, Cluster(pool.project, pool.location, pool.cluster))
+            pool.running = pool.running or dict.fromkeys(pool.zones, pool.size)
             cluster.pools[pool.name] = pool
 
     def find_pool(self, project: str, location: str, cluster: str, name: str) -> Pool | None:
@@ -230,10 +253,49 @@ class Gke:
         return None
 
     def refresh(self) -> None:
-        """Finish every operation whose time is up, so that what it changes shows on the next read."""
+        """Finish every operation whose time is up, so that what it changes shows on the next read; instance groups
+        short of their target try again."""
         with self._lock:
             for op in self.operations.values():
                 op.staged.refresh()
+            for cluster in self.clusters.values():
+                for pool in cluster.pools.values():
+                    if pool.errors:
+                        self.deliver(pool)
+
+    def deliver(self, pool: Pool) -> str:
+        """Bring each zone's running instances to the target as far as Compute allows; returns GKE's error text
+        (empty when every zone is full)."""
+        region = pool.location if pool.location.count("-") == 1 else pool.location.rsplit("-", 1)[0]
+        for zone in pool.zones:
+            have = min(pool.running.get(zone, 0), pool.size)
+            pool.errors.pop(zone, None)
+            while have < pool.size:
+                gpus = (pool.accelerator_type, pool.accelerator_count, pool.spot)
+                reason = self.capacity.refusal(
+                    pool.project, zone, pool.machine_type, gpus, self._gpus_used(pool, region)
+                )
+                if reason is not None:
+                    pool.errors[zone] = deploy_error(zone, pool.size, reason)
+                    break
+                have += 1
+                pool.running[zone] = have
+            pool.running[zone] = have
+        return pool.status_message
+
+    def _gpus_used(self, like: Pool, region: str) -> int:
+        return sum(
+            n * pool.accelerator_count
+            for cluster in self.clusters.values()
+            for pool in cluster.pools.values()
+            if pool.project == like.project and (pool.accelerator_type, pool.spot) == (like.accelerator_type, like.spot)
+            for zone, n in pool.running.items()
+            if zone.startswith(region + "-")
+        )
+
+    def running_nodes(self, pool: Pool) -> int:
+        """The pool's instances that exist, all zones: what registers as Kubernetes nodes."""
+        return sum(pool.running.get(zone, 0) for zone in pool.zones)
 
     def finish_all(self) -> None:
         with self._lock:
@@ -344,14 +406,22 @@ class Gke:
         with self._lock:
             return proto_reply(self._cluster_proto(self._cluster(m)), call)
 
+    def retry(self, pool: Pool) -> None:
+        """An instance group short of its target keeps creating instances: any read of the pool sees the result."""
+        if pool.errors and not self._reconciling(pool):
+            self.deliver(pool)
+
     def _list_pools(self, call: Call, m: re.Match[str]) -> Reply:
         with self._lock:
+            for pool in self._cluster(m).pools.values():
+                self.retry(pool)
             pools = [p.to_proto(self._reconciling(p)) for p in self._cluster(m).pools.values()]
         return proto_reply(container_v1.ListNodePoolsResponse(node_pools=pools), call)
 
     def _get_pool(self, call: Call, m: re.Match[str]) -> Reply:
         with self._lock:
             pool = self._pool(m)
+            self.retry(pool)
             return proto_reply(pool.to_proto(self._reconciling(pool)), call)
 
     def _set_size(self, call: Call, m: re.Match[str]) -> Reply:
@@ -364,6 +434,9 @@ class Gke:
 
             def apply() -> None:
                 pool.size = count
+                error = self.deliver(pool)
+                if error:
+                    op.error = (RESOURCE_EXHAUSTED, error)
 
             op = self._start((pool.project, pool.location, pool.cluster), pool.name, "SET_NODE_POOL_SIZE", apply)
             return proto_reply(op.to_proto(), call)

@@ -17,6 +17,7 @@ from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import (
     CloudGroup,
     GroupConfig,
+    NotDelivered,
     SetAutoscaling,
     SetPower,
     SetSize,
@@ -270,7 +271,8 @@ def test_an_operation_that_ends_in_error_raises() -> None:
         with pytest.raises(CloudError, match="Insufficient regional quota") as caught:
             adapter.apply(group, SetSize(0, 2, 0))
 
-        assert isinstance(caught.value, Unavailable)  # RESOURCE_EXHAUSTED: capacity may come back later
+        # RESOURCE_EXHAUSTED: the size is set and the instance groups keep trying; resending it would change nothing.
+        assert isinstance(caught.value, NotDelivered)
         assert caught.value.code == "8"
     finally:
         running.stop()
