@@ -53,6 +53,7 @@ IAM_ACTIONS = (
     "eks:ListNodegroups",
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:DescribeTags",
+    "autoscaling:DescribeScalingActivities",
     "autoscaling:UpdateAutoScalingGroup",
     "autoscaling:CreateOrUpdateTags",
     "autoscaling:DeleteTags",
@@ -236,8 +237,11 @@ class AwsNodeGroups:
             if live_size and config.desired:
                 # EKS raises a health issue minutes after launches start failing; until then only the backing
                 # ASG's instances tell that nodes are missing (one more read, only when the size matters).
-                asg = self._describe_auto_scaling_group(self._asg_of(target))
-                config = replace(config, missing=max(0, config.desired - _launched(asg)))
+                backing = self._asg_of(target)
+                missing = max(0, config.desired - _launched(self._describe_auto_scaling_group(backing)))
+                if missing and config.shortfall is None:
+                    config = replace(config, shortfall=self._failed_launch(backing))
+                config = replace(config, missing=missing)
             return config
         return self._describe_asg(target)
 
@@ -477,6 +481,7 @@ class AwsNodeGroups:
         asg = self._describe_auto_scaling_group(target)
         tags, propagated = _discovery(asg.get("Tags") or [], cluster=None)
         desired = int(asg["DesiredCapacity"])
+        missing = max(0, desired - _launched(asg))
         return GroupConfig(
             min=int(asg["MinSize"]),
             desired=desired,
@@ -484,9 +489,28 @@ class AwsNodeGroups:
             autoscaling=bool(tags),
             autoscaler_tags=tags,
             propagated_tags=propagated,
-            # Why launches failed is only in the scaling activities, which the shipped IAM policy does not grant.
-            missing=max(0, desired - _launched(asg)),
+            # Why launches failed is only in the scaling activities: read them only when instances are missing.
+            shortfall=self._failed_launch(target) if missing else None,
+            missing=missing,
         )
+
+    def _failed_launch(self, target: _Asg) -> str | None:
+        """Why the group's latest launch failed (InsufficientInstanceCapacity, VcpuLimitExceeded, ...), in Auto
+        Scaling's words; None when the latest launch succeeded or is still going (missing nodes may be booting)."""
+        autoscaling = self._client("autoscaling", target.region)
+        activities = self._call(
+            "DescribeScalingActivities",
+            autoscaling.describe_scaling_activities,
+            AutoScalingGroupName=target.name,
+            MaxRecords=10,
+        )["Activities"]
+        for activity in activities:  # newest first
+            if not str(activity.get("Description", "")).startswith("Launching"):
+                continue
+            if activity.get("StatusCode") in ("Failed", "Cancelled"):
+                return str(activity.get("StatusMessage") or activity.get("Description"))
+            return None
+        return None
 
     def _describe_auto_scaling_group(self, target: _Asg) -> dict[str, Any]:
         autoscaling = self._client("autoscaling", target.region)

@@ -491,7 +491,7 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
 ) -> None:
     from jobs.adapters.aws_nodegroups import AwsNodeGroups
     from jobs.adapters.settings import AdapterSettings
-    from jobs.core.nodegroups import down_config, steps_between
+    from jobs.core.nodegroups import SetSize, down_config, steps_between
     from jobs.core.policy import AwsLocator, NodeGroup
     from jobs.labels import CA_ENABLED_TAG
     from tests.unit.test_permissions import aws_actions, aws_policy
@@ -517,6 +517,13 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
                 adapter.apply(group, step)
         assert adapter.describe(group) == original
     assert adapter.discover(groups)  # the unmanaged-groups report
+    # A morning without capacity: the ASG takes the size, its launches fail, and only its scaling activities say why.
+    aws.stock_out("g5.xlarge", [f"{region}a", f"{region}b"])
+    asg = groups[1]
+    for step in steps_between("asg", adapter.describe(asg), down_config("asg", adapter.describe(asg))):
+        adapter.apply(asg, step)
+    adapter.apply(asg, SetSize(1, 2, 3))
+    assert "do not have sufficient g5.xlarge capacity" in (adapter.describe(asg).shortfall or "")
 
     # Seeding goes straight to moto, so these are the adapter's calls only. Equality: the document grants
     # nothing this run did not need (every action is exercised), and nothing needed is missing.

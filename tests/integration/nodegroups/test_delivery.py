@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.adapters.kube import record_name
+from jobs.adapters.kube.records import record_name
 from jobs.core.nodegroups import Record
 from jobs.nodegroups.job import Report, identities, run, tally
 from jobs.outcome import ExitCode
@@ -190,21 +190,23 @@ def test_the_next_run_does_not_resend_a_size_already_in_place(fleet: Fleet) -> N
     assert fleet.gcp.log.writes() == []  # observed and reported: setSize is not sent again
 
 
-def test_a_plain_asg_short_of_instances_is_not_declared_done(fleet: Fleet) -> None:
-    # Why a plain ASG's launches failed is only in its scaling activities, which the shipped IAM policy does not
-    # grant: the restore run cannot tell "failed" from "not yet", so it leaves the record for the next run to judge.
+def test_a_plain_asg_short_of_instances_fails_with_the_cause_from_its_scaling_activities(fleet: Fleet) -> None:
+    # A plain ASG accepts the desired capacity and then fails its launches: only its scaling activities say why.
     run_one(fleet, "batch", EVENING)
     fleet.aws.stock_out("g5.12xlarge", AWS_ZONES)
 
     morning, morning_exit = run_one(fleet, "batch", MORNING)
+    fleet.clear_logs()
     later, later_exit = run_one(fleet, "batch", LATER)
+    later_writes = fleet.aws.log.writes()
     fleet.aws.restock()
     _, recovered_exit = run_one(fleet, "batch", MUCH_LATER)
 
-    assert (morning_exit, [r.status for r in morning.results]) == (ExitCode.OK, ["applied"])
-    assert morning.results[0].message.endswith("the next run confirms the restore")
+    assert morning_exit == ExitCode.ITEM_FAILED
+    assert "We currently do not have sufficient g5.12xlarge capacity" in failure(morning, "batch")
     assert later_exit == ExitCode.ITEM_FAILED
-    assert "2 node(s) asked for are not there" in failure(later, "batch")
+    assert "restore not delivered: We currently do not have sufficient g5.12xlarge capacity" in failure(later, "batch")
+    assert later_writes == []  # the desired capacity is in place: observed and reported, not sent again
     assert warnings(fleet, "batch", "RestoreNotDelivered")
     assert recovered_exit == ExitCode.OK
     assert records(fleet)["batch"].phase == "up"
