@@ -6,10 +6,11 @@ import os
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from urllib.parse import quote
 
 from kubernetes import client
 
-from jobs.adapters.kube.client import call
+from jobs.adapters.kube.client import request
 from jobs.adapters.kube.rbac import Grant
 from jobs.adapters.kube.records import record_name
 from jobs.core.nodegroups import GroupIdentity
@@ -25,18 +26,18 @@ class KubeEvents:
     def __init__(
         self, api: client.ApiClient, namespace: str, component: str, identities: Mapping[str, GroupIdentity]
     ) -> None:
-        self.core = client.CoreV1Api(api)
+        self.api = api
         self.namespace = namespace
         self.component = component
         self.identities = dict(identities)
 
     def emit(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
         target = record_name(self.identities[group])
-        emit_event(self.core, self.component, "ConfigMap", target, self.namespace, reason, message, warning=warning)
+        emit_event(self.api, self.component, "ConfigMap", target, self.namespace, reason, message, warning=warning)
 
 
 def emit_event(
-    core: client.CoreV1Api,
+    api: client.ApiClient,
     component: str,
     kind: str,
     name: str,
@@ -46,20 +47,22 @@ def emit_event(
     *,
     warning: bool = False,
 ) -> None:
-    """A Kubernetes Event on the object a job touched (``kubectl describe`` shows it), in that object's namespace."""
-    now = datetime.now(UTC)
-    event = client.CoreV1Event(
-        metadata=client.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
-        involved_object=client.V1ObjectReference(api_version="v1", kind=kind, name=name, namespace=namespace),
-        reason=reason,
-        message=message[:1024],
-        type="Warning" if warning else "Normal",
-        source=client.V1EventSource(component=component),
-        reporting_component=f"gpu-jobs/{component}",
-        reporting_instance=os.environ.get("HOSTNAME", "gpu-jobs"),
-        first_timestamp=now,
-        last_timestamp=now,
-        count=1,
-    )
-    # The answer (the Event) is not needed: skip the client's model building.
-    call("create events", lambda: core.create_namespaced_event(namespace, event, _preload_content=False))
+    """A Kubernetes Event on the object a job touched (``kubectl describe`` shows it), in that object's namespace.
+    Sent as plain JSON: the answer (the Event) is not needed, nor the generated API class."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": kind, "name": name, "namespace": namespace},
+        "reason": reason,
+        "message": message[:1024],
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": component},
+        "reportingComponent": f"gpu-jobs/{component}",
+        "reportingInstance": os.environ.get("HOSTNAME", "gpu-jobs"),
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    request(api, "create events", "POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events", body=event)

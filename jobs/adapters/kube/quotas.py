@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import contextlib
 from typing import Any
+from urllib.parse import quote
 
 from kubernetes import client
 
 from jobs import errors
-from jobs.adapters.kube.client import call, json_pages
+from jobs.adapters.kube.client import json_pages, request
 from jobs.adapters.kube.events import emit_event
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.quotas import NamespaceInfo, QuotaInfo
@@ -29,8 +30,10 @@ RBAC = (
 
 
 class KubeQuotas:
+    """Through plain JSON calls (``client.request``): no generated API class to import, no models to build."""
+
     def __init__(self, api: client.ApiClient) -> None:
-        self.core = client.CoreV1Api(api)
+        self.api = api
 
     def namespaces(self) -> list[NamespaceInfo]:
         return [
@@ -40,7 +43,7 @@ class KubeQuotas:
                 terminating=bool(ns["metadata"].get("deletionTimestamp"))
                 or (ns.get("status") or {}).get("phase") == "Terminating",
             )
-            for ns in json_pages("list namespaces", self.core.list_namespace)
+            for ns in json_pages(self.api, "list namespaces", "/api/v1/namespaces")
         ]
 
     def quotas(self) -> list[QuotaInfo]:
@@ -52,7 +55,7 @@ class KubeQuotas:
                 {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()},
                 managed=(q["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY,
             )
-            for q in json_pages("list resourcequotas", self.core.list_resource_quota_for_all_namespaces)
+            for q in json_pages(self.api, "list resourcequotas", "/api/v1/resourcequotas")
         ]
 
     def apply(self, namespace: str, name: str, hard: dict[str, str]) -> None:
@@ -64,34 +67,31 @@ class KubeQuotas:
             "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
             "spec": {"hard": hard},
         }
-        call(
+        request(
+            self.api,
             "patch resourcequotas",
-            lambda: self.core.patch_namespaced_resource_quota(
-                name,
-                namespace,
-                body,
-                field_manager=FIELD_MANAGER,
-                force=False,
-                _content_type="application/apply-patch+yaml",
-                _preload_content=False,  # nothing in the answer is needed: skip the client's slow model building
-            ),
+            "PATCH",
+            _quota_path(namespace, name),
+            query=[("fieldManager", FIELD_MANAGER), ("force", "false")],
+            body=body,
+            content_type="application/apply-patch+yaml",
         )
 
     def delete(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):  # already gone: what a delete wanted
-            # The answer is the deleted object or a Status, as the server chooses: nothing in it is needed.
-            call(
-                "delete resourcequotas",
-                lambda: self.core.delete_namespaced_resource_quota(name, namespace, _preload_content=False),
-            )
+            request(self.api, "delete resourcequotas", "DELETE", _quota_path(namespace, name))
+
+
+def _quota_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/resourcequotas/{quote(name, safe='')}"
 
 
 class QuotaEvents:
     """Kubernetes Events on the ResourceQuotas the job changes (``kubectl describe quota`` shows them)."""
 
     def __init__(self, api: client.ApiClient, component: str = "quotas") -> None:
-        self.core = client.CoreV1Api(api)
+        self.api = api
         self.component = component
 
     def emit(self, namespace: str, name: str, reason: str, message: str, *, warning: bool = False) -> None:
-        emit_event(self.core, self.component, "ResourceQuota", name, namespace, reason, message, warning=warning)
+        emit_event(self.api, self.component, "ResourceQuota", name, namespace, reason, message, warning=warning)
