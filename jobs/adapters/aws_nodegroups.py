@@ -31,17 +31,9 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import (
-    EKS_MIN_MAX_SIZE,
-    CloudGroup,
-    GroupConfig,
-    NotDelivered,
-    ProviderKind,
-    SetPower,
-    SetSize,
-    Step,
-)
+from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetPower, SetSize, Step
 from jobs.core.policy import AwsLocator, NodeGroup
+from jobs.core.providers import PROVIDERS, ProviderKind
 from jobs.errors import Busy, CloudError, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import CA_ENABLED_TAG, CA_TAG_PREFIX, EKS_NODEGROUP_LABEL
 
@@ -422,7 +414,9 @@ class AwsNodeGroups:
 
     def _resize_eks(self, target: _Eks, step: SetSize) -> None:
         # EKS refuses maxSize 0 (the node group floor is 1); refuse here too, so the request is never sent.
-        _check_sizes(step, floor_max=EKS_MIN_MAX_SIZE, where=f"EKS node group {target.cluster}/{target.nodegroup}")
+        _check_sizes(
+            step, floor_max=PROVIDERS["eks"].min_max_size, where=f"EKS node group {target.cluster}/{target.nodegroup}"
+        )
         eks = self._client("eks", target.region)
         update = self._call(
             "UpdateNodegroupConfig",

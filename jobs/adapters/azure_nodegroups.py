@@ -38,8 +38,9 @@ from azure.mgmt.containerservice.models import AgentPool, PowerState
 
 from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, ProviderKind, SetAutoscaling, SetSize, Step
+from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetAutoscaling, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
+from jobs.core.providers import PROVIDERS, ProviderKind
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import AKS_AGENTPOOL_LABEL
 
@@ -54,7 +55,7 @@ AZURE_ACTIONS = (
 #: Azure's GPU VM families all start with N: NC (compute), ND (deep learning), NV (visualisation), NG.
 GPU_VM_SIZE = re.compile(r"^Standard_N[A-Z]", re.IGNORECASE)
 
-MAX_COUNT = 1000  # AKS's per-pool node limit (VMSS pools)
+MAX_COUNT = PROVIDERS["aks"].node_limit  # per pool (VMSS pools)
 
 #: provisioningState values after which no operation runs on the pool; anything else (Updating, Scaling,
 #: Upgrading, Starting, Stopping, Creating, Deleting...) means an operation is in progress.

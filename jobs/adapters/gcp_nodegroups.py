@@ -30,17 +30,9 @@ from google.auth.transport.requests import AuthorizedSession
 from google.cloud import container_v1
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import (
-    CloudGroup,
-    GroupConfig,
-    NotDelivered,
-    ProviderKind,
-    SetAutoscaling,
-    SetPower,
-    SetSize,
-    Step,
-)
+from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetAutoscaling, SetPower, SetSize, Step
 from jobs.core.policy import GcpLocator, NodeGroup
+from jobs.core.providers import PROVIDERS, ProviderKind
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import GKE_NODEPOOL_LABEL
 
@@ -59,7 +51,7 @@ BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"
 # 403 reasons that mean "slow down", not "not allowed" (Compute Engine rate quotas; RATE_LIMIT_EXCEEDED is the
 # ErrorInfo spelling of newer APIs).
 _RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
-MAX_NODES_PER_ZONE = 1000  # GKE's per-zone node pool limit
+MAX_NODES_PER_ZONE = PROVIDERS["gke"].node_limit  # per zone
 
 _Status = container_v1.NodePool.Status
 _BUSY_STATUSES = frozenset({_Status.PROVISIONING, _Status.RECONCILING, _Status.STOPPING})

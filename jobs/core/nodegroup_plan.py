@@ -17,17 +17,9 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from jobs.core.limits import ChangeLimit
-from jobs.core.nodegroups import (
-    GroupConfig,
-    ProviderKind,
-    Record,
-    SetPower,
-    SetSize,
-    Step,
-    down_config,
-    steps_between,
-)
+from jobs.core.nodegroups import GroupConfig, Record, SetPower, SetSize, Step, down_config, steps_between
 from jobs.core.policy import NodeGroup, Policy
+from jobs.core.providers import PROVIDERS, ProviderKind
 from jobs.core.schedule import desired_state
 from jobs.core.timespec import parse_duration
 from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG
@@ -336,9 +328,7 @@ def _plan_group(policy: Policy, og: ObservedGroup, now: datetime) -> GroupAction
     if og.config is None:
         return GroupSkip(og.group.name, f"cannot read the group: {og.error}", warning=True, failed=True)
     if og.config.system:
-        return GroupSkip(
-            og.group.name, "AKS system pool: needs >= 1 node and cannot be stopped; never scaled", warning=True
-        )
+        return GroupSkip(og.group.name, PROVIDERS["aks"].never_down or "never scaled", warning=True)
     desired = desired_state(policy, og.group, now)
     current = _known(og.kind, og.config, og.record)
     if desired.state == "down":

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from jobs.core.providers import PROVIDERS, ProviderKind
 from jobs.errors import CloudError
 
-ProviderKind = Literal["eks", "asg", "gke", "aks"]
 Phase = Literal["stopping", "down", "up"]
 
 
@@ -235,14 +235,14 @@ class Record:
 
 # --- provider rules ----------------------------------------------------------------------------------------
 
-EKS_MIN_MAX_SIZE = 1  # UpdateNodegroupConfig refuses maxSize 0
-
 
 def down_config(kind: ProviderKind, current: GroupConfig, *, stop: bool = False, wake_up: bool = False) -> GroupConfig:
     """The configuration a group has while down."""
     if kind == "eks":
         # maxSize stays at the EKS floor of 1; keep the discovery tags only if the autoscaler may wake the group.
-        return replace(current, min=0, desired=0, max=EKS_MIN_MAX_SIZE, autoscaling=wake_up and current.autoscaling)
+        return replace(
+            current, min=0, desired=0, max=PROVIDERS["eks"].min_max_size, autoscaling=wake_up and current.autoscaling
+        )
     if kind == "asg":
         return replace(current, min=0, desired=0, max=0, autoscaling=False)
     if kind == "aks" and stop:

@@ -33,13 +33,13 @@ from jobs.core.nodegroups import (
     GroupConfig,
     GroupIdentity,
     NotDelivered,
-    ProviderKind,
     Record,
     RecordError,
     Step,
     step_applied,
 )
 from jobs.core.policy import NodeGroup, Policy
+from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
 from jobs.errors import Busy, CloudError, OutcomeUnknown, Unavailable
 from jobs.lease import STOP, HeldLease, RunLock, Stopped
 from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
@@ -49,7 +49,6 @@ from jobs.runner import Early, Tally
 Status = Literal["planned", "applied", "failed", "skipped", "refused"]
 # AKS runs one agent pool operation per cluster ("Another agentpool operation ... is in progress"); GKE runs one per
 # node pool (plus cluster-level ones), so its pools need not take turns.
-CLUSTER_SERIAL_KINDS = frozenset({"aks"})
 # A write that got no answer is observed, then resent at most this many times if it does not show.
 UNKNOWN_OUTCOME_RESENDS = 2
 

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from jobs.core.nodegroup_plan import GpuPod, NodeInfo
-from jobs.core.nodegroups import CloudGroup, GroupConfig, ProviderKind, Record, RecordError, Step
+from jobs.core.nodegroups import CloudGroup, GroupConfig, Record, RecordError, Step
 from jobs.core.policy import NodeGroup
+from jobs.core.providers import ProviderKind
 
 
 class NodeGroupCloud(Protocol):

@@ -12,8 +12,9 @@ import pytest
 
 from jobs.core.limits import ChangeLimit
 from jobs.core.nodegroup_plan import GpuPod, GroupAction, GroupSkip, ObservedGroup, Refusal, guard, plan_nodegroups
-from jobs.core.nodegroups import GroupConfig, ProviderKind, Record, SetAutoscaling, SetPower, SetSize
+from jobs.core.nodegroups import GroupConfig, Record, SetAutoscaling, SetPower, SetSize
 from jobs.core.policy import Policy
+from jobs.core.providers import ProviderKind
 from tests.unit.policies import policy_from
 
 NIGHT = datetime.fromisoformat("2026-12-01T21:00:00+01:00")
