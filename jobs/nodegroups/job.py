@@ -389,10 +389,10 @@ class Executor:
         return confirmed
 
     def _delivered(self, group: NodeGroup, cloud: NodeGroupCloud) -> bool:
-        """Whether a restore brought its nodes. A provider that says why it could not (an EKS update ends
-        Successful while the node group goes DEGRADED) fails the group; nodes merely not there yet (a plain ASG's
-        launches, whose failures only its scaling activities tell) leave it unconfirmed. Either way the
-        pre-shutdown record stays, so the next run looks again."""
+        """Whether a restore brought its nodes. A provider that says why it could not (an EKS node group DEGRADED
+        after a Successful update, an ASG's failed launch activity) fails the group; nodes merely not there yet
+        (launches still going) leave it unconfirmed. Either way the pre-shutdown record stays, so the next run
+        looks again."""
         live = self._settled(group, cloud)
         if live.shortfall is not None:
             raise NotDelivered(f"restore not delivered: {live.shortfall}", operation="describe", code="Shortfall")
