@@ -176,13 +176,36 @@ def _below_usage(hard: Mapping[str, str], used: Mapping[str, str]) -> tuple[str,
     return tuple(warnings)
 
 
-def over_commit(entries: Sequence[QuotaEntry], capacity: Mapping[str, int]) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Capacity:
+    """What a cluster can give the quotas of its namespaces, per quota key, and where that figure comes from."""
+
+    limits: Mapping[str, int]
+    source: str  # e.g. "its node groups bring at most 24 (up.max x gpusPerNode)"
+
+
+def policy_capacity(policy: Policy, cluster: str) -> Capacity | None:
+    """The GPUs the cluster's node groups bring at their working maximum (``up.max`` x ``gpusPerNode``), when the
+    policy says it for every group of the cluster; None when it cannot (no groups, or one without the sizes)."""
+    groups = policy.groups_in(cluster)
+    if not groups or any(g.up is None or not g.gpus_per_node for g in groups):
+        return None
+    total = sum(g.up.max * g.gpus_per_node for g in groups if g.up and g.gpus_per_node)
+    return Capacity({"requests.nvidia.com/gpu": total}, "its node groups bring at most {} (up.max x gpusPerNode)")
+
+
+def node_capacity(allocatable: Mapping[str, int]) -> Capacity:
+    """The GPUs the cluster's nodes have allocatable right now (a group scaled down brings none)."""
+    return Capacity({f"requests.{name}": n for name, n in allocatable.items()}, "its nodes have {} allocatable now")
+
+
+def over_commit(entries: Sequence[QuotaEntry], capacity: Capacity) -> tuple[str, ...]:
     """Where the quotas of a cluster add up to more than it has (allowed, but shown)."""
     warnings = []
-    for key, available in sorted(capacity.items()):
+    for key, available in sorted(capacity.limits.items()):
         total = sum(parse_quantity(e.hard[key]) for e in entries if key in e.hard)
         if total > available:
-            warnings.append(f"{key}: quotas add up to {total} but the cluster has {available}: over-committed")
+            warnings.append(f"{key}: quotas add up to {total} but {capacity.source.format(available)}: over-committed")
     return tuple(warnings)
 
 

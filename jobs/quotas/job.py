@@ -11,7 +11,15 @@ from typing import Any, Literal, Protocol
 
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
-from jobs.core.quotas import NamespaceInfo, QuotaEntry, QuotaInfo, over_commit, plan_quotas
+from jobs.core.quotas import (
+    NamespaceInfo,
+    QuotaEntry,
+    QuotaInfo,
+    node_capacity,
+    over_commit,
+    plan_quotas,
+    policy_capacity,
+)
 from jobs.errors import CloudError, Conflict
 from jobs.lease import STOP, HeldLease, RunLock, Stopped
 from jobs.retry import Backoff
@@ -28,6 +36,10 @@ class QuotaStore(Protocol):
     def apply(self, namespace: str, name: str, hard: dict[str, str]) -> None: ...
 
     def delete(self, namespace: str, name: str) -> None: ...
+
+    def gpu_allocatable(self) -> dict[str, int]:
+        """GPUs allocatable on the cluster's nodes now, per resource name (``nvidia.com/gpu``: 16)."""
+        ...
 
 
 class QuotaEvents(Protocol):
@@ -87,13 +99,12 @@ def _observe_and_plan(policy: Policy, now: datetime, settings: Settings, ports: 
     namespaces = settings.backoff.call(ports.store.namespaces)
     quotas = settings.backoff.call(ports.store.quotas)
     entries = plan_quotas(policy, settings.cluster, namespaces, quotas, now)
-    return Planned(entries, over_commit(entries, gpu_capacity(policy, settings.cluster)))
-
-
-def gpu_capacity(policy: Policy, cluster: str) -> dict[str, int]:
-    """The GPUs the cluster's node groups bring at their working maximum (``up.max`` x ``gpusPerNode``)."""
-    total = sum(g.up.max * g.gpus_per_node for g in policy.groups_in(cluster) if g.up and g.gpus_per_node)
-    return {"requests.nvidia.com/gpu": total} if total else {}
+    # The policy's node groups at their working maximum when it gives their sizes (night or day alike); else the
+    # nodes' allocatable GPUs now, one more list.
+    capacity = policy_capacity(policy, settings.cluster) or node_capacity(
+        settings.backoff.call(ports.store.gpu_allocatable)
+    )
+    return Planned(entries, over_commit(entries, capacity))
 
 
 @dataclass(frozen=True)

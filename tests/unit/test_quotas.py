@@ -11,7 +11,16 @@ import pytest
 
 from jobs.core.policy import Policy
 from jobs.core.quantity import parse_quantity
-from jobs.core.quotas import NamespaceInfo, QuotaEntry, QuotaInfo, over_commit, plan_quotas, same_hard
+from jobs.core.quotas import (
+    NamespaceInfo,
+    QuotaEntry,
+    QuotaInfo,
+    node_capacity,
+    over_commit,
+    plan_quotas,
+    policy_capacity,
+    same_hard,
+)
 from jobs.policy_file import PolicyError, parse_policy
 
 GROUPS = """\
@@ -124,11 +133,12 @@ def test_updates_deletions_foreign_quotas_and_terminating_namespaces() -> None:
     assert "below current usage 1" in plan([ns("misc")], low)["misc"].warnings[0]
 
 
-def test_over_commit_is_shown() -> None:
+def test_over_commit_is_shown_with_where_the_capacity_comes_from() -> None:
     entries = list(plan([ns("team-a"), ns("team-b"), ns("ml-team")]).values())
-    assert over_commit(entries, {"requests.nvidia.com/gpu": 8}) == (
-        "requests.nvidia.com/gpu: quotas add up to 12 but the cluster has 8: over-committed",
+    assert over_commit(entries, node_capacity({"nvidia.com/gpu": 8})) == (
+        "requests.nvidia.com/gpu: quotas add up to 12 but its nodes have 8 allocatable now: over-committed",
     )
+    assert over_commit(entries, node_capacity({"nvidia.com/gpu": 12})) == ()
 
 
 @pytest.mark.parametrize(
@@ -181,14 +191,16 @@ def test_the_json_schema_describes_namespace_quotas() -> None:
     assert '"offHours"' in schema
 
 
-def test_gpu_capacity_comes_from_the_clusters_node_groups() -> None:
-    from jobs.quotas.job import gpu_capacity
-
+def test_capacity_comes_from_the_node_groups_when_the_policy_gives_every_size() -> None:
     groups = GROUPS.replace("nodegroup: gpu}}", "nodegroup: gpu}, gpusPerNode: 8, up: {min: 0, desired: 2, max: 3}}")
     head = "apiVersion: gpu-jobs/v1\nkind: GpuPolicy\ndefaults: {timezone: Europe/Berlin}\n"
     with_sizes = parse_policy(head + groups + QUOTAS, "policy.yaml")
-    assert gpu_capacity(with_sizes, "ml-prod") == {"requests.nvidia.com/gpu": 24}
-    assert gpu_capacity(with_sizes, "research") == {}  # no gpusPerNode/up: unknown, no warning
+    capacity = policy_capacity(with_sizes, "ml-prod")
+    assert capacity is not None
+    assert capacity.limits == {"requests.nvidia.com/gpu": 24}
+    assert capacity.source.format(24) == "its node groups bring at most 24 (up.max x gpusPerNode)"
+    # A group without gpusPerNode/up: the policy cannot say, so the job counts the nodes' allocatable GPUs instead.
+    assert policy_capacity(with_sizes, "research") is None
 
 
 def test_a_managed_quota_under_a_former_quota_name_is_removed_after_the_new_one_is_written() -> None:

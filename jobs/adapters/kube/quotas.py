@@ -14,6 +14,7 @@ from jobs import errors
 from jobs.adapters.kube.client import json_pages, request
 from jobs.adapters.kube.events import emit_event
 from jobs.adapters.kube.rbac import Grant
+from jobs.core.quantity import is_gpu_resource, parse_quantity
 from jobs.core.quotas import NamespaceInfo, QuotaInfo
 from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
 
@@ -26,6 +27,7 @@ RBAC = (
     Grant("", "namespaces", ("list",), "cluster"),
     Grant("", "resourcequotas", ("list", "create", "patch", "delete"), "cluster"),
     Grant("", "events", ("create",), "cluster"),
+    Grant("", "nodes", ("list",), "cluster"),  # GPUs allocatable, where the policy does not give the groups' sizes
 )
 
 
@@ -80,6 +82,14 @@ class KubeQuotas:
     def delete(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):  # already gone: what a delete wanted
             request(self.api, "delete resourcequotas", "DELETE", _quota_path(namespace, name))
+
+    def gpu_allocatable(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for node in json_pages(self.api, "list nodes", "/api/v1/nodes"):
+            for name, value in ((node.get("status") or {}).get("allocatable") or {}).items():
+                if is_gpu_resource(name):
+                    total[name] = total.get(name, 0) + int(parse_quantity(str(value)))
+        return total
 
 
 def _quota_path(namespace: str, name: str) -> str:

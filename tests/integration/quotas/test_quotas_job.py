@@ -198,3 +198,18 @@ def test_faults_are_retried_and_the_result_is_the_same(
     code, summary, _ = quotas(cluster, tmp_path, env=environ_timeout)
     assert (code, summary["applied"], summary["failed"]) == (0, 3, 0)
     assert hard(cluster, "team-a") == {"requests.nvidia.com/gpu": "4"}
+
+
+def test_over_commit_is_measured_on_the_nodes_when_the_policy_gives_no_sizes(
+    cluster: KubeHandle, tmp_path: Path
+) -> None:
+    """The policy has no node groups for this cluster: the job counts the GPUs its nodes have allocatable."""
+    cluster.create(namespace("team-b"))
+    allocatable = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in cluster.list("Node"))
+    code, _, out = quotas(cluster, tmp_path, "--dry-run", "--output", "json")
+
+    assert code == 0
+    assert json.loads(out)["warnings"] == [
+        f"requests.nvidia.com/gpu: quotas add up to 10 but its nodes have {allocatable} allocatable now: over-committed"
+    ]
+    assert "list nodes" in cluster.log.operations()
