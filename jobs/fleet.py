@@ -11,6 +11,7 @@ What a Kubernetes API shows is true of that cluster only, so every run names the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from jobs.core.policy import Policy
 from jobs.settings import SettingsError
@@ -45,3 +46,15 @@ def select_clusters(policy: Policy, cluster: str | None) -> Selection:
         " --cluster NAME (GPU_JOBS_CLUSTER) for a per-cluster install, or give every cluster a kubeContext for a"
         " central install"
     )
+
+
+def run_targets(policy: Policy, cluster: str | None, log: Any) -> tuple[Target, ...]:
+    """The clusters a run acts on; a central run says which clusters it leaves out (no kubeContext)."""
+    selection = select_clusters(policy, cluster)
+    if selection.unreachable:
+        log.warning(
+            "fleet.clusters_without_context",
+            clusters=list(selection.unreachable),
+            message="a run without --cluster acts only on clusters that have a kubeContext",
+        )
+    return selection.targets

@@ -12,7 +12,7 @@ from typing import Any
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.limits import DEFAULT_LIMIT
 from jobs.core.policy import Policy
-from jobs.fleet import Target, select_clusters
+from jobs.fleet import Target, run_targets
 from jobs.lease import run_holder
 from jobs.nodegroups import job
 from jobs.nodegroups import report as render
@@ -95,14 +95,11 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[Report], Outco
         raise SettingsError(f"--only {only!r}: no such node group in {args.policy}")
     dry_run = bool(args.dry_run) or env_flag("DRY_RUN")
     now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC)
-    selection = select_clusters(policy, args.cluster or None)
-    if selection.unreachable:
-        log.warning(
-            "fleet.clusters_without_context",
-            clusters=list(selection.unreachable),
-            message="a run without --cluster acts only on clusters that have a kubeContext",
-        )
-    targets = [t for t in selection.targets if only is None or policy.cluster_of(policy.group(only)).name == t.cluster]
+    targets = [
+        t
+        for t in run_targets(policy, args.cluster or None, log)
+        if only is None or policy.cluster_of(policy.group(only)).name == t.cluster
+    ]
     adapter_settings = AdapterSettings.from_env()
     settings = JobSettings(
         dry_run=dry_run,

@@ -8,7 +8,7 @@ from typing import Any
 
 from jobs.core.limits import DEFAULT_LIMIT
 from jobs.core.policy import Policy
-from jobs.fleet import Target, select_clusters
+from jobs.fleet import Target, run_targets
 from jobs.lease import run_holder
 from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
@@ -58,14 +58,7 @@ def run_command(args: argparse.Namespace, log: Any) -> tuple[list[job.Report], O
     dry_run = bool(args.dry_run) or env_flag("DRY_RUN")
     limit = limit_setting(args.max_changes, "MAX_CHANGES", DEFAULT_LIMIT)
     now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC)
-    selection = select_clusters(policy, args.cluster or None)
-    if selection.unreachable:
-        log.warning(
-            "fleet.clusters_without_context",
-            clusters=list(selection.unreachable),
-            message="a run without --cluster acts only on clusters that have a kubeContext",
-        )
-    targets = selection.targets
+    targets = run_targets(policy, args.cluster or None, log)
     workers = int_setting(args.workers, "WORKERS", 8, minimum=1)
     holder = run_holder()
     request_timeout_s = seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1)

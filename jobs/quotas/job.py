@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
 from jobs.core.quotas import (
+    Capacity,
     NamespaceInfo,
     QuotaEntry,
     QuotaInfo,
@@ -88,6 +89,7 @@ class Report:
 @dataclass(frozen=True)
 class Planned:
     entries: tuple[QuotaEntry, ...]
+    capacity: Capacity  # what the cluster can give its quotas, measured once per run
     warnings: tuple[str, ...] = ()  # for the cluster as a whole (over-commit)
 
     @property
@@ -95,16 +97,20 @@ class Planned:
         return sum(e.action != "unchanged" for e in self.entries)
 
 
-def _observe_and_plan(policy: Policy, now: datetime, settings: Settings, ports: Ports) -> Planned:
+def _observe_and_plan(
+    policy: Policy, now: datetime, settings: Settings, ports: Ports, capacity: Capacity | None = None
+) -> Planned:
     namespaces = settings.backoff.call(ports.store.namespaces)
     quotas = settings.backoff.call(ports.store.quotas)
     entries = plan_quotas(policy, settings.cluster, namespaces, quotas, now)
     # The policy's node groups at their working maximum when it gives their sizes (night or day alike); else the
-    # nodes' allocatable GPUs now, one more list.
-    capacity = policy_capacity(policy, settings.cluster) or node_capacity(
-        settings.backoff.call(ports.store.gpu_allocatable)
+    # nodes' allocatable GPUs now, one more list (not again when the plan is made again under the Lease).
+    capacity = (
+        capacity
+        or policy_capacity(policy, settings.cluster)
+        or node_capacity(settings.backoff.call(ports.store.gpu_allocatable))
     )
-    return Planned(entries, over_commit(entries, capacity))
+    return Planned(entries, capacity, over_commit(entries, capacity))
 
 
 @dataclass(frozen=True)
@@ -157,7 +163,7 @@ class ClusterRun:
         held = HeldLease(self.ports.lock, self.settings.holder, self.settings.lease_duration, self.log, self.clock)
         try:
             # Under the Lease, look again: another run may have done part of it.
-            again = _observe_and_plan(self.policy, self.now, self.settings, self.ports)
+            again = _observe_and_plan(self.policy, self.now, self.settings, self.ports, planned.capacity)
             reason = self.settings.limit.refusal(again.changes, len(again.entries), "namespace quotas")
             if reason is not None:
                 return self.refused(reason, again)

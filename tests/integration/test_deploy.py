@@ -583,21 +583,13 @@ def test_the_rendered_rbac_is_enough_for_the_quotas_job_and_all_of_it_is_needed(
 ) -> None:
     """The quotas job, run with nothing but its shipped RBAC, creates, changes and removes its quotas and reports
     on them; without `create` (an apply that creates is authorised as a create too) its first run fails."""
-    from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
-    from tests.emulators.kube.seed import namespace
+    from tests.emulators.kube.seed import MANAGED, namespace, resource_quota
     from tests.integration.quotas.test_quotas_job import quotas
 
     for name, labels in [("gpu-jobs", {}), ("kube-system", {}), ("team-a", {}), ("lab", {"team": "research"})]:
         kube.create(namespace(name, labels))
     # Managed by the job in a namespace the policy now excludes: the job removes it.
-    kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
-            "metadata": {"name": "gpu-quota", "namespace": "kube-system", "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
-            "spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
-        }
-    )
+    kube.create(resource_quota("gpu-quota", "kube-system", {"requests.nvidia.com/gpu": "1"}, MANAGED))
     allowed = rendered_allow_list("production", "quotas")
 
     kube.allow_only(*(allowed - {("create", "resourcequotas")}))

@@ -116,16 +116,6 @@ def namespace_usage(pods: Iterable[Json]) -> dict[str, Amount]:
 
 # Quota scopes (pkg/quota/v1/evaluator/core/pods.go podMatchesScopeFunc) ---------------------------------------
 
-#: The scopes the pod evaluator matches; VolumeAttributesClass (claims only) is refused by validation instead.
-POD_SCOPES = (
-    "Terminating",
-    "NotTerminating",
-    "BestEffort",
-    "NotBestEffort",
-    "PriorityClass",
-    "CrossNamespacePodAffinity",
-)
-
 
 def qos_class(pod: Json) -> str:
     """qos.ComputePodQOS: only cpu and memory count, so a pod asking for GPUs alone is BestEffort."""

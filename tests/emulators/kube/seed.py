@@ -105,13 +105,15 @@ def gpu_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
-def resource_quota(name: str, namespace: str, hard: dict[str, str]) -> Json:
-    return {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"hard": dict(hard)},
-    }
+def resource_quota(name: str, namespace: str, hard: dict[str, str], labels: dict[str, str] | None = None) -> Json:
+    meta: Json = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta, "spec": {"hard": dict(hard)}}
+
+
+#: The label of the quotas the gpu-jobs quotas job owns.
+MANAGED = {"app.kubernetes.io/managed-by": "gpu-jobs"}
 
 
 def disruption_budget(

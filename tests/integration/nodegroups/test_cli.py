@@ -4,10 +4,8 @@ codes and one ``run.summary`` event."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +19,7 @@ from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
+from tests.integration.cli import GPU_JOBS, run_cli, summary_of
 from tests.integration.nodegroups.world import EVENING, POLICY, Fleet, make_fleet
 
 pytestmark = pytest.mark.integration
@@ -38,7 +37,6 @@ def gpu_jobs(fleet: Fleet, tmp_path: Path, *args: str, **env: str) -> tuple[int,
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     environ = {
-        **os.environ,
         **fleet.aws.env(),
         "KUBECONFIG": str(fleet.kube.kubeconfig),
         "GPU_JOBS_GCP_ENDPOINT": fleet.gcp.url,
@@ -50,18 +48,9 @@ def gpu_jobs(fleet: Fleet, tmp_path: Path, *args: str, **env: str) -> tuple[int,
         "GPU_JOBS_POLICY": str(policy),
         **env,
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "jobs", "--log-format", "json", "nodegroups", "--at", EVENING.isoformat(), *args],
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    done = run_cli(["nodegroups", "--at", EVENING.isoformat(), *args], environ)
     fleet_stderr.append(done.stderr)
-    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
-    summary = next(e for e in events if e["event"] == "run.summary")
-    return done.returncode, summary, done.stdout
+    return done.code, done.summary, done.stdout
 
 
 def counts(summary: dict[str, Any]) -> tuple[Any, ...]:
@@ -194,7 +183,6 @@ def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordone
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY.replace("  warmUp: 15m\n", "  warmUp: 15m\n  onBusy: drain\n  drainTimeout: 5m\n"))
     environ = {
-        **os.environ,
         **fleet.aws.env(),
         "KUBECONFIG": str(fleet.kube.kubeconfig),
         "GPU_JOBS_GCP_ENDPOINT": fleet.gcp.url,
@@ -204,7 +192,7 @@ def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordone
         "GPU_JOBS_POLL_INTERVAL": "0.05",
         "GPU_JOBS_POLICY": str(policy),
     }
-    argv = [sys.executable, "-m", "jobs", "--log-format", "json", "nodegroups", "--at", EVENING.isoformat()]
+    argv = [*GPU_JOBS, "nodegroups", "--at", EVENING.isoformat()]
     argv += ["--cluster", "ml-prod", "--only", "train"]
     job = subprocess.Popen(argv, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -214,8 +202,7 @@ def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordone
         time.sleep(0.05)
     job.send_signal(signal.SIGTERM)
     out, err = job.communicate(timeout=30)
-    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    summary = next(e for e in events if e["event"] == "run.summary")
+    summary = summary_of(err)
     assert (job.returncode, counts(summary)) == (1, ("nodegroups", False, 1, 0, 1, 1))
     assert "drain not started: the run was asked to stop" in out
     assert not fleet.kube.get("Node", "ip-10-0-1-1")["spec"].get("unschedulable")  # uncordoned on the way out

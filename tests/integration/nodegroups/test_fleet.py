@@ -8,10 +8,7 @@ ml-prod (EKS) holds the idle node group ``train``; research (GKE) holds ``h100``
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +20,7 @@ from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle, start_kube
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
+from tests.integration.cli import run_cli
 from tests.sandbox.world import write_kubeconfig
 
 pytestmark = pytest.mark.integration
@@ -82,7 +80,6 @@ class World:
         path = self.tmp / "policy.yaml"
         path.write_text(text)
         environ = {
-            **os.environ,
             **self.aws.env(),
             "KUBECONFIG": str(kubeconfig or self.kubeconfig),
             "GPU_JOBS_GCP_ENDPOINT": self.gcp.url,
@@ -92,18 +89,9 @@ class World:
             "GPU_JOBS_RETRY_DEADLINE": "1",
             "GPU_JOBS_POLICY": str(path),
         }
-        done = subprocess.run(
-            [sys.executable, "-m", "jobs", "--log-format", "json", "nodegroups", "--at", EVENING, *args],
-            env=environ,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        done = run_cli(["nodegroups", "--at", EVENING, *args], environ)
         self.stderr = done.stderr
-        events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
-        summary = next(e for e in events if e["event"] == "run.summary")
-        return done.returncode, summary, done.stdout
+        return done.code, done.summary, done.stdout
 
     def records(self, api: KubeHandle) -> set[str]:
         return {

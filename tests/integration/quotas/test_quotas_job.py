@@ -4,9 +4,6 @@ policy says, written with server-side apply as the enforced key, and nothing els
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -16,7 +13,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.emulators.kube.fixtures import KubeHandle
-from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
+from tests.emulators.kube.seed import MANAGED, gpu_node, gpu_pod, namespace, resource_quota
+from tests.integration.cli import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -58,18 +56,9 @@ def quotas(
 ) -> tuple[int, dict[str, Any], str]:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
-    environ = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs", **(env or {})}
-    done = subprocess.run(
-        [sys.executable, "-m", "jobs", "--log-format", "json", "quotas", "--policy", str(policy), "--at", at, *args],
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
-    summary = next(e for e in events if e["event"] == "run.summary")
-    return done.returncode, summary, done.stdout
+    environ = {"KUBECONFIG": str(kube.kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs", **(env or {})}
+    done = run_cli(["quotas", "--policy", str(policy), "--at", at, *args], environ)
+    return done.code, done.summary, done.stdout
 
 
 def hard(kube: KubeHandle, ns: str, name: str = "gpu-quota") -> dict[str, str] | None:
@@ -122,24 +111,8 @@ def test_off_hours_limits_apply_at_the_boundary(cluster: KubeHandle, tmp_path: P
 def test_foreign_quotas_are_untouched_and_an_excluded_namespace_loses_its_managed_quota(
     cluster: KubeHandle, tmp_path: Path
 ) -> None:
-    foreign = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "gpu-quota", "namespace": "misc"},
-        "spec": {"hard": {"requests.nvidia.com/gpu": "9"}},
-    }
-    cluster.create(foreign)
-    managed = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {
-            "name": "gpu-quota",
-            "namespace": "kube-system",
-            "labels": {"app.kubernetes.io/managed-by": "gpu-jobs"},
-        },
-        "spec": {"hard": {"requests.nvidia.com/gpu": "0"}},
-    }
-    cluster.create(managed)
+    cluster.create(resource_quota("gpu-quota", "misc", {"requests.nvidia.com/gpu": "9"}))  # foreign
+    cluster.create(resource_quota("gpu-quota", "kube-system", {"requests.nvidia.com/gpu": "0"}, MANAGED))
     code, _, out = quotas(cluster, tmp_path)
     assert code == 0
     assert hard(cluster, "misc") == {"requests.nvidia.com/gpu": "9"}
@@ -150,16 +123,7 @@ def test_foreign_quotas_are_untouched_and_an_excluded_namespace_loses_its_manage
 def test_a_field_owned_by_another_manager_is_a_conflict_for_that_namespace_only(
     cluster: KubeHandle, tmp_path: Path
 ) -> None:
-    body = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {
-            "name": "gpu-quota",
-            "namespace": "team-a",
-            "labels": {"app.kubernetes.io/managed-by": "gpu-jobs"},
-        },
-        "spec": {"hard": {"requests.nvidia.com/gpu": "9"}},
-    }
+    body = resource_quota("gpu-quota", "team-a", {"requests.nvidia.com/gpu": "9"}, MANAGED)
     with cluster.api_client() as api:
         client.CoreV1Api(api).patch_namespaced_resource_quota(
             "gpu-quota", "team-a", body, field_manager="argocd", _content_type="application/apply-patch+yaml"
@@ -213,3 +177,6 @@ def test_over_commit_is_measured_on_the_nodes_when_the_policy_gives_no_sizes(
         f"requests.nvidia.com/gpu: quotas add up to 10 but its nodes have {allocatable} allocatable now: over-committed"
     ]
     assert "list nodes" in cluster.log.operations()
+    cluster.log.clear()
+    assert quotas(cluster, tmp_path)[0] == 0  # planned, then planned again under the Lease: nodes counted once
+    assert cluster.log.operations().count("list nodes") == 1

@@ -5,9 +5,6 @@ a central run over two clusters, each through its own Kubernetes API."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +15,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.emulators.kube.fixtures import KubeHandle, start_kube
-from tests.emulators.kube.seed import gpu_pod, namespace
+from tests.emulators.kube.seed import MANAGED, gpu_pod, namespace, resource_quota
+from tests.integration.cli import run_cli
 from tests.sandbox.world import write_kubeconfig
 
 pytestmark = pytest.mark.integration
@@ -74,20 +72,10 @@ class Run:
     ) -> tuple[int, dict[str, Any], Any]:
         policy = self.tmp / "policy.yaml"
         policy.write_text(text)
-        environ = {**os.environ, "KUBECONFIG": str(kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs"}
         command = ["quotas", "--policy", str(policy), "--at", at, "--output", "json", *args]
-        done = subprocess.run(
-            [sys.executable, "-m", "jobs", "--log-format", "json", *command],
-            env=environ,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        done = run_cli(command, {"KUBECONFIG": str(kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs"})
         self.stderr = done.stderr
-        events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
-        summary = next(e for e in events if e["event"] == "run.summary")
-        return done.returncode, summary, json.loads(done.stdout) if done.stdout.strip() else None
+        return done.code, done.summary, json.loads(done.stdout) if done.stdout.strip() else None
 
 
 def seed(kube: KubeHandle, namespaces: dict[str, dict[str, str]]) -> None:
@@ -212,14 +200,7 @@ def test_a_namespace_that_loses_its_rule_gets_the_default_and_then_stays_put(kub
 
 def test_a_namespace_that_becomes_excluded_loses_only_the_managed_quota(kube: KubeHandle, run: Run) -> None:
     seed(kube, {"openshift-ai": {}})
-    kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
-            "metadata": {"name": "compute", "namespace": "openshift-ai"},
-            "spec": {"hard": {"pods": "50"}},
-        }
-    )
+    kube.create(resource_quota("compute", "openshift-ai", {"pods": "50"}))
     # Before the exclusion was added, the default applied.
     before = POLICY.replace(', "openshift-*"]', "]")
     assert run(kube.kubeconfig, "--cluster", "ml-prod", text=before)[0] == 0
@@ -234,23 +215,13 @@ def test_a_namespace_that_becomes_excluded_loses_only_the_managed_quota(kube: Ku
 
 
 def test_a_terminating_namespace_is_left_alone(kube: KubeHandle, run: Run) -> None:
-    seed(kube, {"misc": {}})
-    going = namespace("team-gone")
-    going["metadata"]["deletionTimestamp"] = "2026-12-01T10:59:00Z"
-    going["metadata"]["finalizers"] = ["kubernetes"]
-    going["status"] = {"phase": "Terminating"}
-    kube.create(going)
-    stale = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {
-            "name": "gpu-quota",
-            "namespace": "team-gone",
-            "labels": {"app.kubernetes.io/managed-by": "gpu-jobs"},
-        },
-        "spec": {"hard": {GPU: "1"}},  # not what rules[0] says (4): a live namespace would be updated
-    }
-    kube.create(stale)
+    seed(kube, {"misc": {}, "team-gone": {}})
+    # Not what rules[0] says (4): a live namespace would be updated.
+    kube.create(resource_quota("gpu-quota", "team-gone", {GPU: "1"}, MANAGED))
+    kube.cluster.namespace_termination_s = 3600.0  # deleted, and Terminating while its content goes
+    with kube.api_client() as api:
+        client.CoreV1Api(api).delete_namespace("team-gone")
+    assert kube.get("Namespace", "team-gone")["status"] == {"phase": "Terminating"}  # type: ignore[index]
     kube.log.clear()
     code, summary, doc = run(kube.kubeconfig, "--cluster", "ml-prod")
     assert (code, summary["applied"]) == (0, 1)
