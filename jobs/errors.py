@@ -1,10 +1,35 @@
-"""The project's own small exception set. Adapters translate SDK errors into these, so nothing above the
-adapters knows which SDK raised what."""
+"""The project's own exceptions, under one root, so the runner and the CLI catch by layer:
+
+    GpuJobsError
+    ├── ConfigError     bad policy or settings: nothing may change (exit 2)   SettingsError, PolicyError
+    ├── Stopped         the run may not write any more (a stop request, the Lease lost)
+    └── CloudError      an outside system (a cloud, a Kubernetes API) failed: that item fails (exit 1)
+        ├── NotFound, Conflict, Denied, Invalid, OutcomeUnknown
+        └── Busy, Throttled, Unavailable   (retryable)
+
+Adapters translate SDK errors into these, so nothing above the adapters knows which SDK raised what.
+"""
 
 from __future__ import annotations
 
 
-class CloudError(Exception):
+class GpuJobsError(Exception):
+    """Every error this project raises on purpose; anything else is a bug."""
+
+
+class ConfigError(GpuJobsError):
+    """The policy or the run's settings cannot be used: nothing is changed anywhere (exit 2)."""
+
+
+class Stopped(GpuJobsError):
+    """The run may not start another write: it was asked to stop (SIGTERM, Ctrl-C), or lost its Lease."""
+
+    def __init__(self, message: str, *, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why or message  # the reason alone, for a message that says what was done before it
+
+
+class CloudError(GpuJobsError):
     """An API call failed. ``retryable`` errors are retried with backoff until a deadline."""
 
     retryable = False

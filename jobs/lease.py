@@ -20,16 +20,12 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, Protocol
 
-from jobs.errors import CloudError
+from jobs.errors import CloudError, Stopped
 
 # Set by SIGTERM / SIGINT: start nothing new, undo what is temporary, release, report and exit.
 STOP = threading.Event()
 # A write must have this much of the Lease left, so that it ends before anyone else could take it.
 MARGIN = 0.2
-
-
-class Stopped(CloudError):
-    """The run may not write any more: it was asked to stop, or it no longer holds the Lease."""
 
 
 class RunLock(Protocol):
@@ -82,6 +78,7 @@ class HeldLease:
         log: Any,
         clock: Callable[[], datetime],
         stop: threading.Event = STOP,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.lock, self.holder, self.duration, self.log, self.clock, self.stop = (
             lock,
@@ -91,7 +88,8 @@ class HeldLease:
             clock,
             stop,
         )
-        self._valid_until = time.monotonic() + duration.total_seconds()
+        self.monotonic = monotonic  # injected by tests, so that no test waits real seconds for a deadline
+        self._valid_until = monotonic() + duration.total_seconds()
         self._lost: str | None = None
         self._done = threading.Event()
         self._renewer = threading.Thread(target=self._renew_loop, name="lease-renewer", daemon=True)
@@ -99,20 +97,22 @@ class HeldLease:
 
     def check(self, what: str) -> None:
         """Raise :class:`Stopped` unless this run may still start ``what`` (a write)."""
+        why = None
         if self.stop.is_set():
-            raise Stopped(f"{what} not started: the run was asked to stop", operation=what)
-        if self._lost is not None:
-            raise Stopped(f"{what} not started: {self._lost}", operation=what)
-        left = self._valid_until - time.monotonic()
-        if left < MARGIN * self.duration.total_seconds():
-            raise Stopped(f"{what} not started: the Lease could not be renewed and is about to expire", operation=what)
+            why = "the run was asked to stop"
+        elif self._lost is not None:
+            why = self._lost
+        elif self._valid_until - self.monotonic() < MARGIN * self.duration.total_seconds():
+            why = "the Lease could not be renewed and is about to expire"
+        if why is not None:
+            raise Stopped(f"{what} not started: {why}", why=why)
 
     def _renew_loop(self) -> None:
         interval = self.duration.total_seconds() / 3
         while not self._done.wait(interval):
             try:
                 if self.lock.renew(self.holder, self.clock(), self.duration):
-                    self._valid_until = time.monotonic() + self.duration.total_seconds()
+                    self._valid_until = self.monotonic() + self.duration.total_seconds()
                 else:
                     self._lost = "the Lease was taken by another run"
                     self.log.error("lease.lost", holder=self.holder)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from jobs.core.policy import KIND, Policy, cross_reference_problems
 from jobs.core.quotas import quota_problems, quota_warnings
+from jobs.errors import ConfigError
 
 PathParts = tuple[str | int, ...]
 
@@ -39,7 +40,7 @@ def _one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-class PolicyError(Exception):
+class PolicyError(ConfigError):
     """The policy is invalid; nothing may be changed. Carries every problem found, not just the first."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:

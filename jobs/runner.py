@@ -1,116 +1,263 @@
-"""What every job that acts on a fleet shares: its clusters worked on at once, each planned before anything is
-changed anywhere, one blast-radius limit across them, a bug in one cluster kept to that cluster, a stop request
-honoured, and one exit-code rule. A job plugs in its own per-cluster work (:class:`ClusterWork`); the runner
-never knows what a node group or a quota is.
+"""The one reconcile loop every job runs on. A job supplies, for one scope (a cluster or a cloud account, see
+``jobs.scopes``), how to observe it, a pure plan, how to apply one item and how to count; the runner owns
+everything else, once for every job:
 
-    plan every cluster  ->  limit across clusters  ->  apply each cluster  ->  outcome (exit code + counts)
+    observe + plan every scope  ->  one limit across all scopes  ->  per scope: stop? Lease, look again,
+    apply each item (isolated, ``workers`` at once, fenced by the Lease)  ->  one report envelope per scope
+
+- Every scope is planned before anything is written anywhere; a plan over the limit (counted across all scopes)
+  changes nothing anywhere (exit 3).
+- A dry run, or a plan with nothing to write, never takes the Lease: the plan is the report.
+- Under the scope's Lease the job looks again; the plan is made again only when what it sees has changed, and a
+  plan that grew is held to the same limit.
+- One item's failure (an error or a bug) fails that item only; a bug in observing fails that scope only.
+- A stop request (SIGTERM, Ctrl-C) starts nothing new: items not started fail with the same words in every job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from jobs.core.limits import ChangeLimit
-from jobs.lease import stop_on_signals
+from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
+from jobs.errors import CloudError, Stopped
+from jobs.lease import STOP, HeldLease, RunLock, stop_on_signals
 from jobs.outcome import ExitCode, Outcome
+from jobs.scopes import Scope
 
-# A run works on at most this many clusters at once (and never more than its workers), each with its own workers.
-CLUSTERS_AT_ONCE = 8
+# A run works on at most this many scopes at once, each with its own workers.
+SCOPES_AT_ONCE = 8
+#: The words of a stop request, the same in every job.
+STOPPED_BEFORE = "not started: the run was asked to stop"
 
-P = TypeVar("P")  # a cluster's plan, before any write
-R = TypeVar("R")  # a cluster's report, after
+O = TypeVar("O")  # what a scope's observation holds  # noqa: E741
+P = TypeVar("P", bound="Planned[Any]")  # a scope's plan
+I = TypeVar("I")  # one item of a plan: the unit that succeeds or fails on its own  # noqa: E741
+I_co = TypeVar("I_co", covariant=True)
+R = TypeVar("R")  # one item's result
+
+
+class Planned(Protocol[I_co]):
+    """What the runner reads of a job's plan."""
+
+    @property
+    def items(self) -> Sequence[I_co]:
+        """The writes to make, one isolated item each (no-ops already dropped)."""
+        ...
+
+    @property
+    def changes(self) -> int:
+        """How many items count against the change limit."""
+        ...
+
+    @property
+    def considered(self) -> int:
+        """Of how many the plan considered (for a percentage limit)."""
+        ...
+
+
+class ScopeWork(ABC, Generic[O, P, I, R]):
+    """One job's work on one scope, through that scope's own ports. ``plan`` is pure."""
+
+    @property
+    @abstractmethod
+    def lock(self) -> RunLock:
+        """The scope's Lease."""
+
+    @abstractmethod
+    def observe(self, first: O | None) -> O:
+        """Read the scope. Under the Lease ``first`` is the observation made before: what does not need reading
+        twice (a discovery, a capacity) may be taken from it."""
+
+    @abstractmethod
+    def plan(self, observed: O) -> P: ...
+
+    @abstractmethod
+    def apply(self, item: I, fence: Callable[[str], None]) -> R:
+        """Carry out one item; call ``fence(what)`` before each write (it raises :class:`Stopped`)."""
+
+    @abstractmethod
+    def failed(self, item: I, message: str) -> R:
+        """The result of an item that could not be done for ``message``."""
+
+
+State = Literal["planned", "applied", "refused", "locked", "failed"]
+
+
+@dataclass(frozen=True)
+class ScopeReport(Generic[P, R]):
+    """What happened in one scope: the one envelope every job reports in.
+
+    ``planned``: a dry run, or nothing to write (``results`` empty); ``applied``: the items were carried out under
+    the Lease (``results``, one per item); ``refused``: over the limit, nothing changed (``reason``); ``locked``:
+    another live run holds the Lease (``reason`` names it), nothing done; ``failed``: the scope could not be read or
+    its Lease taken (``reason``), nothing changed (``plan`` is None when nothing could be judged)."""
+
+    scope: Scope
+    at: datetime
+    dry_run: bool
+    state: State
+    plan: P | None
+    results: tuple[R, ...] = ()
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
 class Tally:
-    """What one cluster's report counts for the summary and the exit code. ``failed`` includes items that could
+    """What one scope's report counts for ``run.summary`` and the exit code. ``failed`` includes items that could
     not be judged (unreadable, unseen): an unknown is a failure, never a skip."""
 
     planned: int = 0
     applied: int = 0
     failed: int = 0
     skipped: int = 0
-    refused: str | None = None
+    refused: bool = False
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
-class Early(Generic[R]):
-    """Planning ended with the cluster's report: nothing more to do there (refused, unreadable)."""
+class RunSettings:
+    """What every job's run is told, whatever the job."""
 
-    report: R
-
-
-class ClusterWork(Protocol[P, R]):
-    """One job's work on one cluster, through that cluster's own ports."""
-
-    def plan(self) -> P | Early[R]:
-        """Observe and plan."""
-        ...
-
-    def changes(self, plan: P) -> tuple[int, int]:
-        """How many items the plan would change, and of how many it considered: what the limit across clusters
-        counts."""
-        ...
-
-    def apply(self, plan: P) -> R:
-        """Carry the plan out under the cluster's Lease (a dry run reports it)."""
-        ...
-
-    def failed(self, message: str) -> R:
-        """Every item of this cluster failed for ``message``; nothing was changed."""
-        ...
-
-    def refused(self, reason: str, plan: P | None) -> R:
-        """The run was refused (the limit across clusters); nothing was changed. ``plan``: what was refused."""
-        ...
+    dry_run: bool = False
+    limit: ChangeLimit = DEFAULT_LIMIT
+    workers: int = 8  # items applied at once, per scope
+    holder: str = "gpu-jobs"  # who holds the Lease (the pod and process)
+    lease_duration: timedelta = timedelta(minutes=30)
+    # The Lease runs on the real clock, not on the schedule's ``now``: a run evaluated ``--at`` another instant must
+    # still exclude the runs happening now.
+    clock: Callable[[], datetime] = field(default=_system_clock)
 
 
 @dataclass
-class FleetRun(Generic[P, R]):
-    """Runs one job over its clusters."""
+class Reconcile(Generic[O, P, I, R]):
+    """Runs one job over its scopes."""
 
-    work: Mapping[str, ClusterWork[P, R]]
-    limit: ChangeLimit
-    workers: int
+    work: Mapping[Scope, ScopeWork[O, P, I, R]]
+    settings: RunSettings
+    at: datetime  # the schedule instant the plans are made for
     log: Any
-    noun: str = "items"
+    noun: str = "items"  # what the limit counts ("node groups")
+    _allowance: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self) -> list[R]:
+    def run(self) -> list[ScopeReport[P, R]]:
         with stop_on_signals(), ThreadPoolExecutor(max_workers=self._at_once()) as pool:
-            firsts = dict(zip(self.work, pool.map(self._plan, self.work), strict=True))
-            sizes = [self.work[name].changes(p) for name, p in firsts.items() if not isinstance(p, Early)]
-            changes, considered = sum(c for c, _ in sizes), sum(n for _, n in sizes)
-            reason = self.limit.refusal(changes, considered, self.noun, f" across {len(self.work)} clusters")
-            if len(self.work) > 1 and reason is not None:
+            firsts = dict(zip(self.work, pool.map(self._first, self.work), strict=True))
+            plans = {s: f for s, f in firsts.items() if not isinstance(f, ScopeReport)}
+            self._changes = {s: plan.changes for s, (_, plan) in plans.items()}
+            considered = sum(plan.considered for _, plan in plans.values())
+            where = f" across {len(self.work)} {_plural(self.work)}" if len(self.work) > 1 else ""
+            reason = self.settings.limit.refusal(sum(self._changes.values()), considered, self.noun, where)
+            self._allowed = self.settings.limit.allowed(considered)
+            if reason is not None:
+                self.log.error("run.refused", reason=reason)
                 return [
-                    self.work[name].refused(reason, None if isinstance(p, Early) else p) for name, p in firsts.items()
+                    f if isinstance(f, ScopeReport) else self._report(s, "refused", f[1], reason=reason)
+                    for s, f in firsts.items()
                 ]
-            return list(pool.map(lambda name: self._apply(name, firsts[name]), self.work))
+            return list(pool.map(lambda s: self._second(s, firsts[s]), self.work))
 
     def _at_once(self) -> int:
-        return max(1, min(len(self.work), CLUSTERS_AT_ONCE, self.workers))
+        return max(1, min(len(self.work), SCOPES_AT_ONCE))
 
-    def _plan(self, name: str) -> P | Early[R]:
+    def _report(
+        self, scope: Scope, state: State, plan: P | None, results: tuple[R, ...] = (), reason: str | None = None
+    ) -> ScopeReport[P, R]:
+        return ScopeReport(scope, self.at, self.settings.dry_run, state, plan, results, reason)
+
+    def _first(self, scope: Scope) -> tuple[O, P] | ScopeReport[P, R]:
+        """Observe and plan, before anything is written anywhere."""
         try:
-            return self.work[name].plan()
-        except Exception as exc:
-            return Early(self._crashed(name, exc))
+            observed = self.work[scope].observe(None)
+            return observed, self.work[scope].plan(observed)
+        except CloudError as exc:
+            # Nothing of the scope can be judged, so nothing of it is changed (unknown is never idle).
+            self.log.error("scope.unreadable", scope=scope.name, error=str(exc))
+            return self._report(scope, "failed", None, reason=f"{scope} cannot be read ({exc})")
+        except Exception as exc:  # a bug met in one scope fails that scope, not the scopes beside it
+            self.log.error("scope.crashed", scope=scope.name, error=repr(exc), exc_info=True)
+            return self._report(scope, "failed", None, reason=f"unexpected error: {exc!r}")
 
-    def _apply(self, name: str, first: P | Early[R]) -> R:
-        if isinstance(first, Early):
-            return first.report
+    def _second(self, scope: Scope, first: tuple[O, P] | ScopeReport[P, R]) -> ScopeReport[P, R]:
+        if isinstance(first, ScopeReport):
+            return first
+        observed, plan = first
+        if self.settings.dry_run or not plan.items:
+            return self._report(scope, "planned", plan)
+        work = self.work[scope]
+        if STOP.is_set():
+            return self._stopped(scope, plan)
         try:
-            return self.work[name].apply(first)
-        except Exception as exc:
-            return self._crashed(name, exc)
+            holder = work.lock.acquire(self.settings.holder, self.settings.clock(), self.settings.lease_duration)
+        except CloudError as exc:
+            self.log.error("lease.failed", scope=scope.name, error=str(exc))
+            return self._report(scope, "failed", plan, reason=f"the Lease could not be taken ({exc})")
+        if holder is not None:
+            self.log.info("lease.held", scope=scope.name, holder=holder, message="another run holds the Lease")
+            return self._report(scope, "locked", plan, reason=holder)
+        held = HeldLease(work.lock, self.settings.holder, self.settings.lease_duration, self.log, self.settings.clock)
+        try:
+            return self._under_lease(scope, work, observed, plan, held)
+        finally:
+            held.close()
 
-    def _crashed(self, name: str, exc: Exception) -> R:
-        # A bug met in one cluster fails that cluster's items, not the clusters running beside it.
-        self.log.error("cluster.crashed", cluster=name, error=repr(exc), exc_info=True)
-        return self.work[name].failed(f"unexpected error: {exc!r}")
+    def _under_lease(
+        self, scope: Scope, work: ScopeWork[O, P, I, R], observed: O, plan: P, held: HeldLease
+    ) -> ScopeReport[P, R]:
+        # Another run may have done part of it while this one waited: look again, plan again only on a change.
+        try:
+            again = work.observe(observed)
+        except CloudError as exc:
+            self.log.error("scope.unreadable", scope=scope.name, error=str(exc))
+            return self._report(scope, "failed", plan, reason=f"{scope} cannot be read ({exc})")
+        if again != observed:
+            plan = work.plan(again)
+            reason = self._still_allowed(scope, plan.changes)
+            if reason is not None:
+                self.log.error("run.refused", scope=scope.name, reason=reason)
+                return self._report(scope, "refused", plan, reason=reason)
+        with ThreadPoolExecutor(max_workers=max(1, self.settings.workers)) as pool:
+            results = tuple(pool.map(lambda item: self._item(work, item, held.check), plan.items))
+        return self._report(scope, "applied", plan, results)
+
+    def _still_allowed(self, scope: Scope, changes: int) -> str | None:
+        """A plan made again under the Lease is held to the limit the run was allowed, across all scopes."""
+        with self._allowance:
+            total = sum(self._changes.values()) - self._changes[scope] + changes
+            if total > self._allowed:
+                return self.settings.limit.refusal(total, 0, self.noun, " once looked at again under the Lease") or (
+                    f"the plan grew to {total} {self.noun} under the Lease, more than the limit of {self._allowed}"
+                )
+            self._changes[scope] = changes
+            return None
+
+    def _item(self, work: ScopeWork[O, P, I, R], item: I, fence: Callable[[str], None]) -> R:
+        try:
+            if STOP.is_set():
+                return work.failed(item, STOPPED_BEFORE)
+            return work.apply(item, fence)
+        except Stopped as exc:
+            return work.failed(item, str(exc))
+        except Exception as exc:  # one item's failure, whatever it is, must not stop the others
+            self.log.error("item.crashed", error=repr(exc), exc_info=not isinstance(exc, CloudError))
+            return work.failed(item, f"unexpected error: {exc!r}" if not isinstance(exc, CloudError) else str(exc))
+
+    def _stopped(self, scope: Scope, plan: P) -> ScopeReport[P, R]:
+        work = self.work[scope]
+        return self._report(scope, "applied", plan, tuple(work.failed(item, STOPPED_BEFORE) for item in plan.items))
+
+
+def _plural(scopes: Mapping[Scope, Any]) -> str:
+    kinds = {s.kind for s in scopes}
+    return "clusters" if kinds == {"cluster"} else "accounts" if kinds == {"account"} else "scopes"
 
 
 def outcome(tallies: Sequence[Tally], *, dry_run: bool) -> Outcome:

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from jobs.core.limits import ChangeLimit
 from jobs.core.policy import MAX_YEAR, MIN_YEAR
+from jobs.errors import ConfigError
 
 ENV_PREFIX = "GPU_JOBS_"
 DEFAULT_POLICY = "gitops/policy.yaml"
@@ -22,7 +23,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigError, ValueError):
     """A flag or environment variable has a value that cannot be used."""
 
 

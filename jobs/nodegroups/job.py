@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
@@ -24,8 +24,6 @@ from jobs.core.nodegroup_plan import (
     GroupSkip,
     NodeGroupPlan,
     ObservedGroup,
-    Refusal,
-    guard,
     plan_nodegroups,
 )
 from jobs.core.nodegroups import (
@@ -40,13 +38,15 @@ from jobs.core.nodegroups import (
 )
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
-from jobs.errors import Busy, CloudError, OutcomeUnknown, Unavailable
-from jobs.lease import STOP, HeldLease, RunLock, Stopped
+from jobs.errors import Busy, CloudError, OutcomeUnknown, Stopped, Unavailable
+from jobs.lease import RunLock
 from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff
-from jobs.runner import Early, Tally
+from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally
+from jobs.scopes import cluster
 
 Status = Literal["planned", "applied", "failed", "skipped", "refused"]
+_LOCKS_GUARD = threading.Lock()
 # AKS runs one agent pool operation per cluster ("Another agentpool operation ... is in progress"); GKE runs one per
 # node pool (plus cluster-level ones), so its pools need not take turns.
 # A write that got no answer is observed, then resent at most this many times if it does not show.
@@ -65,6 +65,11 @@ class JobSettings:
     holder: str = "gpu-jobs"
     drain_poll_s: float = 5.0
     settle_timeout_s: float = 1200.0  # how long an update in flight may take before its outcome is judged
+
+    @property
+    def run_settings(self) -> RunSettings:
+        """What the runner is told: the part every job shares."""
+        return RunSettings(self.dry_run, self.limit, self.workers, self.holder, self.lease_duration)
 
 
 @dataclass(frozen=True)
@@ -130,10 +135,11 @@ def selected_groups(policy: Policy, settings: JobSettings) -> list[NodeGroup]:
 
 def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, discover: bool = True) -> Observation:
     groups = selected_groups(policy, settings)
-    records = ports.records.load()
-    nodes = ports.cluster.nodes()
+    # Kubernetes reads are retried like cloud reads: one 500 must not fail a whole cluster.
+    records = settings.backoff.call(ports.records.load)
+    nodes = settings.backoff.call(ports.cluster.nodes)
     pods_by_node: dict[str, list[GpuPod]] = {}
-    for pod in ports.cluster.gpu_pods():
+    for pod in settings.backoff.call(ports.cluster.gpu_pods):
         pods_by_node.setdefault(pod.node, []).append(pod)
     cluster = settings.cluster or ""
     cordoned_by_job = {n.name for n in nodes if n.cordoned_by_job}
@@ -222,6 +228,7 @@ class Executor:
         log: Any,
         sleep: Callable[[float], None] = time.sleep,
         fence: Callable[[str], None] = lambda what: None,
+        cluster_locks: dict[tuple[str, ...], threading.Lock] | None = None,
     ) -> None:
         self.policy, self.ports, self.settings, self.now, self.log, self.sleep = (
             policy,
@@ -232,15 +239,15 @@ class Executor:
             sleep,
         )
         self.fence = fence  # raises Stopped before a write this run may no longer make (Lease lost, SIGTERM)
-        self._cluster_locks: dict[tuple[str, ...], threading.Lock] = {}
-        self._locks_guard = threading.Lock()
+        # Shared by the executors of one cluster's run (one per item).
+        self._cluster_locks = cluster_locks if cluster_locks is not None else {}
 
     def _cluster_lock(self, group: NodeGroup, kind: str) -> threading.Lock | contextlib.nullcontext[None]:
         """AKS runs one operation per cluster at a time: updates to its pools take turns here, instead of racing
         into each other's busy errors."""
         if kind not in CLUSTER_SERIAL_KINDS:
             return contextlib.nullcontext()
-        with self._locks_guard:
+        with _LOCKS_GUARD:
             return self._cluster_locks.setdefault(_cluster_key(group), threading.Lock())
 
     def _retry(
@@ -296,18 +303,19 @@ class Executor:
                     return
         raise OutcomeUnknown(f"save record: no answer {UNKNOWN_OUTCOME_RESENDS + 1} times", operation="save record")
 
-    def save_skip_records(self, plan: NodeGroupPlan) -> list[GroupResult]:
-        """The records a skip asks for (when a shutdown was first postponed); a failure fails that group only."""
-        failed = []
-        for skip in plan.skips:
-            if skip.save_record is None:
-                continue
+    def skip(self, skip: GroupSkip) -> GroupResult:
+        """What a skip writes: the record it asks for (when a shutdown was first postponed) and its Event."""
+        if skip.save_record is not None:
             try:
                 self.save_record(skip.group, skip.save_record)
             except CloudError as exc:
                 self.log.error("nodegroup.record_failed", node_group=skip.group, error=str(exc))
-                failed.append(GroupResult(skip.group, "failed", f"cannot save record: {exc}"))
-        return failed
+                return GroupResult(skip.group, "failed", f"cannot save record: {exc}")
+            if skip.save_record.busy_since is not None:
+                self.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
+        if skip.event is not None:
+            self.event(skip.group, skip.event, skip.reason, warning=True)
+        return GroupResult(skip.group, "skipped", skip.reason)
 
     def _settled(self, group: NodeGroup, cloud: NodeGroupCloud) -> GroupConfig:
         """The group's live configuration once no update is running on it (the lost write may still be)."""
@@ -418,9 +426,14 @@ class Executor:
             still: list[GpuPod] = []
             try:
                 self.fence("drain")
-            except Stopped:
+            except Stopped as exc:
                 self._uncordon(action.group, action.cordon)  # the group stays up: its nodes take work again
-                raise
+                done = ", ".join(sorted(map(str, evicted))) or "none"
+                raise Stopped(
+                    f"drain stopped after evicting {len(evicted)} of {len(action.evict)} pods ({done});"
+                    f" nodes uncordoned, the group stays up: {exc.why}",
+                    why=exc.why,
+                ) from exc
             for pod in pending:
                 if pod not in evicted:
                     try:
@@ -443,105 +456,87 @@ class Executor:
             pending = still
 
 
-def _system_clock() -> datetime:
-    return datetime.now(UTC)
-
-
 @dataclass(frozen=True)
 class Planned:
-    """One cluster's plan before any write: what the limit across a fleet's clusters counts."""
+    """One cluster's plan: what the runner applies item by item and counts against the limit."""
 
     observation: Observation
     plan: NodeGroupPlan
 
     @property
-    def changes(self) -> tuple[int, int]:
-        """How many groups the plan changes, of how many it considered."""
-        return sum(1 for a in self.plan.actions if a.steps), len(self.observation.groups)
+    def items(self) -> tuple[GroupAction | GroupSkip, ...]:
+        """Each action, and each skip that writes (a record of when a shutdown was first postponed, an Event): a
+        plan with no items has nothing to write and never takes the Lease."""
+        return (*self.plan.actions, *(s for s in self.plan.skips if s.save_record is not None or s.event))
+
+    @property
+    def changes(self) -> int:
+        return sum(1 for a in self.plan.actions if a.steps)
+
+    @property
+    def considered(self) -> int:
+        return len(self.observation.groups)
 
 
-def failed_report(policy: Policy, now: datetime, settings: JobSettings, message: str) -> Report:
-    """Every selected group failed for the same reason, nothing changed (a cluster that cannot be read)."""
-    failed = tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings))
-    return Report(now, settings.dry_run, settings.cluster, failed)
+@dataclass
+class ClusterRun(ScopeWork[Observation, Planned, GroupAction | GroupSkip, GroupResult]):
+    """The nodegroups job on one cluster, as the runner drives it (``jobs.runner.ScopeWork``)."""
+
+    policy: Policy
+    now: datetime
+    settings: JobSettings  # with its ``cluster`` set
+    ports: Ports
+    log: Any
+    sleep: Callable[[float], None] = time.sleep
+    _locks: dict[tuple[str, ...], threading.Lock] = field(default_factory=dict)
+
+    @property
+    def lock(self) -> RunLock:
+        return self.ports.lock
+
+    def observe(self, first: Observation | None) -> Observation:
+        if first is None:
+            return observe(self.policy, self.ports, self.settings, self.log)
+        # The unmanaged groups found a moment ago still stand: no need to list every cluster twice.
+        again = observe(self.policy, self.ports, self.settings, self.log, discover=False)
+        return replace(again, unmanaged=first.unmanaged)
+
+    def plan(self, observation: Observation) -> Planned:
+        return Planned(observation, plan_nodegroups(self.policy, observation.groups, self.now))
+
+    def apply(self, item: GroupAction | GroupSkip, fence: Callable[[str], None]) -> GroupResult:
+        executor = Executor(self.policy, self.ports, self.settings, self.now, self.log, self.sleep, fence, self._locks)
+        if isinstance(item, GroupAction):
+            return executor.apply(item)
+        return executor.skip(item)
+
+    def failed(self, item: GroupAction | GroupSkip, message: str) -> GroupResult:
+        return GroupResult(item.group, "failed", message, item if isinstance(item, GroupAction) else None)
 
 
-def plan(policy: Policy, now: datetime, settings: JobSettings, ports: Ports, log: Any) -> Planned | Report:
-    """Observe and plan one cluster; a Report when there is nothing more to do (unreadable, refused)."""
-    try:
-        observation = observe(policy, ports, settings, log)
-    except CloudError as exc:
-        # The cluster's API cannot be read: nothing of it can be judged, so every group of it fails (unknown is
-        # never idle) and nothing is changed.
-        log.error("cluster.unreachable", cluster=settings.cluster, error=str(exc))
-        where = f"cluster {settings.cluster}" if settings.cluster else "the cluster"
-        return failed_report(policy, now, settings, f"not judged: {where} cannot be read ({exc})")
-    planned = guard(
-        plan_nodegroups(policy, observation.groups, now), settings.limit, considered=len(observation.groups)
-    )
-    if isinstance(planned, Refusal):
-        return refused_report(now, settings, planned.reason, planned.plan, observation.unmanaged)
-    return Planned(observation, planned)
+Envelope = ScopeReport[Planned, GroupResult]
 
 
-def refused_report(
-    now: datetime, settings: JobSettings, reason: str, plan: NodeGroupPlan, unmanaged: tuple[CloudGroup, ...] = ()
-) -> Report:
-    """Nothing changed, and every change the plan held is listed as refused: what a reviewer must see."""
-    results = tuple(GroupResult(a.group, "refused", _describe_step_change(a), a) for a in plan.actions)
-    return Report(now, settings.dry_run, settings.cluster, results, plan.skips, unmanaged, refused=reason)
-
-
-def apply(
-    first: Planned,
-    policy: Policy,
-    now: datetime,
-    settings: JobSettings,
-    ports: Ports,
-    log: Any,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], datetime] | None = None,
-) -> Report:
-    """Carry out a plan under the cluster's Lease (nothing to write, or a dry run: the plan is the report)."""
-    report = partial(Report, now, settings.dry_run, settings.cluster)
-    observation, planned = first.observation, first.plan
-    if settings.dry_run or not planned.writes:
-        results = tuple(GroupResult(a.group, "planned", _describe_step_change(a), a) for a in planned.actions)
-        return report(results, planned.skips, observation.unmanaged)
-
-    try:
-        if STOP.is_set():
-            raise Stopped("the run was asked to stop before it took the Lease")
-        holder = ports.lock.acquire(settings.holder, (clock or _system_clock)(), settings.lease_duration)
-    except CloudError as exc:
-        log.error("lease.failed", cluster=settings.cluster, error=str(exc))
-        message = f"not applied: the Lease could not be taken ({exc})"
-        failed = tuple(GroupResult(a.group, "failed", message, a) for a in planned.actions)
-        return report(failed, planned.skips, observation.unmanaged)
-    if holder is not None:
-        return report(lock_holder=holder)
-    held = HeldLease(ports.lock, settings.holder, settings.lease_duration, log, clock or _system_clock)
-    try:
-        # Under the lease, look again: another run may have finished what this one planned. (The unmanaged
-        # groups found a moment ago still stand: no need to list every cluster twice.)
-        observation = replace(observe(policy, ports, settings, log, discover=False), unmanaged=observation.unmanaged)
-        again = guard(
-            plan_nodegroups(policy, observation.groups, now), settings.limit, considered=len(observation.groups)
-        )
-        if isinstance(again, Refusal):
-            return refused_report(now, settings, again.reason, again.plan, observation.unmanaged)
-        executor = Executor(policy, ports, settings, now, log, sleep, held.check)
-        failures = executor.save_skip_records(again)
-        with ThreadPoolExecutor(max_workers=settings.workers) as pool:
-            results = tuple(pool.map(executor.apply, again.actions)) + tuple(failures)
-        for skip in again.skips:
-            if skip.save_record is not None and skip.save_record.busy_since is not None:
-                executor.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
-            if skip.event is not None:
-                executor.event(skip.group, skip.event, skip.reason, warning=True)
-    finally:
-        held.close()
-    return report(results, again.skips, observation.unmanaged)
+def report_of(envelope: Envelope, policy: Policy, settings: JobSettings) -> Report:
+    """The nodegroups view of one cluster's envelope: what the text and JSON reports render."""
+    report = partial(Report, envelope.at, envelope.dry_run, envelope.scope.name or None)
+    planned = envelope.plan
+    if planned is None:  # nothing could be judged: every group of the cluster failed, nothing changed
+        message = f"not judged: {envelope.reason}"
+        return report(tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings)))
+    plan, unmanaged = planned.plan, planned.observation.unmanaged
+    if envelope.state == "locked":
+        return report(lock_holder=envelope.reason)
+    if envelope.state == "refused":
+        results = tuple(GroupResult(a.group, "refused", _describe_step_change(a), a) for a in plan.actions)
+        return report(results, plan.skips, unmanaged, refused=envelope.reason)
+    if envelope.state == "failed":
+        message = f"not applied: {envelope.reason}"
+        return report(tuple(GroupResult(a.group, "failed", message, a) for a in plan.actions), plan.skips, unmanaged)
+    if envelope.state == "planned":
+        results = tuple(GroupResult(a.group, "planned", _describe_step_change(a), a) for a in plan.actions)
+        return report(results, plan.skips, unmanaged)
+    return report(tuple(r for r in envelope.results if r.status != "skipped"), plan.skips, unmanaged)
 
 
 def run(
@@ -553,39 +548,13 @@ def run(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], datetime] | None = None,
 ) -> Report:
-    """One run of one cluster at the schedule instant ``now``. The Lease runs on the real ``clock`` (default: the
-    system's), not on ``now``: a run evaluated ``--at`` another instant must still exclude the runs happening now."""
-    first = plan(policy, now, settings, ports, log)
-    return first if isinstance(first, Report) else apply(first, policy, now, settings, ports, log, sleep, clock)
-
-
-@dataclass(frozen=True)
-class ClusterRun:
-    """The nodegroups job on one cluster, as the shared runner drives it (``jobs.runner.ClusterWork``)."""
-
-    policy: Policy
-    now: datetime
-    settings: JobSettings  # with its ``cluster`` set
-    ports: Ports
-    log: Any
-
-    def plan(self) -> Planned | Early[Report]:
-        first = plan(self.policy, self.now, self.settings, self.ports, self.log)
-        return Early(first) if isinstance(first, Report) else first
-
-    def changes(self, planned: Planned) -> tuple[int, int]:
-        return planned.changes
-
-    def apply(self, planned: Planned) -> Report:
-        return apply(planned, self.policy, self.now, self.settings, self.ports, self.log)
-
-    def failed(self, message: str) -> Report:
-        return failed_report(self.policy, self.now, self.settings, message)
-
-    def refused(self, reason: str, planned: Planned | None) -> Report:
-        plan = planned.plan if planned is not None else NodeGroupPlan((), ())
-        unmanaged = planned.observation.unmanaged if planned is not None else ()
-        return refused_report(self.now, self.settings, reason, plan, unmanaged)
+    """One run of one cluster at the schedule instant ``now``, through the runner (what the tests drive)."""
+    run_settings = settings.run_settings if clock is None else replace(settings.run_settings, clock=clock)
+    work = ClusterRun(policy, now, settings, ports, log, sleep)
+    runner: Reconcile[Observation, Planned, GroupAction | GroupSkip, GroupResult]
+    runner = Reconcile({cluster(settings.cluster or ""): work}, run_settings, now, log, "node groups")
+    envelope = runner.run()[0]
+    return report_of(envelope, policy, settings)
 
 
 def tally(report: Report) -> Tally:
@@ -595,5 +564,5 @@ def tally(report: Report) -> Tally:
         applied=sum(r.status == "applied" for r in report.results),
         failed=sum(r.status == "failed" for r in report.results) + sum(s.failed for s in report.skips),
         skipped=len(report.skips),
-        refused=report.refused,
+        refused=report.refused is not None,
     )

@@ -4,6 +4,7 @@ tools, every entry naming its cluster."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from jobs.core.nodegroups import GroupConfig
@@ -20,7 +21,7 @@ def _size(config: GroupConfig) -> str:
     return text
 
 
-def to_text(reports: list[Report]) -> str:
+def to_text(reports: Sequence[Report]) -> str:
     if not reports:
         return "gpu-jobs nodegroups: no cluster to act on (the policy has no node groups in reach)\n"
     return "".join(_text(report) for report in reports)
@@ -63,7 +64,7 @@ def _text(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(reports: list[Report]) -> str:
+def to_json(reports: Sequence[Report]) -> str:
     """One document for the whole run; ``clusters`` says per cluster whether it was refused or locked."""
     doc: dict[str, Any] = {
         "at": reports[0].at.isoformat() if reports else None,

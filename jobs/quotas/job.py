@@ -4,9 +4,8 @@ plan over the change limit, then apply under the cluster's Lease, each namespace
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
@@ -21,12 +20,12 @@ from jobs.core.quotas import (
     plan_quotas,
     policy_capacity,
 )
-from jobs.errors import CloudError, Conflict
-from jobs.lease import STOP, HeldLease, RunLock, Stopped
+from jobs.errors import CloudError, Conflict, Denied, NotFound, Stopped
+from jobs.lease import RunLock
 from jobs.retry import Backoff
-from jobs.runner import Early, Tally
+from jobs.runner import RunSettings, ScopeReport, ScopeWork, Tally
 
-Status = Literal["planned", "applied", "unchanged", "failed", "refused", "conflict"]
+Status = Literal["planned", "applied", "unchanged", "failed", "refused", "conflict", "skipped"]
 
 
 class QuotaStore(Protocol):
@@ -66,6 +65,10 @@ class Settings:
     backoff: Backoff = field(default_factory=lambda: Backoff(deadline_s=120))
     workers: int = 8  # quotas written at once: a first run over thousands of namespaces is bound by round trips
 
+    @property
+    def run_settings(self) -> RunSettings:
+        return RunSettings(self.dry_run, self.limit, self.workers, self.holder, self.lease_duration)
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -87,108 +90,82 @@ class Report:
 
 
 @dataclass(frozen=True)
+class Observation:
+    namespaces: tuple[NamespaceInfo, ...]
+    quotas: tuple[QuotaInfo, ...]
+    capacity: Capacity  # what the cluster can give its quotas, measured once per run
+
+
+@dataclass(frozen=True)
 class Planned:
     entries: tuple[QuotaEntry, ...]
-    capacity: Capacity  # what the cluster can give its quotas, measured once per run
+    capacity: Capacity
     warnings: tuple[str, ...] = ()  # for the cluster as a whole (over-commit)
+
+    @property
+    def items(self) -> tuple[tuple[QuotaEntry, ...], ...]:
+        """One item per namespace with something to change: its entries in their order (the new quota before the
+        former one's removal), so a namespace is never left without its quota."""
+        by_namespace: dict[str, list[QuotaEntry]] = {}
+        for entry in self.entries:
+            by_namespace.setdefault(entry.namespace, []).append(entry)
+        return tuple(tuple(e) for e in by_namespace.values() if any(x.action != "unchanged" for x in e))
 
     @property
     def changes(self) -> int:
         return sum(e.action != "unchanged" for e in self.entries)
 
+    @property
+    def considered(self) -> int:
+        return len(self.entries)
 
-def _observe_and_plan(
-    policy: Policy, now: datetime, settings: Settings, ports: Ports, capacity: Capacity | None = None
-) -> Planned:
-    namespaces = settings.backoff.call(ports.store.namespaces)
-    quotas = settings.backoff.call(ports.store.quotas)
-    entries = plan_quotas(policy, settings.cluster, namespaces, quotas, now)
-    # The policy's node groups at their working maximum when it gives their sizes (night or day alike); else the
-    # nodes' allocatable GPUs now, one more list (not again when the plan is made again under the Lease).
-    capacity = (
-        capacity
-        or policy_capacity(policy, settings.cluster)
-        or node_capacity(settings.backoff.call(ports.store.gpu_allocatable))
-    )
-    return Planned(entries, capacity, over_commit(entries, capacity))
+
+Namespace = tuple[QuotaEntry, ...]
 
 
 @dataclass(frozen=True)
-class ClusterRun:
-    """The quotas job on one cluster, as the shared runner drives it."""
+class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]):
+    """The quotas job on one cluster, as the runner drives it."""
 
     policy: Policy
     now: datetime
     settings: Settings
     ports: Ports
     log: Any
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
-    def plan(self) -> Planned | Early[Report]:
-        try:
-            planned = _observe_and_plan(self.policy, self.now, self.settings, self.ports)
-        except CloudError as exc:
-            self.log.error("cluster.unreachable", cluster=self.settings.cluster, error=str(exc))
-            return Early(self.failed(f"cluster {self.settings.cluster} cannot be read ({exc})"))
-        reason = self.settings.limit.refusal(planned.changes, len(planned.entries), "namespace quotas")
-        if reason is not None:
-            return Early(self.refused(reason, planned))
-        return planned
+    @property
+    def lock(self) -> RunLock:
+        return self.ports.lock
 
-    def changes(self, planned: Planned) -> tuple[int, int]:
-        return planned.changes, len(planned.entries)
+    def observe(self, first: Observation | None) -> Observation:
+        store, call = self.ports.store, self.settings.backoff.call
+        namespaces, quotas = tuple(call(store.namespaces)), tuple(call(store.quotas))
+        # The policy's node groups at their working maximum when it gives their sizes (night or day alike); else the
+        # nodes' allocatable GPUs now, one more list (not again under the Lease).
+        capacity = (
+            first.capacity
+            if first is not None
+            else policy_capacity(self.policy, self.settings.cluster) or node_capacity(call(store.gpu_allocatable))
+        )
+        return Observation(namespaces, quotas, capacity)
 
-    def failed(self, message: str) -> Report:
-        return Report(self.settings.cluster, self.now, self.settings.dry_run, error=message)
+    def plan(self, observed: Observation) -> Planned:
+        entries = plan_quotas(
+            self.policy, self.settings.cluster, list(observed.namespaces), list(observed.quotas), self.now
+        )
+        return Planned(entries, observed.capacity, over_commit(entries, observed.capacity))
 
-    def refused(self, reason: str, planned: Planned | None) -> Report:
-        entries = planned.entries if planned is not None else ()
-        results = tuple(Outcome(e, "refused" if e.action != "unchanged" else "unchanged") for e in entries)
-        return Report(self.settings.cluster, self.now, self.settings.dry_run, results, refused=reason)
-
-    def apply(self, planned: Planned) -> Report:
-        report = Report(self.settings.cluster, self.now, self.settings.dry_run)
-        report = replace(report, warnings=planned.warnings)
-        if self.settings.dry_run or not planned.changes:
-            results = tuple(Outcome(e, "planned" if e.action != "unchanged" else "unchanged") for e in planned.entries)
-            return replace(report, results=results)
-        if STOP.is_set():
-            return replace(report, error="the run was asked to stop before it took the Lease")
-        try:
-            holder = self.ports.lock.acquire(self.settings.holder, self.clock(), self.settings.lease_duration)
-        except CloudError as exc:
-            return replace(report, error=f"the Lease could not be taken ({exc})")
-        if holder is not None:
-            return replace(report, lock_holder=holder)
-        held = HeldLease(self.ports.lock, self.settings.holder, self.settings.lease_duration, self.log, self.clock)
-        try:
-            # Under the Lease, look again: another run may have done part of it.
-            again = _observe_and_plan(self.policy, self.now, self.settings, self.ports, planned.capacity)
-            reason = self.settings.limit.refusal(again.changes, len(again.entries), "namespace quotas")
-            if reason is not None:
-                return self.refused(reason, again)
-            # Namespaces at once; one namespace's entries in their order (the new quota before the former one's
-            # removal), and none after one that failed, so a namespace is never left without its quota.
-            by_namespace: dict[str, list[QuotaEntry]] = {}
-            for entry in again.entries:
-                by_namespace.setdefault(entry.namespace, []).append(entry)
-            with ThreadPoolExecutor(max_workers=self.settings.workers) as pool:
-                done = pool.map(lambda entries: self._namespace(entries, held.check), by_namespace.values())
-                results = tuple(outcome for outcomes in done for outcome in outcomes)
-            return replace(report, results=results, warnings=again.warnings)
-        except CloudError as exc:
-            return replace(report, error=f"cluster {self.settings.cluster} cannot be read ({exc})")
-        finally:
-            held.close()
-
-    def _namespace(self, entries: list[QuotaEntry], fence: Callable[[str], None]) -> list[Outcome]:
+    def apply(self, item: Namespace, fence: Callable[[str], None]) -> tuple[Outcome, ...]:
         outcomes: list[Outcome] = []
-        for entry in entries:
+        for entry in item:  # none after one that failed: the namespace keeps the quota it had
             if outcomes and outcomes[-1].status in ("failed", "conflict"):
                 outcomes.append(Outcome(entry, "failed", f"not attempted: {outcomes[-1].entry.quota} was not written"))
             else:
                 outcomes.append(self._one(entry, fence))
-        return outcomes
+        return tuple(outcomes)
+
+    def failed(self, item: Namespace, message: str) -> tuple[Outcome, ...]:
+        return tuple(Outcome(e, "failed" if e.action != "unchanged" else "unchanged", message) for e in item)
 
     def _one(self, entry: QuotaEntry, fence: Callable[[str], None]) -> Outcome:
         if entry.action == "unchanged":
@@ -201,6 +178,13 @@ class ClusterRun:
             else:
                 hard = dict(entry.hard)
                 self.settings.backoff.call(lambda: self.ports.store.apply(entry.namespace, entry.quota, hard))
+        except (NotFound, Denied) as exc:
+            if not _namespace_gone(exc, entry.namespace):
+                self.log.error("quota.failed", namespace=entry.namespace, quota=entry.quota, error=str(exc))
+                return Outcome(entry, "failed", str(exc))
+            # Deleted (or being deleted) since it was listed: there is no quota to keep there any more.
+            self.log.info("quota.namespace_gone", namespace=entry.namespace, quota=entry.quota, error=str(exc))
+            return Outcome(entry, "skipped", f"namespace {entry.namespace} is gone or terminating: nothing to do")
         except Conflict as exc:
             # Another field manager owns a field of the quota: reported for this namespace, never forced.
             self.log.warning("quota.conflict", namespace=entry.namespace, quota=entry.quota, error=str(exc))
@@ -219,13 +203,52 @@ class ClusterRun:
         return Outcome(entry, "applied", message)
 
 
+def _namespace_gone(exc: CloudError, namespace: str) -> bool:
+    """A write refused because its namespace was deleted after the lists (404 on the namespace) or is being deleted
+    (403 with cause NamespaceTerminating, from the NamespaceLifecycle admission plugin)."""
+    text = str(exc)
+    if isinstance(exc, NotFound):
+        return f'namespaces "{namespace}" not found' in text
+    return "NamespaceTerminating" in text or "because it is being terminated" in text
+
+
+Envelope = ScopeReport[Planned, tuple[Outcome, ...]]
+
+
+def report_of(envelope: Envelope) -> Report:
+    """The quotas view of one cluster's envelope: what the text and JSON reports render."""
+    report = Report(envelope.scope.name, envelope.at, envelope.dry_run)
+    planned = envelope.plan
+    if planned is None:
+        return replace(report, error=envelope.reason)
+    report = replace(report, warnings=planned.warnings)
+    if envelope.state == "locked":
+        return replace(report, lock_holder=envelope.reason)
+    if envelope.state == "failed":
+        return replace(report, error=envelope.reason)
+    status: Status = "refused" if envelope.state == "refused" else "planned"
+    done = {(o.entry.namespace, o.entry.quota): o for outcomes in envelope.results for o in outcomes}
+    results = tuple(
+        done.get((e.namespace, e.quota)) or Outcome(e, status if e.action != "unchanged" else "unchanged")
+        for e in _by_namespace(planned.entries)
+    )
+    return replace(report, results=results, refused=envelope.reason if envelope.state == "refused" else None)
+
+
+def _by_namespace(entries: tuple[QuotaEntry, ...]) -> list[QuotaEntry]:
+    grouped: dict[str, list[QuotaEntry]] = {}
+    for entry in entries:
+        grouped.setdefault(entry.namespace, []).append(entry)
+    return [e for group in grouped.values() for e in group]
+
+
 def tally(report: Report) -> Tally:
     """Conflicts and failures are failed items; a cluster that could not be read is one failed item."""
-    changing = [r for r in report.results if r.status != "unchanged"]
+    changing = [r for r in report.results if r.status not in ("unchanged", "skipped")]
     return Tally(
         planned=len(changing),
         applied=sum(r.status == "applied" for r in report.results),
         failed=sum(r.status in ("failed", "conflict") for r in report.results) + (report.error is not None),
-        skipped=sum(r.status == "unchanged" for r in report.results),
-        refused=report.refused,
+        skipped=sum(r.status in ("unchanged", "skipped") for r in report.results),
+        refused=report.refused is not None,
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from jobs.quotas.job import Report
 
 
-def to_text(reports: list[Report]) -> str:
+def to_text(reports: Sequence[Report]) -> str:
     if not reports:
         return "gpu-jobs quotas: no cluster to act on\n"
     return "".join(_text(r) for r in reports)
@@ -62,7 +63,7 @@ def _document(report: Report) -> dict[str, Any]:
     }
 
 
-def to_json(reports: list[Report]) -> str:
+def to_json(reports: Sequence[Report]) -> str:
     """One cluster: its document. Several: ``{"clusters": [...]}``, one document each."""
     if len(reports) == 1:
         return json.dumps(_document(reports[0]), indent=2)

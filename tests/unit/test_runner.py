@@ -1,134 +1,284 @@
-"""The shared runner with a job faked at its Protocol boundary: clusters planned before any change, one limit across
-them, a crash kept to its cluster, the exit-code rule."""
+"""The one reconcile loop, with a job faked at its boundary (``ScopeWork``) and a Lease store in memory: every scope
+planned before any write, one limit across scopes, dry run and no-op runs without the Lease, a held Lease, the
+look-again under the Lease, per-item and per-scope isolation, stop requests, and the exit-code rule. The loop is
+tested here once; the jobs' own tests test what they observe, plan and apply."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from jobs.core.limits import ChangeLimit
+from jobs.errors import Unavailable
+from jobs.lease import STOP, RunLock
 from jobs.outcome import ExitCode
-from jobs.runner import Early, FleetRun, Tally, outcome
+from jobs.runner import STOPPED_BEFORE, Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
+from jobs.scopes import Scope, account, cluster
+
+NOW = datetime(2026, 12, 1, 20, 5, tzinfo=UTC)  # a Tuesday evening: any fixed instant will do
+
+
+class MemoryLease:
+    """One holder at a time; ``holder`` set to someone else makes this run find the Lease taken."""
+
+    def __init__(self, holder: str | None = None) -> None:
+        self.holder = holder
+        self.acquired = 0
+
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
+        if self.holder not in (None, holder):
+            return self.holder
+        self.holder, self.acquired = holder, self.acquired + 1
+        return None
+
+    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
+        return self.holder == holder
+
+    def release(self, holder: str) -> None:
+        if self.holder == holder:
+            self.holder = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    items: tuple[str, ...]
+    considered: int = 4
+
+    @property
+    def changes(self) -> int:
+        return len(self.items)
 
 
 @dataclass
 class Journal:
-    """What the fake clusters were asked, in order, and how many ran at once."""
-
     calls: list[str] = field(default_factory=list)
-    running: int = 0
-    most: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    guard: threading.Lock = field(default_factory=threading.Lock)
 
-    def enter(self, what: str) -> None:
-        with self.lock:
-            self.calls.append(what)
-            self.running += 1
-            self.most = max(self.most, self.running)
-
-    def leave(self) -> None:
-        with self.lock:
-            self.running -= 1
+    def add(self, call: str) -> None:
+        with self.guard:
+            self.calls.append(call)
 
 
 @dataclass
-class FakeCluster:
+class FakeScope(ScopeWork[tuple[str, ...], Plan, str, str]):
+    """A scope whose world is a tuple of item names still to do; ``world`` may change between the two looks."""
+
     name: str
     journal: Journal
-    changes_planned: int = 1
-    crash: str | None = None  # "plan" or "apply"
-    early: str | None = None  # planning ends with this report
+    world: list[tuple[str, ...]]  # what each observe returns, in turn (the last one repeats)
+    lease: MemoryLease = field(default_factory=MemoryLease)
+    crash: str | None = None  # "observe", or an item's name
+    unreadable: bool = False
+    stop_at: str | None = None  # a stop is asked while this item is applied (a SIGTERM), or while planning: "plan"
+    looks: int = 0
 
-    def plan(self) -> int | Early[str]:
-        self.journal.enter(f"plan {self.name}")
-        try:
-            if self.crash == "plan":
-                raise RuntimeError("bug")
-            return Early(self.early) if self.early else self.changes_planned
-        finally:
-            self.journal.leave()
+    @property
+    def lock(self) -> RunLock:
+        return self.lease
 
-    def changes(self, plan: int) -> tuple[int, int]:
-        return plan, 4  # of 4 items each
+    def observe(self, first: tuple[str, ...] | None) -> tuple[str, ...]:
+        self.journal.add(f"observe {self.name}")
+        if self.unreadable:
+            raise Unavailable("connection refused")
+        if self.crash == "observe":
+            raise RuntimeError("bug")
+        seen = self.world[min(self.looks, len(self.world) - 1)]
+        self.looks += 1
+        return seen
 
-    def apply(self, plan: int) -> str:
-        self.journal.enter(f"apply {self.name}")
-        try:
-            if self.crash == "apply":
-                raise RuntimeError("bug")
-            return f"{self.name}: applied {plan}"
-        finally:
-            self.journal.leave()
+    def plan(self, observed: tuple[str, ...]) -> Plan:
+        self.journal.add(f"plan {self.name}")
+        if self.stop_at == "plan":
+            STOP.set()
+        return Plan(observed)
 
-    def failed(self, message: str) -> str:
-        return f"{self.name}: failed ({message})"
+    def apply(self, item: str, fence: Callable[[str], None]) -> str:
+        if item == self.stop_at:
+            STOP.set()
+        fence(f"write {item}")
+        if item == self.crash:
+            raise RuntimeError("bug")
+        self.journal.add(f"apply {self.name}/{item}")
+        return f"{item}: done"
 
-    def refused(self, reason: str, plan: int | None) -> str:
-        return f"{self.name}: refused ({reason}; {plan} planned)"
+    def failed(self, item: str, message: str) -> str:
+        return f"{item}: failed ({message})"
 
 
 class Log:
     def __init__(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
 
-    def error(self, event: str, **kw: Any) -> None:
+    def _add(self, event: str, **kw: Any) -> None:
         self.events.append((event, kw))
 
-
-def fleet(*clusters: FakeCluster, limit: str = "10", workers: int = 8) -> FleetRun[int, str]:
-    return FleetRun(
-        {c.name: c for c in clusters}, limit=ChangeLimit.parse(limit), workers=workers, log=Log(), noun="groups"
-    )
+    info = warning = error = debug = _add
 
 
-def test_every_cluster_is_planned_before_any_is_changed() -> None:
+Report = ScopeReport[Plan, str]
+
+
+def reconcile(*scopes: tuple[Scope, FakeScope], limit: str = "10", dry_run: bool = False) -> list[Report]:
+    settings = RunSettings(dry_run=dry_run, limit=ChangeLimit.parse(limit), holder="me", clock=lambda: NOW)
+    runner: Reconcile[tuple[str, ...], Plan, str, str] = Reconcile(dict(scopes), settings, NOW, Log(), "groups")
+    return runner.run()
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_left() -> Any:
+    yield
+    STOP.clear()
+
+
+def two(journal: Journal, a: Sequence[str] = ("x",), b: Sequence[str] = ("y", "z")) -> list[tuple[Scope, FakeScope]]:
+    return [
+        (cluster("a"), FakeScope("a", journal, [tuple(a)])),
+        (cluster("b"), FakeScope("b", journal, [tuple(b)])),
+    ]
+
+
+def test_every_scope_is_planned_before_anything_is_written() -> None:
     journal = Journal()
-    reports = fleet(FakeCluster("a", journal), FakeCluster("b", journal, changes_planned=2)).run()
-    assert reports == ["a: applied 1", "b: applied 2"]
-    assert {c.split()[0] for c in journal.calls[:2]} == {"plan"}
-    assert {c.split()[0] for c in journal.calls[2:]} == {"apply"}
+    reports = reconcile(*two(journal))
+    assert [(r.state, r.results) for r in reports] == [
+        ("applied", ("x: done",)),
+        ("applied", ("y: done", "z: done")),
+    ]
+    first_write = next(i for i, c in enumerate(journal.calls) if c.startswith("apply"))
+    assert {"plan a", "plan b"} <= set(journal.calls[:first_write])
 
 
 def test_a_total_over_the_limit_changes_nothing_anywhere() -> None:
     journal = Journal()
-    reports = fleet(FakeCluster("a", journal, 2), FakeCluster("b", journal, 2), limit="3").run()
-    reason = "the plan changes 4 groups across 2 clusters, more than the limit of 3 per run"
-    assert all(r.startswith(f"{name}: refused ({reason}") for r, name in zip(reports, "ab", strict=True))
+    reports = reconcile(*two(journal), limit="2")
+    assert [r.state for r in reports] == ["refused", "refused"]
+    assert reports[0].reason == (
+        "the plan changes 3 groups across 2 clusters, more than the limit of 2 per run"
+        " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
+    )
+    assert not any(c.startswith("apply") for c in journal.calls)
+    assert reports[0].plan == Plan(("x",))  # what was refused is there to be shown
+
+
+def test_a_percentage_limit_counts_the_items_of_every_scope() -> None:
+    # 3 changes of 8 items considered: 40% allows 4 (rounded up), 25% allows 2.
+    assert [r.state for r in reconcile(*two(Journal()), limit="40%")] == ["applied", "applied"]
+    refused = reconcile(*two(Journal()), limit="25%")
+    assert "more than the limit of 25% (2 of 8)" in (refused[0].reason or "")
+
+
+def test_a_dry_run_plans_everything_and_takes_no_lease() -> None:
+    journal = Journal()
+    scopes = two(journal)
+    reports = reconcile(*scopes, dry_run=True)
+    assert [(r.state, r.dry_run, r.results) for r in reports] == [("planned", True, ())] * 2
+    assert [s.lease.acquired for _, s in scopes] == [0, 0]
     assert not any(c.startswith("apply") for c in journal.calls)
 
 
-def test_a_percentage_limit_counts_the_items_of_every_cluster() -> None:
+def test_nothing_to_write_takes_no_lease_and_plans_once() -> None:
     journal = Journal()
-    # 4 changes of 8 items considered: 50% allows them, 40% (4 of 8, rounded up) too, 37% (3 of 8) does not.
-    assert fleet(FakeCluster("a", journal, 2), FakeCluster("b", journal, 2), limit="40%").run()[0] == "a: applied 2"
-    reports = fleet(FakeCluster("a", journal, 2), FakeCluster("b", journal, 2), limit="37%").run()
-    assert reports[0].startswith("a: refused (the plan changes 4 groups across 2 clusters, more than the limit of 37%")
-    assert "37% (3 of 8)" in reports[0]
+    scope = FakeScope("a", journal, [()])
+    assert reconcile((cluster("a"), scope))[0].state == "planned"
+    assert (scope.lease.acquired, journal.calls) == (0, ["observe a", "plan a"])
 
 
-@pytest.mark.parametrize("where", ["plan", "apply"])
-def test_a_crash_in_one_cluster_fails_that_cluster_only(where: str) -> None:
+def test_a_lease_held_by_another_run_does_nothing_there_only() -> None:
     journal = Journal()
-    run = fleet(FakeCluster("a", journal, crash=where), FakeCluster("b", journal))
-    reports = run.run()
-    assert reports == ["a: failed (unexpected error: RuntimeError('bug'))", "b: applied 1"]
-    assert run.log.events[0][0] == "cluster.crashed"
+    held = FakeScope("a", journal, [("x",)], lease=MemoryLease("the-cronjob-pod"))
+    reports = reconcile((cluster("a"), held), (cluster("b"), FakeScope("b", journal, [("y",)])))
+    assert [(r.state, r.reason) for r in reports] == [("locked", "the-cronjob-pod"), ("applied", None)]
+    assert "apply a/x" not in journal.calls
 
 
-def test_a_cluster_whose_planning_ended_keeps_its_report() -> None:
+def test_under_the_lease_an_unchanged_world_is_not_planned_again() -> None:
     journal = Journal()
-    reports = fleet(FakeCluster("a", journal, early="a: cannot be read"), FakeCluster("b", journal)).run()
-    assert reports == ["a: cannot be read", "b: applied 1"]
-    assert "apply a" not in journal.calls
+    scope = FakeScope("a", journal, [("x", "y")])
+    reconcile((cluster("a"), scope))
+    assert journal.calls.count("observe a") == 2
+    assert journal.calls.count("plan a") == 1
+    assert scope.lease.holder is None  # released
 
 
-def test_one_worker_means_one_cluster_at_a_time() -> None:
+def test_under_the_lease_a_changed_world_is_planned_again() -> None:
     journal = Journal()
-    fleet(*(FakeCluster(str(i), journal) for i in range(5)), workers=1).run()
-    assert journal.most == 1
+    # Another run did "x" while this one waited for the Lease.
+    report = reconcile((cluster("a"), FakeScope("a", journal, [("x", "y"), ("y",)])))[0]
+    assert (report.state, report.results, report.plan) == ("applied", ("y: done",), Plan(("y",)))
+    assert journal.calls.count("plan a") == 2
+
+
+def test_a_plan_that_grew_under_the_lease_is_held_to_the_same_limit() -> None:
+    journal = Journal()
+    report = reconcile((cluster("a"), FakeScope("a", journal, [("x",), ("x", "y", "z")])), limit="2")[0]
+    assert report.state == "refused"
+    assert "3 groups" in (report.reason or "")
+    assert not any(c.startswith("apply") for c in journal.calls)
+
+
+def test_a_scope_that_cannot_be_read_fails_and_the_others_go_on() -> None:
+    journal = Journal()
+    reports = reconcile(
+        (cluster("a"), FakeScope("a", journal, [("x",)], unreadable=True)),
+        (cluster("b"), FakeScope("b", journal, [("y",)])),
+    )
+    assert [(r.state, r.plan) for r in reports] == [("failed", None), ("applied", Plan(("y",)))]
+    assert reports[0].reason == "cluster a cannot be read (connection refused)"
+
+
+def test_a_bug_in_one_scope_fails_that_scope_and_a_bug_in_one_item_that_item() -> None:
+    journal = Journal()
+    reports = reconcile(
+        (cluster("a"), FakeScope("a", journal, [("x",)], crash="observe")),
+        (cluster("b"), FakeScope("b", journal, [("y", "z")], crash="y")),
+    )
+    assert (reports[0].state, reports[0].reason) == ("failed", "unexpected error: RuntimeError('bug')")
+    assert reports[1].results == ("y: failed (unexpected error: RuntimeError('bug'))", "z: done")
+
+
+def test_a_stop_before_the_lease_starts_nothing_with_the_same_words_everywhere() -> None:
+    journal = Journal()
+    scopes = two(journal)
+    scopes[1][1].stop_at = "plan"  # SIGTERM arrives while the run plans
+    reports = reconcile(*scopes)
+    assert [r.results for r in reports] == [
+        (f"x: failed ({STOPPED_BEFORE})",),
+        (f"y: failed ({STOPPED_BEFORE})", f"z: failed ({STOPPED_BEFORE})"),
+    ]
+    assert [s.lease.acquired for _, s in scopes] == [0, 0]
+
+
+def test_a_stop_during_the_run_fails_what_was_not_started() -> None:
+    journal = Journal()
+    scope = FakeScope("a", journal, [("x", "y", "z")], stop_at="y")
+    settings = RunSettings(workers=1, holder="me", clock=lambda: NOW)
+    report = Reconcile({cluster("a"): scope}, settings, NOW, Log(), "groups").run()[0]
+    assert report.results == (
+        "x: done",
+        "y: failed (write y not started: the run was asked to stop)",
+        f"z: failed ({STOPPED_BEFORE})",
+    )
+    assert scope.lease.holder is None  # given back even so
+
+
+def test_account_scopes_run_on_the_same_loop() -> None:
+    journal = Journal()
+    aws, gcp = account("aws", "eu-west-1"), account("gcp", "ml-research")
+    reports = reconcile(
+        (aws, FakeScope("aws", journal, [("p-quota",)])),
+        (gcp, FakeScope("gcp", journal, [("h100", "a100")])),
+        limit="2",
+    )
+    assert reports[0].reason == (
+        "the plan changes 3 groups across 2 accounts, more than the limit of 2 per run"
+        " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
+    )
+    assert (aws.slug, str(gcp)) == ("aws-eu-west-1", "account gcp/ml-research")
 
 
 @pytest.mark.parametrize(
@@ -136,7 +286,7 @@ def test_one_worker_means_one_cluster_at_a_time() -> None:
     [
         ([Tally(planned=2, applied=2), Tally(skipped=1)], ExitCode.OK),
         ([Tally(planned=2, applied=1, failed=1), Tally()], ExitCode.ITEM_FAILED),
-        ([Tally(failed=1), Tally(refused="too many")], ExitCode.REFUSED),
+        ([Tally(failed=1), Tally(refused=True)], ExitCode.REFUSED),
     ],
 )
 def test_one_exit_code_rule(tallies: list[Tally], code: ExitCode) -> None:
