@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, Protocol
@@ -24,15 +25,56 @@ from jobs.errors import CloudError, Stopped
 
 # Set by SIGTERM / SIGINT: start nothing new, undo what is temporary, release, report and exit.
 STOP = threading.Event()
-# A write must have this much of the Lease left, so that it ends before anyone else could take it.
+#: A holder renews its Lease this many times per duration.
+RENEWALS = 3
+#: A holder this many renewal intervals past its last renewal is dead, and its Lease is taken over: a killed run
+#: blocks the next one for two intervals, not for the whole duration.
+TAKEOVER_INTERVALS = 2
+# A write must have this much of a renewal interval left before the takeover point, so that it ends before anyone
+# else could take the Lease (with room for clock skew between pods).
 MARGIN = 0.2
+
+
+def renewal_interval(duration: timedelta) -> timedelta:
+    return duration / RENEWALS
+
+
+def taken_over(renewed: datetime | None, duration: timedelta, now: datetime) -> bool:
+    """Whether a Lease last renewed at ``renewed`` (for ``duration``) may be taken over at ``now``: its holder
+    would have renewed it by now, twice, were it alive."""
+    return renewed is None or now >= renewed + TAKEOVER_INTERVALS * renewal_interval(duration)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Another run holding the Lease this run could not take."""
+
+    name: str
+    renewed: datetime | None  # its last renewal
+    duration: timedelta
+
+    def overdue(self, now: datetime) -> timedelta | None:
+        """How late its renewal is (a live holder renews every interval), or None while it keeps renewing."""
+        if self.renewed is None:
+            return None
+        late = now - self.renewed - renewal_interval(self.duration)
+        return late if late > timedelta(0) else None
+
+    def takeover_in(self, now: datetime) -> timedelta:
+        """How long until this run may take the Lease over."""
+        if self.renewed is None:
+            return timedelta(0)
+        return self.renewed + TAKEOVER_INTERVALS * renewal_interval(self.duration) - now
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class RunLock(Protocol):
     """Keeps two runs (the CronJob and a manual ``kubectl create job``) from interleaving, in one cluster."""
 
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
-        """Take the lock; return None on success or the current holder when someone else has it."""
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> Holder | None:
+        """Take the lock, also from a holder past :func:`taken_over`; return None on success or the live holder."""
         ...
 
     def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
@@ -68,7 +110,8 @@ def stop_on_signals() -> Iterator[None]:
 
 
 class HeldLease:
-    """A Lease just acquired by ``holder``: renewed every third of its duration until :meth:`close`."""
+    """A Lease just acquired by ``holder``: renewed every :func:`renewal_interval` until :meth:`close`. Writes are
+    allowed until shortly before the point where another run could take it over."""
 
     def __init__(
         self,
@@ -89,7 +132,8 @@ class HeldLease:
             stop,
         )
         self.monotonic = monotonic  # injected by tests, so that no test waits real seconds for a deadline
-        self._valid_until = monotonic() + duration.total_seconds()
+        self._interval = renewal_interval(duration).total_seconds()
+        self._valid_until = monotonic() + TAKEOVER_INTERVALS * self._interval
         self._lost: str | None = None
         self._done = threading.Event()
         self._renewer = threading.Thread(target=self._renew_loop, name="lease-renewer", daemon=True)
@@ -102,17 +146,16 @@ class HeldLease:
             why = "the run was asked to stop"
         elif self._lost is not None:
             why = self._lost
-        elif self._valid_until - self.monotonic() < MARGIN * self.duration.total_seconds():
+        elif self._valid_until - self.monotonic() < MARGIN * self._interval:
             why = "the Lease could not be renewed and is about to expire"
         if why is not None:
             raise Stopped(f"{what} not started: {why}", why=why)
 
     def _renew_loop(self) -> None:
-        interval = self.duration.total_seconds() / 3
-        while not self._done.wait(interval):
+        while not self._done.wait(self._interval):
             try:
                 if self.lock.renew(self.holder, self.clock(), self.duration):
-                    self._valid_until = self.monotonic() + self.duration.total_seconds()
+                    self._valid_until = self.monotonic() + TAKEOVER_INTERVALS * self._interval
                 else:
                     self._lost = "the Lease was taken by another run"
                     self.log.error("lease.lost", holder=self.holder)

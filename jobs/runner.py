@@ -201,8 +201,18 @@ class Reconcile(Generic[O, P, I, R]):
             self.log.error("lease.failed", scope=scope.name, error=str(exc))
             return self._report(scope, "failed", plan, reason=f"the Lease could not be taken ({exc})")
         if holder is not None:
-            self.log.info("lease.held", scope=scope.name, holder=holder, message="another run holds the Lease")
-            return self._report(scope, "locked", plan, reason=holder)
+            now = self.settings.clock()
+            late = holder.overdue(now)
+            if late is not None:
+                # Its holder missed a renewal: probably killed. Nothing was done here, and that is an alert.
+                reason = (
+                    f"the Lease is held by {holder.name}, whose renewal is {_seconds(late)} overdue (a killed run?):"
+                    f" it is taken over {_seconds(holder.takeover_in(now))} from now"
+                )
+                self.log.error("lease.overdue", scope=scope.name, holder=holder.name, reason=reason)
+                return self._report(scope, "failed", plan, reason=reason)
+            self.log.info("lease.held", scope=scope.name, holder=holder.name, message="another run holds the Lease")
+            return self._report(scope, "locked", plan, reason=holder.name)
         held = HeldLease(work.lock, self.settings.holder, self.settings.lease_duration, self.log, self.settings.clock)
         try:
             return self._under_lease(scope, work, observed, plan, held)
@@ -253,6 +263,10 @@ class Reconcile(Generic[O, P, I, R]):
     def _stopped(self, scope: Scope, plan: P) -> ScopeReport[P, R]:
         work = self.work[scope]
         return self._report(scope, "applied", plan, tuple(work.failed(item, STOPPED_BEFORE) for item in plan.items))
+
+
+def _seconds(delta: timedelta) -> str:
+    return f"{max(0, round(delta.total_seconds()))} s"
 
 
 def _plural(scopes: Mapping[Scope, Any]) -> str:

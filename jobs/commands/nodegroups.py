@@ -65,7 +65,9 @@ def _settings(run: Run, adapters: AdapterSettings, only: str | None, cluster: st
         only=only,
         cluster=cluster,
         workers=s.workers,
-        backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 600.0)),
+        # Well inside the CronJob's activeDeadlineSeconds, with room for the writes: a cloud that is down fails the
+        # run after minutes, and the next run tries again.
+        backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0)),
         lease_duration=s.lease_duration,
         holder=s.holder,
         drain_poll_s=adapters.poll_interval_s,

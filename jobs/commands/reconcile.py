@@ -21,7 +21,7 @@ from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
 from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
 from jobs.scopes import Scope
-from jobs.settings import choice_setting, env_flag, int_setting, limit_setting, parse_at
+from jobs.settings import choice_setting, env_flag, int_setting, limit_setting, parse_at, seconds_setting
 
 V = TypeVar("V")  # the job's view of one scope's report
 
@@ -57,7 +57,6 @@ class JobSpec(Generic[V]):
     tally: Callable[[V], Tally]
     to_text: Callable[[Sequence[V]], str]
     to_json: Callable[[Sequence[V]], str]
-    lease_duration: timedelta = timedelta(minutes=30)
 
     def run(self, args: argparse.Namespace, log: Any) -> Outcome:
         output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))  # before any work: a typo is exit 2
@@ -73,7 +72,9 @@ class JobSpec(Generic[V]):
             limit=limit_setting(args.max_changes, "MAX_CHANGES", DEFAULT_LIMIT),
             workers=int_setting(args.workers, "WORKERS", self.default_workers, minimum=1),
             holder=run_holder(),
-            lease_duration=self.lease_duration,
+            # Renewed every third of it, taken over from a holder two renewals late: the duration bounds how long a
+            # killed run blocks the next one, not how long a run may take.
+            lease_duration=timedelta(seconds=seconds_setting("LEASE_DURATION", 300.0, minimum=30.0)),
         )
         run = Run(args, policy, parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC), settings)
         work = self.wire(run, log)

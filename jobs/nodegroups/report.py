@@ -9,6 +9,7 @@ from typing import Any
 
 from jobs.core.nodegroups import GroupConfig
 from jobs.nodegroups.job import GroupResult, Report
+from jobs.report_text import headline, nothing_done, refused
 
 
 def _size(config: GroupConfig) -> str:
@@ -28,14 +29,13 @@ def to_text(reports: Sequence[Report]) -> str:
 
 
 def _text(report: Report) -> str:
-    mode = " (dry run: nothing changed)" if report.dry_run else ""
-    where = f" in cluster {report.cluster}" if report.cluster else ""
-    lines = [f"gpu-jobs nodegroups{where} at {report.at.isoformat()}{mode}"]
-    if report.lock_holder:
-        return "\n".join([*lines, f"  another run holds the lease ({report.lock_holder}): nothing done"]) + "\n"
+    lines = [headline("nodegroups", report.cluster, report.at, report.dry_run)]
+    if stop := nothing_done(report.lock_holder):
+        return "\n".join([*lines, stop]) + "\n"
     if report.refused:
-        lines.append(f"  REFUSED: {report.refused}. Nothing changed. The plan was:")
-    elif not report.results:
+        lines.append(refused(report.refused))
+    elif not report.results and not report.skips:
+        # Never above a failed, postponed or busy group: those are listed below instead.
         lines.append("  nothing to change: every node group is where the schedule wants it")
     width = max([len(r.group) for r in report.results] + [10])
     for r in report.results:

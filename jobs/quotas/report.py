@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobs.quotas.job import Report
+from jobs.report_text import headline, nothing_done, refused
 
 
 def to_text(reports: Sequence[Report]) -> str:
@@ -16,14 +17,11 @@ def to_text(reports: Sequence[Report]) -> str:
 
 
 def _text(report: Report) -> str:
-    mode = " (dry run: nothing changed)" if report.dry_run else ""
-    lines = [f"gpu-jobs quotas in cluster {report.cluster} at {report.at.isoformat()}{mode}"]
-    if report.error:
-        return "\n".join([*lines, f"  FAILED: {report.error}. Nothing changed."]) + "\n"
-    if report.lock_holder:
-        return "\n".join([*lines, f"  another run holds the lease ({report.lock_holder}): nothing done"]) + "\n"
+    lines = [headline("quotas", report.cluster, report.at, report.dry_run)]
+    if stop := nothing_done(report.lock_holder, report.error):
+        return "\n".join([*lines, stop]) + "\n"
     if report.refused:
-        lines.append(f"  REFUSED: {report.refused}. Nothing changed. The plan was:")
+        lines.append(refused(report.refused))
     changing = [r for r in report.results if r.status != "unchanged"]
     if not changing:
         lines.append(f"  nothing to change: {len(report.results)} namespaces have the quota the policy says")

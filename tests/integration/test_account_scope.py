@@ -21,7 +21,7 @@ from jobs.core.limits import ChangeLimit
 from jobs.lease import STOP, RunLock
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import parse_policy
-from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
+from jobs.runner import STOPPED_BEFORE, Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
 from jobs.scopes import Scope, account_scopes
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace
@@ -148,7 +148,7 @@ def accounts() -> dict[str, Account]:
 
 
 def run(
-    api: Any, accounts: dict[str, Account], *, limit: str = "10", dry_run: bool = False, **job: Any
+    api: Any, accounts: dict[str, Account], *, limit: str = "10", dry_run: bool = False, workers: int = 8, **job: Any
 ) -> tuple[list[ScopeReport[Plan, str]], Outcome]:
     scopes = account_scopes(parse_policy(POLICY, "policy.yaml"))
     work = {
@@ -161,7 +161,7 @@ def run(
         )
         for s in scopes
     }
-    settings = RunSettings(dry_run=dry_run, limit=ChangeLimit.parse(limit), holder="test-run")
+    settings = RunSettings(dry_run=dry_run, limit=ChangeLimit.parse(limit), workers=workers, holder="test-run")
     runner: Reconcile[Any, Plan, str, str] = Reconcile(work, settings, NOW, Log(), "quotas")
     reports = runner.run()
     tallies = [
@@ -235,11 +235,14 @@ def test_a_lease_held_by_another_run_leaves_that_account_alone(
 def test_a_stop_ends_the_run_with_what_was_not_done_failed(
     kube: KubeHandle, api: Any, accounts: dict[str, Account]
 ) -> None:
-    accounts["aws/eu-west-1"].quotas["g-ondemand"] = 0  # two quotas to raise in one account
+    only = {"aws/eu-west-1": Account({"p-ondemand": 0, "g-ondemand": 0})}  # two quotas to raise in one account
     try:
-        reports, result = run(api, accounts, stop_after_first=True)
+        reports, result = run(
+            api, only | dict.fromkeys(accounts.keys() - only.keys(), Account({})), workers=1, stop_after_first=True
+        )
     finally:
         STOP.clear()
-    assert result.exit_code == ExitCode.ITEM_FAILED
-    assert any("asked to stop" in r for report in reports for r in report.results)
-    assert sum(len(a.raised) for a in accounts.values()) < 4
+    (aws,) = [r for r in reports if r.scope.name == "aws/eu-west-1"]
+    assert aws.results == ("g-ondemand: raised", f"p-ondemand: failed ({STOPPED_BEFORE})")
+    assert (result.exit_code, result.failed) == (ExitCode.ITEM_FAILED, 1)
+    assert only["aws/eu-west-1"].raised == ["g-ondemand"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobs.errors import Unavailable
-from jobs.lease import HeldLease, Stopped
+from jobs.lease import HeldLease, Holder, Stopped
 
 
 class MemoryLease:
@@ -22,8 +22,8 @@ class MemoryLease:
         self.renewals = 0
         self.fail = False
 
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
-        return None if self.holder in (None, holder) else self.holder
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> Holder | None:
+        return None if self.holder in (None, holder) else Holder(self.holder, now, duration)
 
     def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
         if self.fail:

@@ -15,7 +15,7 @@ import pytest
 
 from jobs.core.limits import ChangeLimit
 from jobs.errors import Unavailable
-from jobs.lease import STOP, RunLock
+from jobs.lease import STOP, Holder, RunLock
 from jobs.outcome import ExitCode
 from jobs.runner import STOPPED_BEFORE, Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
 from jobs.scopes import Scope, account, cluster
@@ -26,13 +26,14 @@ NOW = datetime(2026, 12, 1, 20, 5, tzinfo=UTC)  # a Tuesday evening: any fixed i
 class MemoryLease:
     """One holder at a time; ``holder`` set to someone else makes this run find the Lease taken."""
 
-    def __init__(self, holder: str | None = None) -> None:
+    def __init__(self, holder: str | None = None, renewed: datetime = NOW) -> None:
         self.holder = holder
+        self.renewed = renewed  # the other holder's last renewal
         self.acquired = 0
 
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
-        if self.holder not in (None, holder):
-            return self.holder
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> Holder | None:
+        if self.holder is not None and self.holder != holder:
+            return Holder(self.holder, self.renewed, duration)
         self.holder, self.acquired = holder, self.acquired + 1
         return None
 
@@ -193,6 +194,18 @@ def test_a_lease_held_by_another_run_does_nothing_there_only() -> None:
     held = FakeScope("a", journal, [("x",)], lease=MemoryLease("the-cronjob-pod"))
     reports = reconcile((cluster("a"), held), (cluster("b"), FakeScope("b", journal, [("y",)])))
     assert [(r.state, r.reason) for r in reports] == [("locked", "the-cronjob-pod"), ("applied", None)]
+    assert "apply a/x" not in journal.calls
+
+
+def test_a_lease_whose_holder_missed_its_renewal_fails_that_scope() -> None:
+    journal = Journal()
+    # 30 minutes, renewed every 10: last renewed 14 minutes ago, 4 minutes late; taken over 6 minutes from now.
+    late = MemoryLease("killed-pod", renewed=NOW - timedelta(minutes=14))
+    report = reconcile((cluster("a"), FakeScope("a", journal, [("x",)], lease=late)))[0]
+    assert (report.state, report.reason) == (
+        "failed",
+        "the Lease is held by killed-pod, whose renewal is 240 s overdue (a killed run?): it is taken over 360 s from now",
+    )
     assert "apply a/x" not in journal.calls
 
 

@@ -10,6 +10,7 @@ from kubernetes import client
 from jobs import errors
 from jobs.adapters.kube.client import call
 from jobs.adapters.kube.rbac import Grant
+from jobs.lease import Holder, taken_over
 
 RBAC = (Grant("coordination.k8s.io", "leases", ("get", "create", "update"), "namespace"),)
 
@@ -22,7 +23,7 @@ class LeaseLock:
         self.namespace = namespace
         self.name = name
 
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> str | None:
+    def acquire(self, holder: str, now: datetime, duration: timedelta) -> Holder | None:
         spec = client.V1LeaseSpec(
             holder_identity=holder,
             lease_duration_seconds=int(duration.total_seconds()),
@@ -36,19 +37,19 @@ class LeaseLock:
             try:
                 call("create leases", lambda: self.coordination.create_namespaced_lease(self.namespace, body))
             except errors.Conflict:
-                return "another run (lease created concurrently)"
+                return Holder("another run (lease created concurrently)", now, duration)
             return None
         current = lease.spec
-        if current and current.holder_identity and current.holder_identity != holder and current.renew_time:
-            expires = current.renew_time + timedelta(seconds=current.lease_duration_seconds or 0)
-            if expires > now:
-                return str(current.holder_identity)
+        if current and current.holder_identity and current.holder_identity != holder:
+            held_for = timedelta(seconds=current.lease_duration_seconds or 0)
+            if not taken_over(current.renew_time, held_for, now):
+                return Holder(str(current.holder_identity), current.renew_time, held_for)
         lease.spec = spec
         try:
             # The lease read above carries its resourceVersion: a rival that took it meanwhile makes this a 409.
             call("update leases", lambda: self.coordination.replace_namespaced_lease(self.name, self.namespace, lease))
         except errors.Conflict:
-            return "another run (lease taken concurrently)"
+            return Holder("another run (lease taken concurrently)", now, duration)
         return None
 
     def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:

@@ -94,12 +94,19 @@ def test_a_malformed_record_is_its_groups_problem_only(api: object, kube: KubeHa
     assert isinstance(loaded["other"], Record)
 
 
-def test_lease_is_exclusive_until_it_expires_or_is_released(api: object) -> None:
+def test_lease_is_exclusive_while_renewed_and_taken_over_two_renewals_late(api: object) -> None:
     one = LeaseLock(api, "gpu-jobs", "gpu-jobs-nodegroups")  # type: ignore[arg-type]
     two = LeaseLock(api, "gpu-jobs", "gpu-jobs-nodegroups")  # type: ignore[arg-type]
+    # 30 minutes: renewed every 10; a holder 20 minutes past its last renewal is dead.
     assert one.acquire("cron-run", NOW, timedelta(minutes=30)) is None
-    assert two.acquire("manual-run", NOW + timedelta(minutes=5), timedelta(minutes=30)) == "cron-run"
-    assert two.acquire("manual-run", NOW + timedelta(minutes=31), timedelta(minutes=30)) is None  # expired
+    held = two.acquire("manual-run", NOW + timedelta(minutes=5), timedelta(minutes=30))
+    assert held is not None
+    assert (held.name, held.overdue(NOW + timedelta(minutes=5))) == ("cron-run", None)  # alive: renews at 10
+    assert held.overdue(NOW + timedelta(minutes=15)) == timedelta(minutes=5)  # one renewal missed
+    assert one.renew("cron-run", NOW + timedelta(minutes=10), timedelta(minutes=30))
+    assert two.acquire("manual-run", NOW + timedelta(minutes=29), timedelta(minutes=30)) is not None
+    assert two.acquire("manual-run", NOW + timedelta(minutes=30), timedelta(minutes=30)) is None  # taken over
+    assert not one.renew("cron-run", NOW + timedelta(minutes=31), timedelta(minutes=30))  # it knows it lost it
     two.release("manual-run")
     assert one.acquire("cron-run", NOW + timedelta(minutes=32), timedelta(minutes=30)) is None
 
