@@ -86,9 +86,9 @@ def _code(text: str) -> str:
     return "`" + text.replace("`", "'") + "`"
 
 
-def schedule_markdown(diff: PolicyDiff) -> list[str]:
+def schedule_markdown(diff: PolicyDiff, heading: str = "####") -> list[str]:
     total = diff.totals
-    out = [f"#### Node groups: {len(diff.schedules)} of {max(total.groups)} change their hours", ""]
+    out = [f"{heading} Node groups: {len(diff.schedules)} of {max(total.groups)} change their hours", ""]
     if not diff.schedules:
         return out
     out += [
@@ -110,25 +110,25 @@ def schedule_markdown(diff: PolicyDiff) -> list[str]:
     return [*out, "", _size_note(diff), ""]
 
 
-def _quota_markdown(changes: Sequence[QuotaChange]) -> list[str]:
-    out = ["#### Namespace quotas (`namespaceQuotas`)", "", "| what | before | after |", "|---|---|---|"]
+def _quota_markdown(changes: Sequence[QuotaChange], heading: str) -> list[str]:
+    out = [f"{heading} Namespace quotas (`namespaceQuotas`)", "", "| what | before | after |", "|---|---|---|"]
     out += [f"| {_cell(q.subject)} | {_cell(q.before or '(none)')} | {_cell(q.after or '(none)')} |" for q in changes]
     return [*out, ""]
 
 
-def _fields_markdown(title: str, changes: Sequence[FieldChange]) -> list[str]:
-    out = [f"#### {title[0].upper()}{title[1:]}", "", "| setting | before | after |", "|---|---|---|"]
+def _fields_markdown(title: str, changes: Sequence[FieldChange], heading: str) -> list[str]:
+    out = [f"{heading} {title[0].upper()}{title[1:]}", "", "| setting | before | after |", "|---|---|---|"]
     out += [f"| {_code(c.path)} | {_cell(value_text(c.before))} | {_cell(value_text(c.after))} |" for c in changes]
     return [*out, ""]
 
 
-def changes_markdown(diff: PolicyDiff) -> list[str]:
-    """Every section that changed (the calendar's markdown appends these too)."""
-    out = schedule_markdown(diff)
+def changes_markdown(diff: PolicyDiff, heading: str = "####") -> list[str]:
+    """Every section that changed (the calendar's markdown appends these too, a level lower)."""
+    out = schedule_markdown(diff, heading)
     if diff.quotas:
-        out += _quota_markdown(diff.quotas)
+        out += _quota_markdown(diff.quotas, heading)
     for title, changes in _sections(diff):
-        out += _fields_markdown(title, changes)
+        out += _fields_markdown(title, changes, heading)
     return out
 
 
