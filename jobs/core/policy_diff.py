@@ -22,7 +22,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule
-from jobs.core.quotas import same_hard
+from jobs.core.quotas import NamespaceInfo, governing, same_hard
 from jobs.core.schedule import GroupSchedule
 
 WEEK = timedelta(days=7)
@@ -149,10 +149,12 @@ class PolicyDiff:
     node_group_fields: tuple[FieldChange, ...]  # every changed field of a node group, hours or not
     quotas: tuple[QuotaChange, ...]
     sections: tuple[Section, ...]  # every other section that changed, in the policy's order
+    namespaces: tuple[NamespaceChange, ...] = ()  # with namespaces read from clusters: those whose quota changes
+    namespaces_read: tuple[tuple[str, int], ...] = ()  # (cluster, namespaces read) when they were read
 
     @property
     def empty(self) -> bool:
-        return not (self.schedules or self.node_group_fields or self.quotas or self.sections)
+        return not (self.schedules or self.node_group_fields or self.quotas or self.sections or self.namespaces)
 
 
 def diff_policies(before: Policy, after: Policy, week: Week, cluster: str | None = None) -> PolicyDiff:
@@ -357,3 +359,50 @@ def _rule_changes(old: Sequence[QuotaRule], new: Sequence[QuotaRule], cluster: s
             _rule_text(*was) if was else None,
             _rule_text(*now) if now else None,
         )
+
+
+# --- per namespace (namespaces read from a cluster) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NamespaceChange:
+    """Namespaces of one cluster whose managed quota goes from one rule's limits to another's."""
+
+    cluster: str
+    before: str  # e.g. "default: nvidia.com/gpu: 0", "rules[1]: ...", "excluded (no managed quota)"
+    after: str
+    namespaces: tuple[str, ...]
+
+
+def _limits(policy: Policy, cluster: str, ns: NamespaceInfo, at: datetime) -> tuple[str, str]:
+    """(what the namespace gets, as shown; the same without the rule's position, to compare): a rule can move without
+    changing what the namespace gets."""
+    config = policy.namespace_quotas
+    if config is None:
+        return ("not managed (no namespaceQuotas)",) * 2
+    # Which rule governs does not depend on the time; only which of its two limits applies does, and both are shown.
+    found = governing(policy, config, cluster, ns, at).rule.removesuffix(".offHours")
+    if found == "excluded":
+        return ("excluded: no managed quota",) * 2
+    if found == "none":
+        return ("no rule and no default: no managed quota",) * 2
+    if found == "default":
+        return f"default: {hard_text(config.default)}", hard_text(config.default)
+    rule = config.rules[int(found.removeprefix("rules[").removesuffix("]"))]
+    limits = hard_text(rule.hard) + _off_text(rule.off_hours)
+    return f"{found}: {limits}", limits
+
+
+def namespace_changes(
+    before: Policy, after: Policy, cluster: str, namespaces: Sequence[NamespaceInfo], week: Week
+) -> tuple[NamespaceChange, ...]:
+    """The namespaces of ``cluster`` (as read from it) whose quota limits change, grouped by before -> after."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for ns in sorted(namespaces, key=lambda n: n.name):
+        if ns.terminating:
+            continue
+        was, was_key = _limits(before, cluster, ns, week.start)
+        now, now_key = _limits(after, cluster, ns, week.start)
+        if was_key != now_key:
+            groups.setdefault((was, now), []).append(ns.name)
+    return tuple(NamespaceChange(cluster, b, a, tuple(names)) for (b, a), names in groups.items())

@@ -6,9 +6,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.core.policy_diff import MISSING, FieldChange, GroupHours, PolicyDiff, QuotaChange, ScheduleChange
+from jobs.core.policy_diff import (
+    MISSING,
+    FieldChange,
+    GroupHours,
+    NamespaceChange,
+    PolicyDiff,
+    QuotaChange,
+    ScheduleChange,
+)
 
 NO_SIZE = "n/a (no up size)"
+#: Namespaces named per row; the rest are counted (the JSON lists them all).
+MAX_NAMES = 20
 #: A value longer than this (a whole node group added) is cut: the comment is read, not parsed.
 MAX_VALUE = 160
 GPU_NOTE = "GPU-h = up-hours x up.desired x gpusPerNode"
@@ -66,6 +76,16 @@ def _size_note(diff: PolicyDiff) -> str:
     return f"{GPU_NOTE}; {NO_SIZE}: {before} group(s) before, {after} after, left out of the GPU-h total."
 
 
+def names_text(change: NamespaceChange) -> str:
+    shown = ", ".join(change.namespaces[:MAX_NAMES])
+    more = len(change.namespaces) - MAX_NAMES
+    return f"{len(change.namespaces)}: {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+def read_text(diff: PolicyDiff) -> str:
+    return "namespaces read: " + ", ".join(f"{n} in {c}" for c, n in diff.namespaces_read)
+
+
 def _sections(diff: PolicyDiff) -> list[tuple[str, Sequence[FieldChange]]]:
     out: list[tuple[str, Sequence[FieldChange]]] = []
     if diff.node_group_fields:
@@ -116,6 +136,15 @@ def _quota_markdown(changes: Sequence[QuotaChange], heading: str) -> list[str]:
     return [*out, ""]
 
 
+def _namespaces_markdown(diff: PolicyDiff, heading: str) -> list[str]:
+    out = [f"{heading} Namespaces whose quota changes", "", f"{read_text(diff)}.", ""]
+    if not diff.namespaces:
+        return [*out, "None.", ""]
+    out += ["| cluster | namespaces | before | after |", "|---|---|---|---|"]
+    out += [f"| {n.cluster} | {_cell(names_text(n))} | {_cell(n.before)} | {_cell(n.after)} |" for n in diff.namespaces]
+    return [*out, ""]
+
+
 def _fields_markdown(title: str, changes: Sequence[FieldChange], heading: str) -> list[str]:
     out = [f"{heading} {title[0].upper()}{title[1:]}", "", "| setting | before | after |", "|---|---|---|"]
     out += [f"| {_code(c.path)} | {_cell(value_text(c.before))} | {_cell(value_text(c.after))} |" for c in changes]
@@ -127,6 +156,8 @@ def changes_markdown(diff: PolicyDiff, heading: str = "####") -> list[str]:
     out = schedule_markdown(diff, heading)
     if diff.quotas:
         out += _quota_markdown(diff.quotas, heading)
+    if diff.namespaces_read:
+        out += _namespaces_markdown(diff, heading)
     for title, changes in _sections(diff):
         out += _fields_markdown(title, changes, heading)
     return out
@@ -202,6 +233,11 @@ def changes_text(diff: PolicyDiff) -> list[str]:
             [["what", "before", "after"]]
             + [[q.subject, q.before or "(none)", q.after or "(none)"] for q in diff.quotas]
         )
+    if diff.namespaces_read:
+        out += ["", f"namespaces whose quota changes ({read_text(diff)}):"]
+        rows = [["cluster", "namespaces", "before", "after"]]
+        rows += [[n.cluster, names_text(n), n.before, n.after] for n in diff.namespaces]
+        out += _table(rows) if diff.namespaces else ["  none"]
     for title, changes in _sections(diff):
         out += ["", f"{title}:"]
         out += _table(
@@ -270,6 +306,11 @@ def to_doc(diff: PolicyDiff) -> dict[str, Any]:
             {"subject": q.subject, "kind": q.kind, "before": q.before, "after": q.after} for q in diff.quotas
         ],
         "sections": {s.name: [_field_doc(c) for c in s.changes] for s in diff.sections},
+        "namespaces": [
+            {"cluster": n.cluster, "before": n.before, "after": n.after, "namespaces": list(n.namespaces)}
+            for n in diff.namespaces
+        ],
+        "namespacesRead": dict(diff.namespaces_read),
     }
 
 

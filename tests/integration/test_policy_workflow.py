@@ -3,6 +3,7 @@ commands, run by bash in a Git repository with a base branch and a change, with 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,6 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.emulators.kube.fixtures import KubeHandle
+from tests.emulators.kube.seed import namespace
+from tests.integration.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github/workflows/policy.yaml"
@@ -177,3 +182,36 @@ def test_the_readme_commands_as_written(world: dict[str, Any]) -> None:
     assert "nvidia.com/gpu: 0  nvidia.com/gpu: 4" in text
     assert "| default (every namespace no rule matches) | nvidia.com/gpu: 0 | nvidia.com/gpu: 4 |" in markdown
     assert "#### Node groups: 0 of 7 change their hours" in markdown
+
+
+def test_diff_with_namespaces_reads_the_cluster_and_lists_those_whose_quota_changes(
+    kube: KubeHandle, tmp_path: Path
+) -> None:
+    for name, labels in [("misc", {}), ("fraud", {}), ("nlp", {"team": "nlp"}), ("scratch", {})]:
+        kube.create(namespace(name, labels))
+    kube.log.clear()
+    base, change = tmp_path / "base.yaml", tmp_path / "change.yaml"
+    base.write_text(EXAMPLE)
+    change.write_text(EXAMPLE.replace(*QUOTA))
+    args = ["diff", str(base), str(change), "--namespaces", "--cluster", "ml-prod", "--output", "json"]
+    done = run_cli(args, {"KUBECONFIG": str(kube.kubeconfig)})
+    assert done.code == 0, done.stderr
+    doc = json.loads(done.stdout)
+    # The emulator's own default namespace is excluded; fraud and nlp keep their rules; misc and scratch get 4.
+    assert doc["namespaces"] == [
+        {
+            "cluster": "ml-prod",
+            "before": "default: nvidia.com/gpu: 0",
+            "after": "default: nvidia.com/gpu: 4",
+            "namespaces": ["misc", "scratch"],
+        }
+    ]
+    assert doc["namespacesRead"]["ml-prod"] >= 4
+    assert kube.log.writes() == []  # read-only
+    # A cluster that cannot be read (here: no right to list namespaces) is a failed item, said so, and the rest of
+    # the diff is still printed.
+    kube.allow_only(("list", "resourcequotas"))
+    denied = run_cli(args, {"KUBECONFIG": str(kube.kubeconfig)})
+    assert (denied.code, denied.summary["failed"]) == (1, 1)
+    assert json.loads(denied.stdout)["namespaceQuotas"][0]["after"] == "nvidia.com/gpu: 4"
+    assert '"event": "diff.namespaces_unreadable"' in denied.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,15 @@ from jobs.core.policy import Policy
 from jobs.core.policy_diff import (
     MISSING,
     FieldChange,
+    NamespaceChange,
     Week,
     diff_policies,
     group_hours,
+    namespace_changes,
     reference_week,
     structural_diff,
 )
+from jobs.core.quotas import NamespaceInfo
 from jobs.diff import report
 from jobs.policy_file import Problem, parse_policy
 from tests.unit.policies import policy_from
@@ -278,3 +282,28 @@ def test_the_json_is_one_line_with_every_section() -> None:
 )
 def test_validate_problems_as_github_annotations(problem: Problem, line: str) -> None:
     assert github_annotation(problem) == line
+
+
+def test_namespaces_whose_quota_changes_are_grouped_by_before_and_after() -> None:
+    seen = [
+        NamespaceInfo("kube-system", {}),  # excluded on both sides
+        NamespaceInfo("fraud", {}),  # rules[0] in ml-prod: unchanged
+        NamespaceInfo("misc-a", {}),  # default 0 -> 4
+        NamespaceInfo("misc-b", {}),
+        NamespaceInfo("nlp", {"team": "nlp"}),  # the team rule: unchanged
+        NamespaceInfo("gone", {}, terminating=True),  # left alone by the job, so not listed
+    ]
+    changes = namespace_changes(BASE, QUOTA_ONLY, "ml-prod", seen, ref())
+    assert changes == (
+        NamespaceChange("ml-prod", "default: nvidia.com/gpu: 0", "default: nvidia.com/gpu: 4", ("misc-a", "misc-b")),
+    )
+    # A rule moved above another changes no namespace's limits: nothing listed.
+    rules = "    - {namespaces: [a], hard: {nvidia.com/gpu: 1}}\n    - {namespaces: [b], hard: {nvidia.com/gpu: 2}}\n"
+    swapped = "    - {namespaces: [b], hard: {nvidia.com/gpu: 2}}\n    - {namespaces: [a], hard: {nvidia.com/gpu: 1}}\n"
+    ab = [NamespaceInfo("a", {}), NamespaceInfo("b", {})]
+    assert namespace_changes(quotas(rules), quotas(swapped), "x", ab, ref()) == ()
+    markdown = report.to_markdown(
+        replace(diff_policies(BASE, QUOTA_ONLY, ref()), namespaces=changes, namespaces_read=(("ml-prod", 6),))
+    )
+    assert "namespaces read: 6 in ml-prod." in markdown
+    assert "| ml-prod | 2: misc-a, misc-b | default: nvidia.com/gpu: 0 | default: nvidia.com/gpu: 4 |" in markdown
