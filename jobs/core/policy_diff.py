@@ -15,13 +15,13 @@ figures whenever CI runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule
+from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule, effective_schedule
 from jobs.core.quotas import NamespaceInfo, governing, same_hard
 from jobs.core.schedule import GroupSchedule
 
@@ -159,7 +159,8 @@ class PolicyDiff:
 
 def diff_policies(before: Policy, after: Policy, week: Week, cluster: str | None = None) -> PolicyDiff:
     """Everything ``after`` changes relative to ``before`` (``cluster``: that cluster's groups and quota rules)."""
-    old, new = _hours(before, week, cluster), _hours(after, week, cluster)
+    cache: dict[Hashable, float] = {}
+    old, new = _hours(before, week, cluster, cache), _hours(after, week, cluster, cache)
     names = list(old) + [n for n in new if n not in old]
     schedules = tuple(
         ScheduleChange(n, (new.get(n) or old[n])[0], old[n][1] if n in old else None, new[n][1] if n in new else None)
@@ -192,13 +193,23 @@ def _dump(policy: Policy) -> dict[str, Any]:
     return data
 
 
-def _hours(policy: Policy, week: Week, cluster: str | None) -> dict[str, tuple[str, GroupHours]]:
+def _hours(
+    policy: Policy, week: Week, cluster: str | None, cache: dict[Hashable, float]
+) -> dict[str, tuple[str, GroupHours]]:
     groups = policy.groups_in(cluster) if cluster else policy.node_groups
-    return {g.name: (policy.cluster_of(g).name, group_hours(policy, g, week)) for g in groups}
+    return {g.name: (policy.cluster_of(g).name, group_hours(policy, g, week, cache)) for g in groups}
 
 
-def group_hours(policy: Policy, group: NodeGroup, week: Week) -> GroupHours:
-    up = round(GroupSchedule(policy, group).up_hours(week.start, week.end, with_overrides=week.with_overrides), 2)
+def group_hours(policy: Policy, group: NodeGroup, week: Week, cache: dict[Hashable, float] | None = None) -> GroupHours:
+    """Up-hours and GPU-hours over ``week``. ``cache``: up-hours by what they depend on, shared by the two policies
+    of a diff, so that each distinct schedule (most groups keep the defaults, most are unchanged) is counted once."""
+    overrides = tuple(o for o in policy.overrides if o.node_group == group.name) if week.with_overrides else ()
+    key = (effective_schedule(policy, group), group.always_on, overrides, week)
+    cache = {} if cache is None else cache
+    if key not in cache:
+        schedule = GroupSchedule(policy, group)
+        cache[key] = round(schedule.up_hours(week.start, week.end, with_overrides=week.with_overrides), 2)
+    up = cache[key]
     gpus = group.up.desired * group.gpus_per_node if group.up is not None and group.gpus_per_node else None
     return GroupHours(up, None if gpus is None else round(up * gpus, 2), gpus)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -307,3 +309,15 @@ def test_namespaces_whose_quota_changes_are_grouped_by_before_and_after() -> Non
     )
     assert "namespaces read: 6 in ml-prod." in markdown
     assert "| ml-prod | 2: misc-a, misc-b | default: nvidia.com/gpu: 0 | default: nvidia.com/gpu: 4 |" in markdown
+
+
+def test_diff_imports_no_cloud_sdk_and_no_kubernetes_client() -> None:
+    probe = (
+        "import sys, contextlib, io\n"
+        "from jobs.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    code = main(['diff', 'gitops/policy.yaml', 'gitops/policy.yaml', '--output', 'markdown'])\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith(('boto3', 'botocore', 'kubernetes', 'google', 'azure'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip() == "0 []"
