@@ -181,7 +181,9 @@ def diff_policies(before: Policy, after: Policy, week: Week, cluster: str | None
         schedules=schedules,
         totals=_totals(old, new),
         node_group_fields=tuple(
-            structural_diff(data_before.get("nodeGroups", []), data_after.get("nodeGroups", []), "nodeGroups")
+            c
+            for c in structural_diff(data_before.get("nodeGroups", []), data_after.get("nodeGroups", []), "nodeGroups")
+            if cluster is None or c.path.split("]", 1)[0].removeprefix("nodeGroups[") in names
         ),
         quotas=tuple(_quota_changes(before.namespace_quotas, after.namespace_quotas, cluster)),
         sections=tuple(sections),

@@ -164,7 +164,8 @@ def changes_markdown(diff: PolicyDiff, heading: str = "####") -> list[str]:
 
 
 def to_markdown(diff: PolicyDiff, before: str = "base", after: str = "change") -> str:
-    out = [f"### gpu-jobs policy diff: {_code(before)} -> {_code(after)}", ""]
+    # The base is usually a temporary file (the runner's), so the title names the policy changed.
+    out = [f"### What this change to {_code(after)} does (`gpu-jobs diff`)", ""]
     if diff.empty:
         return (
             "\n".join([*out, "No change: the policy does exactly what it did (only comments or layout changed)."])

@@ -130,7 +130,7 @@ def test_a_pull_request_gets_one_comment_with_what_it_changes(world: dict[str, A
         assert done.returncode == 0, (name, done.stdout, done.stderr)
     comment = (world["state"] / "comment-17.md").read_text()
     assert comment == (world["temp"] / "policy-diff.md").read_text()
-    assert "### gpu-jobs policy diff:" in comment
+    assert "### What this change to `gitops/policy.yaml` does (`gpu-jobs diff`)" in comment
     assert "reference week 2026-W24" in comment
     assert "| default (every namespace no rule matches) | nvidia.com/gpu: 0 | nvidia.com/gpu: 4 |" in comment
     assert "| `notebooks-t4` | 61.25 | 71.25 | +10 | n/a (no up size) | n/a (no up size) | n/a | notebooks |" in comment

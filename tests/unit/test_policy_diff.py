@@ -321,3 +321,11 @@ def test_diff_imports_no_cloud_sdk_and_no_kubernetes_client() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "0 []"
+
+
+def test_a_cluster_view_shows_only_that_clusters_groups() -> None:
+    after = example(LONGER, WIDER)  # notebooks-t4 in notebooks, training-a100 in ml-prod
+    diff = diff_policies(BASE, after, ref(), cluster="ml-prod")
+    assert [c.name for c in diff.schedules] == ["training-a100"]
+    assert [c.path for c in diff.node_group_fields] == ["nodeGroups[training-a100].up.desired"]
+    assert diff.totals.groups == (2, 2)
