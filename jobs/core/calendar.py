@@ -38,7 +38,7 @@ class GroupCalendar:
     reason: str
     next_change: datetime | None
     changes: tuple[Change, ...]
-    up_hours_per_week: float
+    up_hours_per_week: float  # the 7 days from `at`, overrides included (as the grid; calendar_week)
     grid: tuple[tuple[date, str, str | None], ...]  # (local day, 48 cells, holiday name)
 
     @property
