@@ -20,6 +20,7 @@ from jobs.settings import SettingsError, UsageError, choice_setting, env_flag
 COMMANDS = {
     "validate": "check policy files (exit 2 with FILE:LINE: PATH: message per problem)",
     "calendar": "show desired states, next changes and a week grid per node group",
+    "diff": "what a policy change does: hours and GPU-hours, quotas, every other section (for a pull request)",
     "nodegroups": "scale GPU node groups to zero outside working hours and back (EKS, ASG, GKE, AKS)",
     "quotas": "make every namespace's GPU ResourceQuota what the policy says, in each cluster",
     "schema": "print the policy's JSON Schema (generated from the models)",

@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", choices=sorted(_RENDER), default="text")
     parser.add_argument(
-        "--compare", metavar="OTHER_POLICY", help="the policy before the change: show up-hours before/after"
+        "--compare",
+        metavar="OTHER_POLICY",
+        help="the policy before the change: show what the change does over the same 7 days (see also gpu-jobs diff)",
     )
     parser.add_argument(
         "--cluster", default=env("CLUSTER"), metavar="NAME", help="only this cluster's node groups [GPU_JOBS_CLUSTER]"
@@ -53,8 +55,8 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
         known = ", ".join(c.name for c in policy.fleet)
         raise SettingsError(f"--cluster / GPU_JOBS_CLUSTER {cluster!r} is not a cluster of the policy ({known})")
     calendar = build_calendar(policy, at, args.days, cluster)
-    comparisons = compare(load_policy(args.compare), policy, at, cluster) if args.compare else None
-    print(_RENDER[args.output](calendar, comparisons), end="")
+    diff = compare(load_policy(args.compare), policy, at, cluster) if args.compare else None
+    print(_RENDER[args.output](calendar, diff), end="")
     for group in calendar.groups:
         log.info(
             "calendar.group",
