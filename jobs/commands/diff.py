@@ -11,9 +11,9 @@ from jobs import errors
 from jobs.core.policy import Policy
 from jobs.core.policy_diff import NamespaceChange, PolicyDiff, Week, diff_policies, namespace_changes, reference_week
 from jobs.diff import report
-from jobs.fleet import run_targets
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import load_policy
+from jobs.scopes import cluster_scopes
 from jobs.settings import SettingsError, env, parse_at
 
 _RENDER = {"text": report.to_text, "json": report.to_json, "markdown": report.to_markdown}
@@ -49,17 +49,17 @@ def with_namespaces(
     changes: list[NamespaceChange] = []
     read: list[tuple[str, int]] = []
     failed = 0
-    for target in run_targets(after, cluster, log):
+    for target in cluster_scopes(after, cluster, log):
         try:
             namespaces = quotas.KubeQuotas(client.api_client(context=target.context)).namespaces()
         except client.ConfigException as exc:
-            raise SettingsError(f"no Kubernetes configuration for cluster {target.cluster}: {exc}") from None
+            raise SettingsError(f"no Kubernetes configuration for cluster {target.name}: {exc}") from None
         except errors.CloudError as exc:
             failed += 1
-            log.error("diff.namespaces_unreadable", cluster=target.cluster, error=str(exc))
+            log.error("diff.namespaces_unreadable", cluster=target.name, error=str(exc))
             continue
-        read.append((target.cluster, len(namespaces)))
-        changes += namespace_changes(before, after, target.cluster, namespaces, week)
+        read.append((target.name, len(namespaces)))
+        changes += namespace_changes(before, after, target.name, namespaces, week)
     return replace(diff, namespaces=tuple(changes), namespaces_read=tuple(read)), failed
 
 
