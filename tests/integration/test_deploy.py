@@ -406,13 +406,18 @@ def test_an_environment_is_the_same_on_every_cloud_but_for_the_identity(cloud: s
     def without_identity(objects: list[Obj]) -> list[Obj]:
         text = yaml.safe_dump_all(objects, sort_keys=True)
         stripped = [o for o in yaml.safe_load_all(text) if o]
+        prefixes = tuple(p for cloud in CLOUDS for p in IDENTITY_PREFIXES[cloud])
+
+        def keep(keys: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in keys.items() if not k.startswith(prefixes)}
+
         for obj in stripped:
-            obj["metadata"].pop("annotations", None)
+            obj["metadata"]["annotations"] = keep(obj["metadata"].get("annotations", {}))
             if obj["kind"] == "CronJob":
                 template = obj["spec"]["jobTemplate"]["spec"]["template"]
-                template["metadata"]["labels"].pop("azure.workload.identity/use", None)
+                template["metadata"]["labels"] = keep(template["metadata"]["labels"])
                 main = container([obj], obj["metadata"]["name"])
-                main["env"] = [e for e in main["env"] if e["name"] != "AWS_REGION"]
+                main["env"] = [e for e in main["env"] if not e["name"].startswith(prefixes)]
         return stripped
 
     for environment in ENVIRONMENTS:
