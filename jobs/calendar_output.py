@@ -59,7 +59,7 @@ def to_json(calendar: Calendar, diff: PolicyDiff | None = None) -> str:
             for c in diff.schedules
         ]
         doc["diff"] = report.to_doc(diff)
-    return json.dumps(doc, indent=2)
+    return json.dumps(doc) + "\n"  # one line: one record for a log collector
 
 
 def to_text(calendar: Calendar, diff: PolicyDiff | None = None) -> str:

@@ -57,13 +57,6 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
     calendar = build_calendar(policy, at, args.days, cluster)
     diff = compare(load_policy(args.compare), policy, at, cluster) if args.compare else None
     print(_RENDER[args.output](calendar, diff), end="")
-    for group in calendar.groups:
-        log.info(
-            "calendar.group",
-            node_group=group.group.name,
-            cluster=group.cluster,
-            state=group.state,
-            reason=group.reason,
-            next_change=group.next_change.isoformat() if group.next_change else None,
-        )
+    # The report is on stdout; the log says what was shown, once (not the report again, line by line).
+    log.info("calendar.shown", node_groups=len(calendar.groups), at=at.isoformat(), compared=bool(args.compare))
     return Outcome(planned=len(calendar.groups))

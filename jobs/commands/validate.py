@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from jobs.core.policy import Policy
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import PolicyError, Problem, policy_paths, read_policy
 from jobs.settings import DEFAULT_POLICY, env
@@ -42,6 +43,17 @@ def github_annotation(problem: Problem) -> str:
     return f"::{'warning' if problem.warning else 'error'} {where}::{_escape(message)}"
 
 
+def _counts(policy: Policy) -> str:
+    def n(count: int, noun: str) -> str:
+        return f"{count} {noun}{'' if count == 1 else 's'}"
+
+    quotas = policy.namespace_quotas
+    return (
+        f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
+        f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')}"
+    )
+
+
 def run(args: argparse.Namespace, log: Any) -> Outcome:
     paths = policy_paths(args.paths or [env("POLICY", DEFAULT_POLICY) or DEFAULT_POLICY])
     if not paths:
@@ -61,6 +73,8 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
         for warning in checked.warnings:
             print(show(warning))
         policy = checked.policy
+        if args.output != "github":
+            print(f"{path}: valid: {_counts(policy)}")
         log.info(
             "policy.valid",
             file=str(path),
