@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal, NamedTuple
 
 Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
@@ -63,13 +64,17 @@ def quantity(value: str | int) -> Quantity:
     """A quantity as the API server parses it; ValueError when it is not one (``12XB``, ``1K``, ``1 ``)."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise _invalid(value)
-    text = str(value)
+    return _parse(str(value))
+
+
+@lru_cache(maxsize=4096)  # a cluster's quotas repeat a few texts thousands of times
+def _parse(text: str) -> Quantity:
     if text == "0":
         return Quantity(Fraction(0), "DecimalSI", text)
     match = _SCAN.fullmatch(text)
     interpreted = _suffix(match[5]) if match else None
     if match is None or interpreted is None or not text:
-        raise _invalid(value)
+        raise _invalid(text)
     sign, num, denom = match[1], match[3] or "0", match[4] or ""
     base, exponent, fmt = interpreted
     digits = int(num + denom)
