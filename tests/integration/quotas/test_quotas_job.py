@@ -108,15 +108,18 @@ def test_off_hours_limits_apply_at_the_boundary(cluster: KubeHandle, tmp_path: P
     assert hard(cluster, "lab") == {"requests.nvidia.com/gpu": "8"}
 
 
+@pytest.mark.xfail(strict=True, reason="until jobs/quotas/job.py reports conflict entries unwritten (quotafix report)")
 def test_foreign_quotas_are_untouched_and_an_excluded_namespace_loses_its_managed_quota(
     cluster: KubeHandle, tmp_path: Path
 ) -> None:
     cluster.create(resource_quota("gpu-quota", "misc", {"requests.nvidia.com/gpu": "9"}))  # foreign
     cluster.create(resource_quota("gpu-quota", "kube-system", {"requests.nvidia.com/gpu": "0"}, MANAGED))
-    code, _, out = quotas(cluster, tmp_path)
-    assert code == 0
+    code, summary, out = quotas(cluster, tmp_path)
+    # In the way of the policy's quota in misc: a failed item, left as it is (tests/integration/quotas/
+    # test_quotas_ownership.py has the whole story); kube-system is excluded, so its managed quota goes.
+    assert (code, summary["failed"]) == (1, 1)
     assert hard(cluster, "misc") == {"requests.nvidia.com/gpu": "9"}
-    assert "not managed by gpu-jobs exists: left as it is" in out
+    assert "that gpu-jobs does not manage (no field manager; it says requests.nvidia.com/gpu=9)" in out
     assert cluster.get("ResourceQuota", "gpu-quota", "kube-system") is None
 
 
