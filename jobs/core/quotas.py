@@ -105,13 +105,16 @@ def _globs(patterns: Sequence[str]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
+_EXCLUDED = Governing("excluded", None)
+
+
 @dataclass(frozen=True)
 class _Rule:
     index: int
     names: re.Pattern[str] | None
     selector: LabelSelector | None
-    hard: Mapping[str, str]
-    off_hard: Mapping[str, str] | None
+    hard: Governing
+    off_hard: Governing | None
     off_schedule: tuple[ZoneInfo, Holidays | None, tuple[WorkingHours, ...]] | None
 
     def matches(self, ns: NamespaceInfo) -> bool:
@@ -130,7 +133,7 @@ class QuotaRules:
     quota_name: str
     exclude: re.Pattern[str] | None
     rules: tuple[_Rule, ...]
-    default: Mapping[str, str] | None
+    default: Governing
     _in_hours: dict[tuple[int, datetime], bool] = field(default_factory=dict, repr=False)
 
     def working(self, rule: _Rule, now: datetime) -> bool:
@@ -146,16 +149,14 @@ class QuotaRules:
         """Exclusions first, then the first matching rule (its off-hours limits outside its working hours), then
         the default."""
         if self.exclude is not None and self.exclude.match(ns.name):
-            return Governing("excluded", None)
+            return _EXCLUDED
         for rule in self.rules:
             if not rule.matches(ns):
                 continue
             if rule.off_hard is not None and not self.working(rule, now):
-                return Governing(f"rules[{rule.index}].offHours", rule.off_hard)
-            return Governing(f"rules[{rule.index}]", rule.hard)
-        if self.default is not None:
-            return Governing("default", self.default)
-        return Governing("none", None)
+                return rule.off_hard
+            return rule.hard
+        return self.default
 
 
 def compile_quotas(policy: Policy, config: NamespaceQuotas, cluster: str) -> QuotaRules:
@@ -170,10 +171,11 @@ def compile_quotas(policy: Policy, config: NamespaceQuotas, cluster: str) -> Quo
             holidays = off.holidays if off.holidays is not None else policy.defaults.holidays
             schedule = (ZoneInfo(off.timezone or policy.defaults.timezone), holidays, off.working_hours)
         names = _globs(rule.namespaces) if rule.namespaces is not None else None
-        off_hard = _enforced(off.hard) if off is not None else None
-        rules.append(_Rule(i, names, rule.selector, _enforced(rule.hard), off_hard, schedule))
+        on = Governing(f"rules[{i}]", _enforced(rule.hard))
+        off_hard = Governing(f"rules[{i}].offHours", _enforced(off.hard)) if off is not None else None
+        rules.append(_Rule(i, names, rule.selector, on, off_hard, schedule))
     exclude = _globs(config.exclude) if config.exclude else None
-    default = _enforced(config.default) if config.default is not None else None
+    default = Governing("none", None) if config.default is None else Governing("default", _enforced(config.default))
     return QuotaRules(config.quota_name, exclude, tuple(rules), default)
 
 
@@ -239,18 +241,42 @@ def _entry(name: str, namespace: str, wanted: Governing, current: QuotaInfo | No
         return QuotaEntry(namespace, name, "delete", {}, wanted.rule) if current is not None else None
     if current is None:
         return QuotaEntry(namespace, name, "create", wanted.hard, wanted.rule)
-    unreadable = _unreadable(current, wanted.hard)
+    same, warnings, unreadable = _compare(current, wanted.hard)
     if unreadable:
         return QuotaEntry(namespace, name, "failed", wanted.hard, wanted.rule, reason=unreadable)
-    warnings = _below_usage(wanted.hard, current.used)
     if current.scopes and not (current.scopes_mine and not current.scope_owners):
         return QuotaEntry(namespace, name, "conflict", wanted.hard, wanted.rule, warnings, _foreign_scopes(current))
     if current.scopes:
         # The job's own apply set them: its next apply, which gives none, removes them.
         warnings += (f"scopes {', '.join(current.scopes)} (not in the policy) removed: the quota limits every pod",)
         return QuotaEntry(namespace, name, "update", wanted.hard, wanted.rule, warnings)
-    action: Action = "unchanged" if same_hard(current.hard, wanted.hard) else "update"
-    return QuotaEntry(namespace, name, action, wanted.hard, wanted.rule, warnings)
+    return QuotaEntry(namespace, name, "unchanged" if same else "update", wanted.hard, wanted.rule, warnings)
+
+
+def _compare(current: QuotaInfo, hard: Mapping[str, str]) -> tuple[bool, tuple[str, ...], str]:
+    """Whether the quota's limits are the policy's (by value), where the policy's are below current usage, and what
+    of the two the job must compare but cannot read as a quantity (one pass: a plan does this per namespace)."""
+    same = set(current.hard) == set(hard)
+    warnings: list[str] = []
+    bad: list[str] = []
+    for key, limit in hard.items():
+        wanted = parse_quantity(limit)  # the policy's: validated at load
+        if key in current.hard:
+            have = _quantity(current.hard[key])
+            if have is None:
+                bad.append(f"spec.hard[{key}] {current.hard[key]!r}")
+            same = same and have == wanted
+        if key in current.used:
+            used = _quantity(current.used[key])
+            if used is None:
+                bad.append(f"status.used[{key}] {current.used[key]!r}")
+            elif used > wanted:
+                warnings.append(
+                    f"{key}: the new limit {limit} is below current usage {current.used[key]}: running pods stay,"
+                    " new ones are refused"
+                )
+    reason = f"{'; '.join(bad)}: not a quantity, so it cannot be compared with the policy: nothing written"
+    return same, tuple(warnings), reason if bad else ""
 
 
 def _listing(hard: Mapping[str, str]) -> str:
@@ -279,34 +305,11 @@ def _foreign_scopes(current: QuotaInfo) -> str:
     )
 
 
-def _unreadable(current: QuotaInfo, hard: Mapping[str, str]) -> str:
-    """What of the quota's limits and usage the job must compare with the policy but cannot read as a quantity."""
-    bad = []
-    for where, values in (("spec.hard", current.hard), ("status.used", current.used)):
-        for key in sorted(set(values) & set(hard)):
-            if _quantity(values[key]) is None:
-                bad.append(f"{where}[{key}] {values[key]!r}")
-    if not bad:
-        return ""
-    return f"{'; '.join(bad)}: not a quantity, so it cannot be compared with the policy: nothing written"
-
-
 def _quantity(text: str) -> Fraction | None:
     try:
         return parse_quantity(text)
     except ValueError:
         return None
-
-
-def _below_usage(hard: Mapping[str, str], used: Mapping[str, str]) -> tuple[str, ...]:
-    warnings = []
-    for key, limit in hard.items():
-        if key in used and parse_quantity(used[key]) > parse_quantity(limit):
-            warnings.append(
-                f"{key}: the new limit {limit} is below current usage {used[key]}: running pods stay, new ones are"
-                " refused"
-            )
-    return tuple(warnings)
 
 
 @dataclass(frozen=True)
