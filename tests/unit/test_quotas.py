@@ -322,3 +322,50 @@ def test_a_rules_working_hours_are_asked_once_per_instant_not_once_per_namespace
     for _ in range(2):
         plan_quotas(policy(), "ml-prod", research, [], DAY, rules)
     assert asked == [NIGHT, DAY]
+
+
+def _listed(spec: dict[str, Any], managed_fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ResourceQuota as the API server lists it."""
+    meta = {"name": "gpu-quota", "namespace": "misc", "labels": {"app.kubernetes.io/managed-by": "gpu-jobs"}}
+    return {"metadata": {**meta, "managedFields": managed_fields}, "spec": spec, "status": {"used": {GPU: "0"}}}
+
+
+def _owns(manager: str, operation: str, *fields: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"f:hard": {f"f:{GPU}": {}}} if manager == "gpu-jobs-quotas" else {}
+    spec |= {f"f:{name}": {} for name in fields}
+    return {"manager": manager, "operation": operation, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": spec}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "mine", "owners"),
+    [
+        ([_owns("gpu-jobs-quotas", "Apply", "scopes", "scopeSelector")], True, ()),
+        # The job's apply owns scopes, nobody owns the selector: its apply would leave the selector.
+        ([_owns("gpu-jobs-quotas", "Apply", "scopes")], False, ()),
+        # Shared with another manager: the job's apply would only drop its own share.
+        (
+            [_owns("gpu-jobs-quotas", "Apply", "scopes", "scopeSelector"), _owns("argocd", "Apply", "scopes")],
+            True,
+            ("argocd",),
+        ),
+        # The job's manager name in an update (kubectl edit --field-manager ...) is not its apply.
+        (
+            [_owns("gpu-jobs-quotas", "Apply"), _owns("gpu-jobs-quotas", "Update", "scopes", "scopeSelector")],
+            False,
+            ("gpu-jobs-quotas (Update)",),
+        ),
+    ],
+)
+def test_the_adapter_reads_scopes_and_who_owns_them(
+    fields: list[dict[str, Any]], mine: bool, owners: tuple[str, ...]
+) -> None:
+    from jobs.adapters.kube.quotas import _quota  # the listing read as the adapter reads it, without an API
+
+    selector = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high", "low"]}]}
+    listed = _quota(_listed({"hard": {GPU: "0"}, "scopes": ["Terminating"], "scopeSelector": selector}, fields))
+    assert listed.scopes == ("Terminating", "PriorityClass In (high, low)")
+    assert (listed.scopes_mine, listed.scope_owners) == (mine, owners)
+    assert listed.managers == tuple(dict.fromkeys(f["manager"] for f in fields))
+    assert plan([ns("misc")], [listed])["misc"].action == ("update" if mine and not owners else "conflict")
+    unscoped = _quota(_listed({"hard": {GPU: "0"}}, fields[:1]))
+    assert (unscoped.scopes, unscoped.scopes_mine, unscoped.scope_owners) == ((), False, ())
