@@ -113,8 +113,8 @@ class _Rule:
     index: int
     names: re.Pattern[str] | None
     selector: LabelSelector | None
-    hard: Governing
-    off_hard: Governing | None
+    working_hours: Governing  # what it says inside its working hours (always, without offHours)
+    off_hours: Governing | None
     off_schedule: tuple[ZoneInfo, Holidays | None, tuple[WorkingHours, ...]] | None
 
     def matches(self, ns: NamespaceInfo) -> bool:
@@ -134,15 +134,16 @@ class QuotaRules:
     exclude: re.Pattern[str] | None
     rules: tuple[_Rule, ...]
     default: Governing
-    _in_hours: dict[tuple[int, datetime], bool] = field(default_factory=dict, repr=False)
+    _in_hours: dict[tuple[int, datetime], bool] = field(default_factory=dict, init=False, repr=False)
 
     def working(self, rule: _Rule, now: datetime) -> bool:
-        key = (rule.index, now)
+        key, schedule = (rule.index, now), rule.off_schedule
+        if schedule is None:
+            return True
         if key not in self._in_hours:
             if len(self._in_hours) > 256:  # a long-lived object asked at many instants: keep it small
                 self._in_hours.clear()
-            assert rule.off_schedule is not None
-            self._in_hours[key] = in_working_hours(*rule.off_schedule, now)
+            self._in_hours[key] = in_working_hours(*schedule, now)
         return self._in_hours[key]
 
     def governing(self, ns: NamespaceInfo, now: datetime) -> Governing:
@@ -153,9 +154,9 @@ class QuotaRules:
         for rule in self.rules:
             if not rule.matches(ns):
                 continue
-            if rule.off_hard is not None and not self.working(rule, now):
-                return rule.off_hard
-            return rule.hard
+            if rule.off_hours is not None and not self.working(rule, now):
+                return rule.off_hours
+            return rule.working_hours
         return self.default
 
 
@@ -177,11 +178,6 @@ def compile_quotas(policy: Policy, config: NamespaceQuotas, cluster: str) -> Quo
     exclude = _globs(config.exclude) if config.exclude else None
     default = Governing("none", None) if config.default is None else Governing("default", _enforced(config.default))
     return QuotaRules(config.quota_name, exclude, tuple(rules), default)
-
-
-def governing(policy: Policy, quotas: NamespaceQuotas, cluster: str, ns: NamespaceInfo, now: datetime) -> Governing:
-    """What the policy says for one namespace (a plan compiles the rules once for all of them)."""
-    return compile_quotas(policy, quotas, cluster).governing(ns, now)
 
 
 def _enforced(hard: Mapping[str, str | int | float]) -> dict[str, str]:
