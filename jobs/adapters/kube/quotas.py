@@ -49,16 +49,7 @@ class KubeQuotas:
         ]
 
     def quotas(self) -> list[QuotaInfo]:
-        return [
-            QuotaInfo(
-                q["metadata"]["namespace"],
-                q["metadata"]["name"],
-                {k: str(v) for k, v in ((q.get("spec") or {}).get("hard") or {}).items()},
-                {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()},
-                managed=(q["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY,
-            )
-            for q in json_pages(self.api, "list resourcequotas", "/api/v1/resourcequotas")
-        ]
+        return [_quota(q) for q in json_pages(self.api, "list resourcequotas", "/api/v1/resourcequotas")]
 
     def apply(self, namespace: str, name: str, hard: dict[str, str]) -> None:
         """Server-side apply of the job's fields only (labels and spec.hard): idempotent by nature, so a resend after
@@ -88,8 +79,49 @@ class KubeQuotas:
         for node in json_pages(self.api, "list nodes", "/api/v1/nodes"):
             for name, value in ((node.get("status") or {}).get("allocatable") or {}).items():
                 if is_gpu_resource(name):
-                    total[name] = total.get(name, 0) + int(parse_quantity(str(value)))
+                    with contextlib.suppress(ValueError):  # not a quantity: the node counts nothing, not a crash
+                        total[name] = total.get(name, 0) + int(parse_quantity(str(value)))
         return total
+
+
+def _quota(q: dict[str, Any]) -> QuotaInfo:
+    """A listed quota, with its scopes and who owns them: the job's apply gives none, and removes only its own."""
+    spec, metadata = q.get("spec") or {}, q["metadata"]
+    scopes = [str(scope) for scope in spec.get("scopes") or []]
+    for req in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        values = req.get("values") or []
+        scopes.append(f"{req.get('scopeName')} {req.get('operator')}" + (f" ({', '.join(values)})" if values else ""))
+    present = tuple(name for name in ("scopes", "scopeSelector") if spec.get(name))
+    mine, others = _scope_owners(metadata.get("managedFields") or [], present)
+    return QuotaInfo(
+        metadata["namespace"],
+        metadata["name"],
+        {k: str(v) for k, v in (spec.get("hard") or {}).items()},
+        {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()},
+        managed=(metadata.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY,
+        scopes=tuple(scopes),
+        scopes_mine=mine,
+        scope_owners=others,
+        managers=tuple(dict.fromkeys(str(m.get("manager")) for m in metadata.get("managedFields") or [])),
+    )
+
+
+def _scope_owners(entries: list[dict[str, Any]], present: tuple[str, ...]) -> tuple[bool, tuple[str, ...]]:
+    """Whether the job's own apply owns every scope field the quota has, and which other managers own one of them
+    (from ``managedFields``: server-side apply removes only the fields the applying manager alone owned)."""
+    own: set[str] = set()
+    others = []
+    for entry in entries:
+        spec = (entry.get("fieldsV1") or {}).get("f:spec") or {}
+        owned = {name for name in present if f"f:{name}" in spec}
+        if not owned:
+            continue
+        manager, operation = str(entry.get("manager")), entry.get("operation")
+        if (manager, operation) == (FIELD_MANAGER, "Apply"):
+            own |= owned
+        else:
+            others.append(manager if manager != FIELD_MANAGER else f"{manager} ({operation})")
+    return bool(present) and own == set(present), tuple(dict.fromkeys(others))
 
 
 def _quota_path(namespace: str, name: str) -> str:
