@@ -22,7 +22,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule, effective_schedule
-from jobs.core.quotas import NamespaceInfo, governing, same_hard
+from jobs.core.quotas import NamespaceInfo, compile_quotas, same_hard
 from jobs.core.schedule import GroupSchedule
 
 WEEK = timedelta(days=7)
@@ -394,7 +394,7 @@ def _limits(policy: Policy, cluster: str, ns: NamespaceInfo, at: datetime) -> tu
     if config is None:
         return ("not managed (no namespaceQuotas)",) * 2
     # Which rule governs does not depend on the time; only which of its two limits applies does, and both are shown.
-    found = governing(policy, config, cluster, ns, at).rule.removesuffix(".offHours")
+    found = compile_quotas(policy, config, cluster).governing(ns, at).rule.removesuffix(".offHours")
     if found == "excluded":
         return ("excluded: no managed quota",) * 2
     if found == "none":

@@ -108,7 +108,6 @@ def test_off_hours_limits_apply_at_the_boundary(cluster: KubeHandle, tmp_path: P
     assert hard(cluster, "lab") == {"requests.nvidia.com/gpu": "8"}
 
 
-@pytest.mark.xfail(strict=True, reason="until jobs/quotas/job.py reports conflict entries unwritten (quotafix report)")
 def test_foreign_quotas_are_untouched_and_an_excluded_namespace_loses_its_managed_quota(
     cluster: KubeHandle, tmp_path: Path
 ) -> None:

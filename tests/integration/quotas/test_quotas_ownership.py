@@ -38,7 +38,6 @@ POLICY = textwrap.dedent("""\
 DAY = "2026-12-01T12:00:00+01:00"
 #: Until jobs/quotas/job.py reports the core's conflict and failed entries without writing them (the quotafix
 #: branch's report has the change): remove the marker with it. Strict, so the change makes these pass or fail loudly.
-NEEDS_SHELL = pytest.mark.xfail(strict=True, reason="jobs/quotas/job.py still writes entries that write nothing")
 GPU = "requests.nvidia.com/gpu"
 
 
@@ -100,7 +99,6 @@ def job(kube: KubeHandle, tmp_path: Path) -> Job:
     return Job(kube, tmp_path)
 
 
-@NEEDS_SHELL
 def test_a_same_named_quota_another_manager_created_is_a_conflict_never_written(job: Job) -> None:
     """Issue 18 item 1: it was reported unchanged with a warning, exit 0, and the namespace kept 7 GPUs."""
     job.apply("someone-else", resource_quota("gpu-quota", "misc", {GPU: "7"}))
@@ -132,7 +130,6 @@ def test_a_same_named_quota_another_manager_created_is_a_conflict_never_written(
         job.pod("big", "misc", gpus=4)
 
 
-@NEEDS_SHELL
 def test_scopes_another_manager_added_to_the_managed_quota_are_a_conflict(job: Job) -> None:
     """Issue 18 item 2: ``scopes: [Terminating]`` added by hand was reported unchanged (exit 0), and a pod asking 4
     GPUs was admitted in a namespace the policy gives 0. Server-side apply cannot remove the field: a conflict."""
