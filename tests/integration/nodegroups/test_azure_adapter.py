@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.adapters.azure_nodegroups import AZURE_ACTIONS, AksAgentPools
+from jobs.adapters.azure.nodegroups import PERMISSIONS, AksAgentPools
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import (
@@ -96,7 +96,7 @@ def test_registry_builds_the_adapter_and_it_names_its_provider_and_node_label(az
     assert adapter.kind(group("a100")) == "aks"
     assert adapter.node_label(group("a100")) == ("kubernetes.azure.com/agentpool", "a100")
     assert NODE_LABEL == "kubernetes.azure.com/agentpool"
-    assert "Microsoft.ContainerService/managedClusters/agentPools/write" in AZURE_ACTIONS
+    assert "Microsoft.ContainerService/managedClusters/agentPools/write" in PERMISSIONS.actions
 
 
 # -- describe -------------------------------------------------------------------------------------------------
