@@ -69,6 +69,10 @@ def call(where: str, operation: str, fn: Callable[[], T], *, translate: Translat
 
 
 def _retry_after(error: HttpResponseError) -> float | None:
+    """ARM's ``Retry-After`` (whole seconds), or the millisecond headers some Azure services send instead."""
     headers = getattr(error.response, "headers", None) or {}
-    value = str(headers.get("Retry-After", ""))
-    return float(value) if value.strip().isdigit() else None
+    for name, scale in (("retry-after-ms", 1000.0), ("x-ms-retry-after-ms", 1000.0), ("Retry-After", 1.0)):
+        value = str(headers.get(name, "")).strip()
+        if value.isdigit():
+            return int(value) / scale
+    return None

@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -172,18 +170,10 @@ def _status_body(text: str | None) -> dict[str, Any]:
 
 
 def _retry_after(headers: Mapping[str, str], details: Mapping[str, Any]) -> float | None:
-    """Seconds the server asked to wait: the ``Retry-After`` header (seconds or an HTTP date), else the Status's
-    ``details.retryAfterSeconds``; None when it asked nothing."""
-    value = headers.get("Retry-After")
-    if value:
-        value = value.strip()
-        if value.isdigit():
-            return float(value)
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None and when.tzinfo is not None:
-            return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    """Seconds the server asked to wait: the ``Retry-After`` header (the API server sends whole seconds), else the
+    Status's ``details.retryAfterSeconds``; None when it asked nothing."""
+    value = (headers.get("Retry-After") or "").strip()
+    if value.isdigit():
+        return float(value)
     seconds = details.get("retryAfterSeconds")
     return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None

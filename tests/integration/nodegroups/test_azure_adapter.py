@@ -416,6 +416,19 @@ def test_each_fault_kind_raises_the_matching_error(
     assert azure.log.count(operation) == 1  # the SDK's own retries are off
 
 
+@pytest.mark.parametrize(("wait_s", "kept_s"), [(0.01, 0.01), (2.0, 2.0)])  # retry-after-ms, Retry-After
+def test_a_throttled_call_keeps_how_long_arm_asked_to_wait(
+    azure: AzureEmulator, adapter: AksAgentPools, wait_s: float, kept_s: float
+) -> None:
+    azure.retry_after_s = wait_s
+    azure.faults.inject(GET, "throttle")
+
+    with pytest.raises(Throttled) as raised:
+        adapter.describe(group("t4"))
+
+    assert (raised.value.status, raised.value.retry_after_s) == (429, kept_s)
+
+
 def test_operation_that_ends_failed_is_unavailable(azure: AzureEmulator, adapter: AksAgentPools) -> None:
     azure.operation_polls = None
     worker_error: list[BaseException] = []
