@@ -876,7 +876,7 @@ def test_every_cluster_of_the_example_policy_has_a_context_for_the_central_insta
 def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
     aws: AwsEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs.adapters.aws_nodegroups import AwsNodeGroups
+    from jobs.adapters.aws.nodegroups import AwsNodeGroups
     from jobs.adapters.settings import AdapterSettings
     from jobs.core.nodegroups import SetSize, down_config, steps_between
     from jobs.core.policy import AwsLocator, NodeGroup

@@ -8,10 +8,8 @@ import contextlib
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes import client
-
 from jobs import errors
-from jobs.adapters.kube.client import json_pages, request
+from jobs.adapters.kube.client import ApiClient, json_pages, request
 from jobs.adapters.kube.events import emit_event
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.quantity import is_gpu_resource, parse_quantity
@@ -34,7 +32,7 @@ RBAC = (
 class KubeQuotas:
     """Through plain JSON calls (``client.request``): no generated API class to import, no models to build."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: ApiClient) -> None:
         self.api = api
 
     def namespaces(self) -> list[NamespaceInfo]:
@@ -131,7 +129,7 @@ def _quota_path(namespace: str, name: str) -> str:
 class QuotaEvents:
     """Kubernetes Events on the ResourceQuotas the job changes (``kubectl describe quota`` shows them)."""
 
-    def __init__(self, api: client.ApiClient, component: str = "quotas") -> None:
+    def __init__(self, api: ApiClient, component: str = "quotas") -> None:
         self.api = api
         self.component = component
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.adapters.azure_nodegroups import AZURE_ACTIONS, AksAgentPools
+from jobs.adapters.azure.nodegroups import PERMISSIONS, AksAgentPools
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import (
@@ -96,7 +96,7 @@ def test_registry_builds_the_adapter_and_it_names_its_provider_and_node_label(az
     assert adapter.kind(group("a100")) == "aks"
     assert adapter.node_label(group("a100")) == ("kubernetes.azure.com/agentpool", "a100")
     assert NODE_LABEL == "kubernetes.azure.com/agentpool"
-    assert "Microsoft.ContainerService/managedClusters/agentPools/write" in AZURE_ACTIONS
+    assert "Microsoft.ContainerService/managedClusters/agentPools/write" in PERMISSIONS.actions
 
 
 # -- describe -------------------------------------------------------------------------------------------------
@@ -414,6 +414,19 @@ def test_each_fault_kind_raises_the_matching_error(
     assert raised.value.code == code
     assert type(raised.value) is error
     assert azure.log.count(operation) == 1  # the SDK's own retries are off
+
+
+@pytest.mark.parametrize(("wait_s", "kept_s"), [(0.01, 0.01), (2.0, 2.0)])  # retry-after-ms, Retry-After
+def test_a_throttled_call_keeps_how_long_arm_asked_to_wait(
+    azure: AzureEmulator, adapter: AksAgentPools, wait_s: float, kept_s: float
+) -> None:
+    azure.retry_after_s = wait_s
+    azure.faults.inject(GET, "throttle")
+
+    with pytest.raises(Throttled) as raised:
+        adapter.describe(group("t4"))
+
+    assert (raised.value.status, raised.value.retry_after_s) == (429, kept_s)
 
 
 def test_operation_that_ends_failed_is_unavailable(azure: AzureEmulator, adapter: AksAgentPools) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from google.api_core import exceptions
 
-from jobs.adapters.gcp_nodegroups import GCP_PERMISSIONS, GkeNodePools
+from jobs.adapters.gcp.nodegroups import PERMISSIONS, GkeNodePools
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import (
@@ -101,7 +101,7 @@ def test_registry_builds_the_adapter_and_the_permissions_cover_its_calls(gcp: Gc
     assert isinstance(built, GkeNodePools)
     assert built.kind(group) == "gke"
     assert built.node_label(group) == ("cloud.google.com/gke-nodepool", "a100")
-    assert set(GCP_PERMISSIONS) == {
+    assert set(PERMISSIONS.actions) == {
         "container.clusters.get",
         "container.clusters.update",
         "container.operations.get",
