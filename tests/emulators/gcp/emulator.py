@@ -58,7 +58,7 @@ class GcpEmulator(Emulator):
         self.url = ""
         self._server: RunningServer | None = None
         lock = self._lock = threading.RLock()
-        self.quotas = Quotas(lock)
+        self.quotas = Quotas(lock, self.wake_at)
         self.gke = Gke(
             lock, lambda: self.operation_polls, lambda: self.operation_seconds, self._gpu_quota, self.wake_at
         )
@@ -74,9 +74,10 @@ class GcpEmulator(Emulator):
     # ----- wiring -----
 
     def tick(self) -> None:
-        """Finish the operations whose time is up (and let short instance groups retry)."""
+        """Finish the operations and apply the quota decisions whose time is up (short instance groups retry)."""
         self.gke.refresh()
         self.compute.refresh()
+        self.quotas.tick()
 
     def env(self) -> dict[str, str]:
         """Environment for a subprocess running product code against this emulator."""
@@ -229,12 +230,33 @@ class GcpEmulator(Emulator):
     ) -> int:
         return self.quotas.quota_value(project, quota_id, _dims(region, dimensions), service)
 
-    def grant(self, preference_name: str, value: int | None = None) -> None:
-        """Approve a pending preference (fully, or partially with ``value``); raises the QuotaInfo limit."""
-        self.quotas.grant(preference_name, value)
+    def set_quota_usage(
+        self,
+        project: str,
+        quota_id: str,
+        region: str | None,
+        usage: int,
+        *,
+        dimensions: Mapping[str, str] | None = None,
+        service: str = COMPUTE_SERVICE,
+    ) -> None:
+        """What the project uses of a quota: a decrease below it needs ``QUOTA_DECREASE_BELOW_USAGE`` waived."""
+        self.quotas.set_usage(project, quota_id, _dims(region, dimensions), usage, service)
 
-    def deny(self, preference_name: str) -> None:
-        self.quotas.deny(preference_name)
+    def grant(self, preference_name: str, value: int | None = None, after_s: float = 0.0) -> None:
+        """Approve an open increase (fully, or partially with ``value``), now or ``after_s`` later on the
+        emulator's clock, looked at or not; raises the QuotaInfo limit."""
+        self.quotas.grant(preference_name, value, after_s)
+
+    def deny(self, preference_name: str, after_s: float = 0.0) -> None:
+        self.quotas.deny(preference_name, after_s)
+
+    def decide_next_preference(
+        self, grant: bool, value: int | None = None, after_s: float = 0.0, quota_id: str | None = None
+    ) -> None:
+        """The next increase written (for ``quota_id``, or any) is granted (``value``: partially) or denied
+        ``after_s`` after it was written: how a sandbox scripts the reviewers before the job runs."""
+        self.quotas.decide_next(grant, value, after_s, quota_id)
 
     def start_cluster_operation(
         self, project: str, location: str, cluster: str, op_type: str = "UPGRADE_MASTER"
