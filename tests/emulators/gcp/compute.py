@@ -155,6 +155,10 @@ class Compute:
         operation_seconds: Callable[[], float | None] = lambda: None,
         wake_at: Callable[[float], None] = lambda deadline: None,
     ) -> None:
+        # compute_v1 takes seconds to import on a busy machine: pay that here, not inside the first request, where
+        # it outlasts the client's read timeout (the handlers import it lazily, cheaply from then on).
+        from google.cloud import compute_v1  # noqa: F401
+
         self._lock = lock
         self._wake_at = wake_at
         self._polls = operation_polls
