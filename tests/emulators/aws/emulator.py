@@ -26,7 +26,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 
 from tests.emulators.aws import autoscaling, moto_state
 from tests.emulators.aws.capacity import Capacity
-from tests.emulators.aws.eks import EksExtension, Handler, UpdateTiming
+from tests.emulators.aws.eks import DEFAULT_UPDATE_SECONDS, EksExtension, Handler, UpdateTiming
 from tests.emulators.aws.service_quotas import QuotaRequest, ServiceQuotasFake
 from tests.emulators.aws.wire import Reply, fault_reply, identify
 from tests.emulators.base import Emulator, FaultKind, RunningServer, start
@@ -314,10 +314,14 @@ class AwsEmulator(Emulator):
         return next(r for r in self.quotas.requests() if r.id == request_id)
 
 
-def start_aws(port: int = 0, region: str = DEFAULT_REGION) -> AwsEmulator:
-    """Run a standalone emulator (e.g. for the demo sandbox); call ``.stop()`` when done."""
+def start_aws(
+    port: int = 0, region: str = DEFAULT_REGION, *, update_seconds: float | None = DEFAULT_UPDATE_SECONDS
+) -> AwsEmulator:
+    """Run a standalone emulator (e.g. for the demo sandbox); call ``.stop()`` when done. ``update_seconds``: how
+    long an EKS update runs before it lands, polled or not."""
     emulator = AwsEmulator(region).serve(port)
     emulator.warm_up()
+    emulator.update_timing = UpdateTiming(seconds=update_seconds)
     return emulator
 
 
