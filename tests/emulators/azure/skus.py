@@ -59,7 +59,7 @@ class SkuService:
 
     def _list(self, ctx: RequestContext, m: dict[str, str]) -> Response:
         text = ctx.request.args.get("$filter", "")
-        locations = LOCATIONS
+        locations: tuple[str, ...] = LOCATIONS
         if text:
             matched = _FILTER.match(text)
             if matched is None:

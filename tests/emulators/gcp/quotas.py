@@ -488,7 +488,7 @@ def _eligibility(traits: Traits) -> cloudquotas_v1.QuotaIncreaseEligibility:
     if traits.eligible:
         return cloudquotas_v1.QuotaIncreaseEligibility(is_eligible=True)
     return cloudquotas_v1.QuotaIncreaseEligibility(
-        is_eligible=False, ineligibility_reason=reasons[traits.reason or "OTHER"]
+        is_eligible=False, ineligibility_reason=reasons.__members__[traits.reason or "OTHER"]
     )
 
 

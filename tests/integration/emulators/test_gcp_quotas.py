@@ -47,7 +47,7 @@ def _create(
     client: cloudquotas_v1.CloudQuotasClient,
     pref_id: str,
     pref: cloudquotas_v1.QuotaPreference,
-    ignore: tuple[cloudquotas_v1.QuotaSafetyCheck, ...] = (),
+    ignore: tuple[int, ...] = (),  # QuotaSafetyCheck values
 ) -> cloudquotas_v1.QuotaPreference:
     return client.create_quota_preference(
         request={
