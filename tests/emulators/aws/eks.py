@@ -59,9 +59,9 @@ _UPDATE_ERRORS = {
 LT_AND_TYPES_MSG = "Instance type is specified in both the launch template and the nodegroup request"
 
 
-#: How long an update runs by default: real EKS takes minutes; half a second keeps the sandbox and tests quick
+#: How long an update runs by default: real EKS takes minutes; a tenth of a second keeps the sandbox and tests quick
 #: while every "still UPDATING" moment stays observable.
-DEFAULT_UPDATE_SECONDS = 0.5
+DEFAULT_UPDATE_SECONDS = 0.1
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,9 @@ from tests.emulators.base import Emulator, RunningServer, start
 if TYPE_CHECKING:
     from tests.emulators.azure.sdk import AzureClients
 
-#: How long an AKS / VM operation and an undecided quota request run by default: real ones take minutes; half a
+#: How long an AKS / VM operation and an undecided quota request run by default: real ones take minutes; a tenth of a
 #: second keeps the sandbox and tests quick while every "still InProgress" moment stays observable.
-DEFAULT_OPERATION_SECONDS = 0.5
+DEFAULT_OPERATION_SECONDS = 0.1
 #: The variable the product reads to point its Azure SDK clients at a non-Azure endpoint (see :mod:`sdk`).
 ENDPOINT_ENV = "GPU_JOBS_AZURE_ENDPOINT"
 

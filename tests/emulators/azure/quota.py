@@ -162,7 +162,7 @@ class QuotaService:
         self.requests: dict[str, QuotaRequest] = {}
         self._operations: dict[str, AsyncOperation] = {}
         #: How long an undecided request runs before it is approved on its own; ``None``: until decided.
-        self.request_seconds: float | None = 0.5
+        self.request_seconds: float | None = 0.1
         self._scheduled: list[tuple[float, str, QuotaOutcome]] = []  # (due on the clock, request id, outcome)
         self._next: list[tuple[str | None, float, QuotaOutcome]] = []  # (family or any, after_s, outcome)
 

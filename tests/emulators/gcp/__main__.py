@@ -15,7 +15,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--project", default="demo-project")
-    parser.add_argument("--operation-seconds", type=float, default=0.5, help="how long an operation runs")
+    parser.add_argument("--operation-seconds", type=float, default=0.1, help="how long an operation runs")
     parser.add_argument("--seed-demo", action="store_true", help="a GPU node pool, GPU instances, GPU quotas")
     args = parser.parse_args()
     gcp = start_gcp(args.port, operation_seconds=args.operation_seconds)

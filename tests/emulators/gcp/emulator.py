@@ -33,9 +33,9 @@ from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route, permiss
 ENV_VAR = "GPU_JOBS_GCP_ENDPOINT"
 #: Operations finish with time, not polls: counting polls is a test-only shortcut (``operation_polls=N``).
 DEFAULT_OPERATION_POLLS: int | None = None
-#: Real operations take minutes and finish whether polled or not; half a second keeps the sandbox and tests quick
+#: Real operations take minutes and finish whether polled or not; a tenth of a second keeps the sandbox and tests quick
 #: while every "still RUNNING" moment stays observable.
-DEFAULT_OPERATION_SECONDS = 0.5
+DEFAULT_OPERATION_SECONDS = 0.1
 
 _FaultRenderer = Callable[[FaultKind, str, re.Match[str]], ApiError]
 
