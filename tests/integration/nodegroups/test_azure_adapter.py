@@ -124,7 +124,7 @@ def test_describe_reads_each_pool_in_one_request(azure: AzureEmulator, adapter: 
 def test_describe_reports_busy_while_an_operation_runs_on_the_pool(
     azure: AzureEmulator, adapter: AksAgentPools
 ) -> None:
-    azure.operation_polls = None  # hold the operation until the test finishes it
+    azure.operation_seconds = None  # hold the operation until the test finishes it
     worker = threading.Thread(target=adapter.apply, args=(group("t4"), SetSize(0, 1, 0)))
     worker.start()
     _wait_for(lambda: bool(azure.running_operations()))
@@ -332,7 +332,7 @@ def test_busy_409_is_busy(azure: AzureEmulator, adapter: AksAgentPools) -> None:
 def test_a_put_while_another_pool_of_the_cluster_is_updating_is_busy(
     azure: AzureEmulator, adapter: AksAgentPools
 ) -> None:
-    azure.operation_polls = None
+    azure.operation_seconds = None
     worker = threading.Thread(target=adapter.apply, args=(group("t4"), SetSize(0, 1, 0)))
     worker.start()
     _wait_for(lambda: bool(azure.running_operations()))
@@ -351,7 +351,7 @@ def test_a_put_while_another_pool_of_the_cluster_is_updating_is_busy(
 def test_a_pool_with_its_own_operation_running_is_busy_without_a_write(
     azure: AzureEmulator, adapter: AksAgentPools
 ) -> None:
-    azure.operation_polls = None
+    azure.operation_seconds = None
     worker = threading.Thread(target=adapter.apply, args=(group("t4"), SetSize(0, 1, 0)))
     worker.start()
     _wait_for(lambda: bool(azure.running_operations()))
@@ -430,7 +430,7 @@ def test_a_throttled_call_keeps_how_long_arm_asked_to_wait(
 
 
 def test_operation_that_ends_failed_is_unavailable(azure: AzureEmulator, adapter: AksAgentPools) -> None:
-    azure.operation_polls = None
+    azure.operation_seconds = None
     worker_error: list[BaseException] = []
 
     def apply() -> None:
@@ -453,7 +453,7 @@ def test_operation_that_ends_failed_is_unavailable(azure: AzureEmulator, adapter
 
 def test_operation_that_outlasts_the_timeout_is_unavailable(azure: AzureEmulator) -> None:
     seed(azure)
-    azure.operation_polls = None
+    azure.operation_seconds = None
     aks = AksAgentPools(settings_for(azure, operation_timeout_s=0.2))
 
     with pytest.raises(Unavailable) as late:

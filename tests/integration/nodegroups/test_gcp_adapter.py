@@ -432,7 +432,9 @@ def test_a_write_while_the_cluster_runs_a_cluster_operation_is_busy(gcp: GcpEmul
 def test_writes_to_two_pools_of_one_cluster_go_through_at_once(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
     group = _seed(gcp, "a100")
     _seed(gcp, "l4")
+    gcp.operation_seconds = 60  # the l4 operation outlasts the test; the a100 one below is quick
     running = clients.gke(gcp.url).set_node_pool_size(request={"name": _path("l4"), "node_count": 0})
+    gcp.operation_seconds = 0.05
 
     adapter.apply(group, SetSize(0, 0, 0))  # not Busy: one operation per node pool, not per cluster
 
