@@ -183,7 +183,7 @@ def test_describe_of_a_missing_pool_is_not_found(gcp: GcpEmulator, adapter: GkeN
 
 def test_set_size_returns_only_when_the_operation_is_done(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
     group = _seed(gcp, per_zone=2)
-    gcp.operation_polls = 3
+    gcp.operation_polls, gcp.operation_seconds = 3, None  # DONE on the third poll, not before
 
     adapter.apply(group, SetSize(0, 0, 0))
 
@@ -220,7 +220,7 @@ def test_set_autoscaling_off_then_on_with_bounds(gcp: GcpEmulator, adapter: GkeN
 
 def test_operation_that_never_finishes_times_out(gcp: GcpEmulator) -> None:
     group = _seed(gcp)
-    gcp.operation_polls = 1_000_000
+    gcp.operation_polls, gcp.operation_seconds = 1_000_000, None  # an operation that never finishes
     adapter = GkeNodePools(_settings(gcp.url, operation_timeout_s=0.1))
 
     with pytest.raises(Unavailable, match=r"not DONE after 0\.1s") as caught:
