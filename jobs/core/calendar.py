@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from jobs.core.policy import NodeGroup, Policy
-from jobs.core.schedule import GroupSchedule, Segment, State
+from jobs.core.schedule import Segment, State
 
 WEEK = timedelta(days=7)
 HOURS_PER_WEEK = 168.0
@@ -32,7 +32,7 @@ class Change:
 @dataclass(frozen=True)
 class GroupCalendar:
     group: NodeGroup
-    cluster: str  # the cluster its nodes join (policy.fleet)
+    cluster: str  # the cluster its nodes join (policy.resolved)
     timezone: str
     state: State
     reason: str
@@ -70,7 +70,8 @@ def build_calendar(policy: Policy, at: datetime, days: int = 7, cluster: str | N
 
 
 def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -> GroupCalendar:
-    schedule = GroupSchedule(policy, group)
+    resolved = policy.resolved.group(group.name)
+    schedule = resolved.schedule
     tz = schedule.tz
     desired = schedule.desired(at)
     segments = schedule.segments(at, at + timedelta(days=days))
@@ -94,7 +95,7 @@ def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -
         rows.append((day, cells, schedule.holidays.name(day)))
     return GroupCalendar(
         group=group,
-        cluster=policy.cluster_of(group).name,
+        cluster=resolved.cluster,
         timezone=str(tz),
         state=desired.state,
         reason=desired.reason,
@@ -117,10 +118,7 @@ def _state_at(segments: Sequence[Segment], starts: Sequence[datetime], at: datet
 
 def up_hours_by_group(policy: Policy, at: datetime) -> dict[str, float]:
     """Up-hours over the week from ``at``, overrides included: a pull request that extends one changes them."""
-    return {
-        g.name: round(GroupSchedule(policy, g).up_hours(at, at + WEEK, with_overrides=True), 2)
-        for g in policy.node_groups
-    }
+    return {g.name: round(g.schedule.up_hours(at, at + WEEK, with_overrides=True), 2) for g in policy.resolved.groups}
 
 
 @dataclass(frozen=True)
