@@ -45,6 +45,8 @@ class GroupSettings:
 
 @dataclass(frozen=True)
 class ResolvedGroup:
+    name: str
+    kind: ProviderKind
     group: NodeGroup
     rules: ProviderRules
     cluster: str  # the policy's cluster whose Kubernetes API sees the group's nodes
@@ -53,14 +55,6 @@ class ResolvedGroup:
     node_label: tuple[str, str] | None  # the provider's label on its nodes (None: plain ASG)
     schedule: GroupSchedule
     settings: GroupSettings
-
-    @property
-    def name(self) -> str:
-        return self.group.name
-
-    @property
-    def kind(self) -> ProviderKind:
-        return self.rules.kind
 
     @property
     def node_selector(self) -> Mapping[str, str] | None:
@@ -87,10 +81,10 @@ class ResolvedPolicy:
     def __init__(self, groups: tuple[ResolvedGroup, ...], quota_rules: tuple[ResolvedQuotaRule, ...]) -> None:
         self.groups = groups
         self.quota_rules = quota_rules
-        self._by_name = {g.name: g for g in groups}
+        self.by_name: Mapping[str, ResolvedGroup] = MappingProxyType({g.name: g for g in groups})
 
     def group(self, name: str) -> ResolvedGroup:
-        return self._by_name[name]
+        return self.by_name[name]
 
 
 def schedule_fields(
@@ -125,14 +119,21 @@ def _group(policy: Policy, group: NodeGroup) -> ResolvedGroup:
     tz, holidays, windows, warm_up = schedule_fields(policy.defaults, group)
     overrides = tuple(o for o in policy.overrides if o.node_group == group.name)
     cloud_cluster = group.cluster_locator.cluster if group.cluster_locator is not None else None
+    if overrides or group.always_on:
+        schedule = GroupSchedule(tz, holidays, windows, warm_up, overrides, always_on=group.always_on)
+    else:
+        # Groups with the same schedule share one: asked once per ``now`` however many groups there are.
+        schedule = compiled_schedule(tz, holidays, windows, warm_up)
     return ResolvedGroup(
+        name=group.name,
+        kind=rules.kind,
         group=group,
         rules=rules,
         cluster=cluster,
         cloud_cluster=cloud_cluster,
         identity=GroupIdentity.of(cluster, group.cloud, locator.model_dump(by_alias=True, exclude_none=True)),
         node_label=(rules.node_label, str(label_value)) if rules.node_label is not None else None,
-        schedule=GroupSchedule(tz, holidays, windows, warm_up, overrides, always_on=group.always_on),
+        schedule=schedule,
         settings=_settings(policy.defaults, group, warm_up),
     )
 

@@ -44,6 +44,7 @@ class Interval:
     window: WorkingHours
     day: date
     holiday: str | None
+    text: str = ""  # the window as people wrote it, for reasons (described once per schedule)
 
     def covers(self, at: datetime) -> bool:
         return self.warm_start <= at < self.end
@@ -97,6 +98,7 @@ class _Window:
     """A working-hours window with its text parsed once: a day set and clock times, or a cron and a length."""
 
     source: WorkingHours
+    text: str
     days: frozenset[int] = frozenset()
     start: time | None = None
     end: time | None = None  # None: midnight after the day (24:00)
@@ -106,11 +108,12 @@ class _Window:
     @classmethod
     def of(cls, window: WorkingHours) -> _Window:
         if window.cron is not None and window.duration is not None:
-            return cls(window, cron=window.cron, length=parse_duration(window.duration))
+            return cls(window, window.describe(), cron=window.cron, length=parse_duration(window.duration))
         assert window.days is not None
         assert window.start is not None
         assert window.end is not None
-        return cls(window, days=parse_days(window.days), start=parse_clock(window.start), end=parse_clock(window.end))
+        days, start, end = parse_days(window.days), parse_clock(window.start), parse_clock(window.end)
+        return cls(window, window.describe(), days=days, start=start, end=end)
 
 
 def _local(day: date, clock: time, tz: ZoneInfo, fold: int = 0) -> datetime:
@@ -174,7 +177,9 @@ class GroupSchedule:
         for window in self._windows:
             for s, e, day in self._occurrences(window, first, last):
                 if e > start - self.warm_up and s - self.warm_up < end:
-                    found.append(Interval(s, e, s - self.warm_up, window.source, day, self.holidays.name(day)))
+                    found.append(
+                        Interval(s, e, s - self.warm_up, window.source, day, self.holidays.name(day), window.text)
+                    )
         return sorted(found, key=lambda i: (i.warm_start, i.end))
 
     def _occurrences(self, window: _Window, first: date, last: date) -> Iterator[tuple[datetime, datetime, date]]:
@@ -219,10 +224,10 @@ class GroupSchedule:
         working = [i for i in covering if i.holiday is None]
         inside = [i for i in working if i.start <= at]
         if inside:
-            return "up", f"inside working hours ({inside[0].window.describe()})"
+            return "up", f"inside working hours ({inside[0].text})"
         if working:
             opens = working[0].start.astimezone(self.tz).strftime("%a %H:%M")
-            return "up", f"warming up for {working[0].window.describe()} opening {opens}"
+            return "up", f"warming up for {working[0].text} opening {opens}"
         if covering:
             return "down", f"{covering[0].holiday}: no working hours"
         return "down", "outside working hours"
@@ -261,14 +266,22 @@ class GroupSchedule:
         key = (at, horizon)
         found = self._desired.get(key)
         if found is None:
-            segments = self.segments(at, at + horizon)
-            state, reason = segments[0].state, segments[0].reason
-            change = next((s.start for s in segments[1:] if s.state != state), None)
-            found = Desired(state, reason, change.astimezone(self.tz) if change else None)
+            found = self._first_change(at, horizon)
             if len(self._desired) >= _DESIRED_CACHE:
                 self._desired.clear()
             self._desired[key] = found
         return found
+
+    def _first_change(self, at: datetime, horizon: timedelta) -> Desired:
+        # The next change is usually within a day or two: look that far first, and further only when needed (the
+        # state now and the first change do not depend on how far the segments reach beyond it).
+        for reach in (min(timedelta(days=2), horizon), min(timedelta(days=8), horizon), horizon):
+            segments = self.segments(at, at + reach)
+            state, reason = segments[0].state, segments[0].reason
+            change = next((s.start for s in segments[1:] if s.state != state), None)
+            if change is not None or reach == horizon:
+                return Desired(state, reason, change.astimezone(self.tz) if change else None)
+        raise AssertionError("unreachable: the last reach is the horizon")
 
     def working_at(self, at: datetime) -> bool:
         """Whether ``at`` lies inside a window (holidays cancel the windows that start on them)."""
