@@ -146,7 +146,7 @@ def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: da
 def _leaves_busy(outcome: GroupAction | GroupSkip | None) -> bool:
     """Whether a busy group's outcome gives way to the busy skip: a change would queue behind the running update,
     and "nothing to do" would hide it; a skip with its own reason (failed, postponed) stands."""
-    return isinstance(outcome, GroupAction) and bool(outcome.steps)
+    return outcome is None or (isinstance(outcome, GroupAction) and bool(outcome.steps))
 
 
 def _decide(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> GroupAction | GroupSkip | None:
@@ -268,7 +268,13 @@ def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAct
             return GroupSkip(rg.name, f"up, but nodes are missing: {current.shortfall}", warning=True)
         return None  # phase up: what people changed during the day stands
     if m.up is None:
-        return GroupSkip(rg.name, "down with no record and no `up` size in the policy: not guessing", warning=True)
+        # Working hours, and the group stays down all day: not guessing a size is right, exit 0 is not.
+        return GroupSkip(
+            rg.name,
+            "down with no record and no `up` size in the policy: not guessing (give it `up:` to restore it)",
+            warning=True,
+            failed=True,
+        )
     short = current.shortfall or (f"{current.missing} node(s) asked for are not there" if current.missing else None)
     if short is not None and not m.brings_nodes:
         # The size is back but the provider could not bring the nodes: resending it would change nothing, and

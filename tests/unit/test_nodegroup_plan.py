@@ -106,11 +106,13 @@ def test_morning_restores_the_record_size_then_the_autoscaler() -> None:
     assert action.after == EKS_UP
 
 
-def test_morning_without_record_or_policy_size_does_not_guess() -> None:
+def test_morning_without_record_or_policy_size_does_not_guess_and_fails() -> None:
     skip = plan_one("eks", EKS_DOWN, DAY)
     assert isinstance(skip, GroupSkip)
     assert skip.warning
+    assert skip.failed  # down all working day: the Job status must say so (issue 18.6)
     assert "not guessing" in skip.reason
+    assert "`up`" in skip.reason
 
 
 def test_morning_without_record_uses_the_policy_size_and_default_discovery_tags() -> None:
@@ -292,8 +294,22 @@ def test_a_group_with_an_update_running_waits_for_the_next_run() -> None:
         False,
         None,
     )
-    # Nothing to change: busy or not, nothing is planned.
-    assert plan_one("eks", GroupConfig(min=1, desired=3, max=8, busy=True), DAY) is None
+    # Nothing to change for the job, but someone else's update runs: reported as busy, not dropped (issue 18.8).
+    skip = plan_one("eks", GroupConfig(min=1, desired=3, max=8, busy=True), DAY)
+    assert isinstance(skip, GroupSkip)
+    assert (skip.reason, skip.failed, skip.warning) == (
+        "an update is already running on the group: next run",
+        False,
+        False,
+    )
+    assert plan_one("eks", GroupConfig(min=1, desired=3, max=8), DAY) is None  # not busy: nothing at all
+
+
+def test_a_busy_group_with_a_reason_of_its_own_keeps_it() -> None:
+    busy = replace(EKS_UP, busy=True)
+    skip = plan_one("eks", busy, NIGHT, pods=(POD,))
+    assert isinstance(skip, GroupSkip)
+    assert skip.reason.startswith("shutdown postponed until")
 
 
 # Unknown is never idle: a group is judged through its own cluster's API, and only when that API shows its nodes.
