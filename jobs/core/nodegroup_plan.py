@@ -169,6 +169,9 @@ def _decide(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> GroupAction 
         wake_up=group.autoscaler_wake_up,
         cloud_cluster=rg.cloud_cluster,
     )
+    if m.record_problem is not None:
+        reason = f"left as it is: its record is not usable: {m.record_problem} (fix or delete it)"
+        return GroupSkip(name, reason, warning=True, failed=True)
     if desired.state == "down":
         return _down(rg, og, m, desired.reason, now)
     return _up(rg, og, m, desired.reason)

@@ -280,6 +280,25 @@ def restore_target(
     return replace(target, autoscaling=target.min < target.max)
 
 
+def record_problem(rules: ProviderRules, record: Record, up: WorkingSize | None) -> str | None:
+    """Why a record the job works from (phase stopping or down) cannot be used, or None: sizes the provider would
+    refuse or that could never be right (a record edited by hand, or written by a bug). With a policy ``up`` size
+    the record's sizes are not restored, so they cannot do harm and are not checked."""
+    if up is not None:
+        return None
+    config = record.config
+    sizes = f"{config.min}/{config.desired}/{config.max}"
+    if min(config.min, config.max, config.desired or 0) < 0:
+        return f"sizes {sizes} are negative"
+    # The provider's own autoscaler reports no bounds while it is off (GKE 0..0): only the count matters then.
+    bounded = rules.autoscaler_by_tags or config.autoscaling
+    if bounded and not config.min <= (config.desired if config.desired is not None else config.min) <= config.max:
+        return f"sizes {sizes} are not min <= desired <= max"
+    if max(config.min, config.max, config.desired or 0) > rules.node_limit:
+        return f"sizes {sizes} are above {rules.describe_limit()}"
+    return None
+
+
 @dataclass(frozen=True)
 class Moves:
     """Where a group can go from what was observed, per its provider's rules (one call per group and run)."""
@@ -314,13 +333,14 @@ def moves(
     current = _known(observed, record)
     down = down_config(rules.kind, current, stop=stop, wake_up=wake_up)
     target = restore_target(rules, current, record, up, cloud_cluster)
+    in_force = record is not None and record.phase in ("stopping", "down")
     return Moves(
         current=current,
         down=down,
         down_steps=tuple(steps_between(rules.kind, current, down)),
         up=target,
         up_steps=tuple(steps_between(rules.kind, current, target)) if target is not None else (),
-        record_problem=None,
+        record_problem=record_problem(rules, record, up) if in_force and record is not None else None,
     )
 
 

@@ -346,3 +346,57 @@ def test_a_group_already_at_zero_nodes_goes_down_with_none_in_sight() -> None:
     )
     assert isinstance(action, GroupAction)
     assert action.after.max == 1
+
+
+# Records are checked on read (issue 18.5): a record no provider would accept fails its group, never obeyed.
+
+
+@pytest.mark.parametrize(
+    ("kind", "recorded", "why"),
+    [
+        (
+            "eks",
+            GroupConfig(1, 300, 6, autoscaling=True, autoscaler_tags=CA),
+            "sizes 1/300/6 are not min <= desired <= max",
+        ),
+        ("eks", GroupConfig(8, 3, 1), "sizes 8/3/1 are not min <= desired <= max"),
+        ("aks", GroupConfig(0, -3, 0), "sizes 0/-3/0 are negative"),
+        (
+            "gke",
+            GroupConfig(0, 1001, 0, zones=3),
+            "sizes 0/1001/0 are above the GKE node pool limit of 1000 nodes per zone",
+        ),
+        (
+            "aks",
+            GroupConfig(1, 2, 1001, autoscaling=True),
+            "sizes 1/2/1001 are above the AKS agent pool limit of 1000 nodes",
+        ),
+    ],
+)
+def test_a_record_with_impossible_sizes_fails_its_group(kind: ProviderKind, recorded: GroupConfig, why: str) -> None:
+    down = GroupConfig(0, 0, 1 if kind == "eks" else 0)
+    for phase, at in (("down", DAY), ("stopping", NIGHT)):
+        skip = plan_one(kind, down, at, record=rec(recorded, phase))
+        assert isinstance(skip, GroupSkip), phase
+        assert (skip.failed, skip.warning) == (True, True)
+        assert skip.reason == f"left as it is: its record is not usable: {why} (fix or delete it)"
+
+
+def test_a_gke_record_without_autoscaling_has_no_bounds_to_check() -> None:
+    # GKE reports bounds 0..0 while the pool autoscaler is off: only the count matters then.
+    action = plan_one("gke", GroupConfig(0, 0, 0, zones=3), DAY, record=rec(GroupConfig(0, 3, 0, zones=3), "down"))
+    assert isinstance(action, GroupAction)
+    assert action.steps == (SetSize(0, 3, 0),)
+
+
+def test_a_policy_size_is_restored_over_an_impossible_record() -> None:
+    # With `up:` the record's sizes are not restored, so they cannot do harm.
+    bad = GroupConfig(1, 300, 6, autoscaling=True, autoscaler_tags=CA)
+    action = plan_one("eks", EKS_DOWN, DAY, record=rec(bad, "down"), extra="up: {min: 1, desired: 2, max: 6}")
+    assert isinstance(action, GroupAction)
+    assert action.after.desired == 2
+
+
+def test_a_record_of_a_group_up_is_not_checked() -> None:
+    # Phase up: nothing is worked from it; the next shutdown takes a new one.
+    assert plan_one("eks", EKS_UP, DAY, record=rec(GroupConfig(8, 3, 1), "up")) is None
