@@ -8,6 +8,7 @@ planners read, resolved once, is ``Policy.resolved`` (``jobs.core.resolved``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from functools import cached_property
 from typing import Any, Literal
@@ -146,6 +147,14 @@ class Policy(Model):
     def resolved(self) -> ResolvedPolicy:
         """Every node group and quota rule resolved once (a validated policy only: ``parse_policy`` builds it)."""
         return resolve(self)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Policy:
+        """A copy whose derived views are derived again: pydantic copies them as they are, and a copy with other
+        node groups would otherwise plan with the original's."""
+        copy = super().model_copy(update=update, deep=deep)
+        for derived in ("_fleet", "resolved"):
+            copy.__dict__.pop(derived, None)
+        return copy
 
     @property
     def fleet(self) -> tuple[Cluster, ...]:

@@ -80,7 +80,7 @@ class ResolvedPolicy:
 
     def __init__(self, groups: tuple[ResolvedGroup, ...], quota_rules: tuple[ResolvedQuotaRule, ...]) -> None:
         self.groups = groups
-        self.quota_rules = quota_rules
+        self.quota_rules = quota_rules  # in the order of namespaceQuotas.rules
         self.by_name: Mapping[str, ResolvedGroup] = MappingProxyType({g.name: g for g in groups})
 
     def group(self, name: str) -> ResolvedGroup:

@@ -90,3 +90,12 @@ def test_one_holiday_table_per_country_subdivision_and_year() -> None:
         body = POLICY.replace("nodegroup: a}", f"nodegroup: {name}}}").replace("name: a", f"name: {name}")
         policy_from(body).resolved.group(name).schedule.desired(CHRISTMAS + timedelta(days=365))
     assert schedule._public_holidays.cache_info().misses == 1  # DE/BE 2027, loaded once for both policies
+
+
+def test_a_copy_with_other_node_groups_is_resolved_again() -> None:
+    policy = policy_from(POLICY)
+    assert policy.resolved.group("a").settings.on_busy == "wait"
+    forced = tuple(g.model_copy(update={"on_busy": "force"}) for g in policy.node_groups)
+    copy = policy.model_copy(update={"node_groups": forced})
+    assert copy.resolved.group("a").settings.on_busy == "force"
+    assert policy.resolved.group("a").settings.on_busy == "wait"
