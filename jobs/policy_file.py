@@ -290,6 +290,7 @@ def check_policy(text: str, filename: str) -> Checked:
     ]
     if problems:
         raise PolicyError(sorted(problems))
+    policy.resolved  # noqa: B018 - resolved once, here at load: every planner reads this view
     warnings = [
         Problem(filename, lines.line(path), format_path(path), msg, warning=True)
         for path, msg in quota_warnings(policy)

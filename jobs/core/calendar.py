@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.policy_diff import PolicyDiff, Week, diff_policies, group_hours
-from jobs.core.schedule import GroupSchedule, Segment, State
+from jobs.core.schedule import Segment, State
 
 HOURS_PER_WEEK = 168.0
 SLOTS_PER_DAY = 48  # half hours
@@ -32,7 +32,7 @@ class Change:
 @dataclass(frozen=True)
 class GroupCalendar:
     group: NodeGroup
-    cluster: str  # the cluster its nodes join (policy.fleet)
+    cluster: str  # the cluster its nodes join (policy.resolved)
     timezone: str
     state: State
     reason: str
@@ -70,7 +70,8 @@ def build_calendar(policy: Policy, at: datetime, days: int = 7, cluster: str | N
 
 
 def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -> GroupCalendar:
-    schedule = GroupSchedule(policy, group)
+    resolved = policy.resolved.group(group.name)
+    schedule = resolved.schedule
     tz = schedule.tz
     desired = schedule.desired(at)
     segments = schedule.segments(at, at + timedelta(days=days))
@@ -94,7 +95,7 @@ def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -
         rows.append((day, cells, schedule.holidays.name(day)))
     return GroupCalendar(
         group=group,
-        cluster=policy.cluster_of(group).name,
+        cluster=resolved.cluster,
         timezone=str(tz),
         state=desired.state,
         reason=desired.reason,

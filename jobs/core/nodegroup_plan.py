@@ -3,6 +3,11 @@
 Pure. Level-triggered: it computes what should be true now, so a missed run converges on the next one, and
 no-ops are dropped here, so a second run right after the first plans nothing.
 
+The decision for a group (up, down, postpone, drain, skip) is made here only, in one direction: it reads the
+group's resolved view (``policy.resolved``), asks its compiled schedule once for the desired state
+(``jobs.core.schedule``), asks the provider's rules once where the group can go and by which steps
+(``jobs.core.nodegroups.moves``), and decides. Nothing below calls back.
+
 Records: before the first change of a shutdown, the group's configuration is recorded (phase ``stopping``); when
 the last step is done the phase becomes ``down``; after a restore, ``up``. A record in phase ``stopping`` or
 ``down`` is never overwritten by a later observation, so a crash at any point loses nothing. A record in phase
@@ -17,15 +22,12 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from jobs.core.limits import ChangeLimit
-from jobs.core.nodegroups import GroupConfig, Record, SetPower, SetSize, Step, down_config, steps_between
+from jobs.core.nodegroups import GroupConfig, Moves, Record, Step, moves
 from jobs.core.policy import NodeGroup, Policy
-from jobs.core.providers import PROVIDERS, ProviderKind
-from jobs.core.schedule import desired_state
-from jobs.core.timespec import parse_duration
-from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG
+from jobs.core.providers import ProviderKind
+from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, ResolvedGroup
 
-DEFAULT_MAX_DELAY = timedelta(hours=2)
-DEFAULT_DRAIN_TIMEOUT = timedelta(minutes=10)
+__all__ = ["DEFAULT_DRAIN_TIMEOUT", "DEFAULT_MAX_DELAY"]
 #: The Event reason of a restore the provider accepted but could not deliver (stockout, quota).
 RESTORE_NOT_DELIVERED = "RestoreNotDelivered"
 
@@ -55,7 +57,7 @@ class GpuPod:
 @dataclass(frozen=True)
 class ObservedGroup:
     group: NodeGroup
-    kind: ProviderKind
+    kind: ProviderKind  # as the shell found it; the planner reads the provider from the resolved policy
     config: GroupConfig | None  # None: could not be read (see error)
     record: Record | None = None
     pods: tuple[GpuPod, ...] = ()  # GPU pods on the group's nodes
@@ -112,107 +114,120 @@ class NodeGroupPlan:
         return tuple(s for s in self.skips if s.failed)
 
 
-def _setting(policy: Policy, group: NodeGroup, name: str) -> str | None:
-    value: str | None = getattr(group, name) or getattr(policy.defaults, name)
-    return value
+#: Why a group on which someone else's update runs is left alone this run.
+BUSY = "an update is already running on the group: next run"
 
 
-def _known(kind: ProviderKind, config: GroupConfig, record: Record | None) -> GroupConfig:
-    """Fill a size the provider does not report (GKE) from what this job itself did last."""
-    if config.desired is not None or record is None:
-        return config
-    if record.phase == "down" and not config.autoscaling:
-        return replace(config, desired=0)
-    return config  # phase stopping: unknown, so the resize is sent again (it is idempotent)
+def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: datetime) -> NodeGroupPlan:
+    resolved = policy.resolved.by_name
+    actions: list[GroupAction] = []
+    skips: list[GroupSkip] = []
+    for og in observed:
+        rg = resolved[og.group.name]
+        outcome = _decide(rg, og, now)
+        if og.config is not None and og.config.busy and _leaves_busy(outcome):
+            # Someone else's update is running (a console change, an upgrade): converge on the next run rather
+            # than queue behind it, and say so rather than report the group as where it should be.
+            outcome = GroupSkip(og.group.name, BUSY)
+        draining = isinstance(outcome, GroupAction) and bool(outcome.evict)
+        if og.cordoned and not draining and og.config is not None:
+            # A cordon is the job's only while it drains: whatever else happens to the group, undo it.
+            if isinstance(outcome, GroupAction):
+                outcome = replace(outcome, uncordon=og.cordoned)
+            else:
+                actions.append(_uncordon_only(rg, og, og.config))
+        if isinstance(outcome, GroupAction):
+            actions.append(outcome)
+        elif isinstance(outcome, GroupSkip):
+            skips.append(outcome)
+    return NodeGroupPlan(tuple(actions), tuple(skips))
 
 
-def restore_config(
-    group: NodeGroup, kind: ProviderKind, current: GroupConfig, record: Record | None
-) -> GroupConfig | None:
-    """What "up" means for this group: the policy's working size over the recorded configuration."""
-    if record is None and group.up is None:
-        return None
-    base = record.config if record is not None else current
-    target = replace(base, stopped=False, busy=False, shortfall=None, missing=0)
-    if group.up is not None:
-        target = replace(target, min=group.up.min, desired=group.up.desired, max=group.up.max)
-        if record is None:
-            target = _default_autoscaling(group, kind, target)
-    return target
+def _leaves_busy(outcome: GroupAction | GroupSkip | None) -> bool:
+    """Whether a busy group's outcome gives way to the busy skip: a change would queue behind the running update,
+    and "nothing to do" would hide it; a skip with its own reason (failed, postponed) stands."""
+    return outcome is None or (isinstance(outcome, GroupAction) and bool(outcome.steps))
 
 
-def _default_autoscaling(group: NodeGroup, kind: ProviderKind, target: GroupConfig) -> GroupConfig:
-    """With a policy size but no record, turn the autoscaler back on the way the provider normally has it."""
-    if kind == "eks" and group.aws is not None and group.aws.cluster is not None:
-        tags = {CA_ENABLED_TAG: "true", CA_CLUSTER_TAG.format(cluster=group.aws.cluster): "owned"}
-        return replace(target, autoscaling=True, autoscaler_tags=tags)
-    if kind in ("gke", "aks"):
-        return replace(target, autoscaling=target.min < target.max)
-    return target
+def _decide(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> GroupAction | GroupSkip | None:
+    name = rg.name
+    if og.record_error is not None:
+        reason = f"left as it is: {og.record_error} (fix or delete it: the sizes to restore are unknown)"
+        return GroupSkip(name, reason, warning=True, failed=True)
+    if og.config is None:
+        return GroupSkip(name, f"cannot read the group: {og.error}", warning=True, failed=True)
+    if og.config.system:
+        return GroupSkip(name, rg.rules.never_down or "never scaled", warning=True)
+    desired = rg.schedule.desired(now)
+    group = rg.group
+    m = moves(
+        rg.rules,
+        og.config,
+        og.record,
+        up=group.up,
+        stop=group.strategy == "stop",
+        wake_up=group.autoscaler_wake_up,
+        cloud_cluster=rg.cloud_cluster,
+    )
+    if m.record_problem is not None:
+        reason = f"left as it is: its record is not usable: {m.record_problem} (fix or delete it)"
+        return GroupSkip(name, reason, warning=True, failed=True)
+    if desired.state == "down":
+        return _down(rg, og, m, desired.reason, now)
+    return _up(rg, og, m, desired.reason)
 
 
-def _wait_over(record: Record | None, now: datetime, max_delay: timedelta) -> bool:
-    return record is not None and record.busy_since is not None and now - record.busy_since >= max_delay
-
-
-def _plan_down(
-    policy: Policy, og: ObservedGroup, current: GroupConfig, reason: str, now: datetime
-) -> GroupAction | GroupSkip | None:
-    group, record = og.group, og.record
-    target = down_config(og.kind, current, stop=group.strategy == "stop", wake_up=group.autoscaler_wake_up)
-    steps = steps_between(og.kind, current, target)
-    if not steps:
+def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: datetime) -> GroupAction | GroupSkip | None:
+    record, current, settings = og.record, m.current, rg.settings
+    if not m.down_steps:
         if record is not None and record.phase == "stopping":
             # A previous run made every change but crashed before marking the record: finish the bookkeeping.
-            return GroupAction(group.name, og.kind, "down", reason, current, target, (), False, record)
+            return GroupAction(rg.name, rg.kind, "down", reason, current, m.down, (), False, record)
         return None
     unseen = _unseen(og, current)
     if unseen is not None:
-        return GroupSkip(group.name, f"not shut down: {unseen}", warning=True, failed=True)
+        return GroupSkip(rg.name, f"not shut down: {unseen}", warning=True, failed=True)
     keep_alive = [p for p in og.pods if not p.evictable]
     if keep_alive:
         names = ", ".join(map(str, keep_alive))
-        return GroupSkip(group.name, f"stays up: pods that must not be evicted are running ({names})", warning=True)
+        return GroupSkip(rg.name, f"stays up: pods that must not be evicted are running ({names})", warning=True)
     evict: tuple[GpuPod, ...] = ()
     doomed: tuple[GpuPod, ...] = ()
     if og.pods:
         names = ", ".join(map(str, og.pods))
-        mode = _setting(policy, group, "on_busy") or "wait"
+        mode: str = settings.on_busy
         if mode == "wait":
-            max_delay = parse_duration(_setting(policy, group, "max_delay") or "2h")
-            if not _wait_over(record, now, max_delay):
-                since = record.busy_since if record is not None and record.busy_since else now
+            since = record.busy_since if record is not None else None
+            if since is None or now - since < settings.max_delay:
                 save = None
-                if record is None or record.busy_since is None:
-                    base = record or Record(current, "up", now)
-                    save = replace(base, busy_since=now)
-                until = (since + max_delay).isoformat()
+                if since is None:
+                    save = Record(current, "up", now, now) if record is None else replace(record, busy_since=now)
+                until = ((since or now) + settings.max_delay).isoformat()
                 return GroupSkip(
-                    group.name, f"shutdown postponed until {until}: GPU pods running ({names})", save_record=save
+                    rg.name, f"shutdown postponed until {until}: GPU pods running ({names})", save_record=save
                 )
-            mode = _setting(policy, group, "after_delay") or "drain"
+            mode = settings.after_delay
             if mode == "stay":
-                return GroupSkip(group.name, f"stays up after maxDelay: GPU pods running ({names})", warning=True)
+                return GroupSkip(rg.name, f"stays up after maxDelay: GPU pods running ({names})", warning=True)
         if mode == "drain":
             evict = og.pods
         else:
             doomed = og.pods
     take_record = record is None or record.phase == "up"
-    drain_timeout = parse_duration(_setting(policy, group, "drain_timeout") or "10m")
     return GroupAction(
-        group.name,
-        og.kind,
+        rg.name,
+        rg.kind,
         "down",
         reason,
         current,
-        target,
-        tuple(steps),
+        m.down,
+        m.down_steps,
         take_record,
         None if take_record else record,
         evict=evict,
         cordon=og.nodes if evict else (),
         doomed=doomed,
-        drain_timeout=drain_timeout,
+        drain_timeout=settings.drain_timeout,
     )
 
 
@@ -238,77 +253,50 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
     return None
 
 
-def _plan_up(og: ObservedGroup, current: GroupConfig, reason: str) -> GroupAction | GroupSkip | None:
-    group, record = og.group, og.record
+def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAction | GroupSkip | None:
+    record, current = og.record, m.current
     if record is not None and record.phase == "up" and record.busy_since is not None:
         # A postponed shutdown never happened and working hours are back: forget when the wait began, or the
         # next evening would start with the wait already used up.
         return GroupSkip(
-            group.name,
+            rg.name,
             "working hours are back: the wait for running GPU pods is over",
             save_record=replace(record, busy_since=None),
         )
-    is_down = record is not None and record.phase in ("stopping", "down")
-    if record is None:
-        looks_down = not steps_between(
-            og.kind,
-            current,
-            down_config(og.kind, current, stop=group.strategy == "stop", wake_up=group.autoscaler_wake_up),
-        )
-        if not looks_down:
-            return None  # up, and nothing of ours to undo
-        is_down = True
-    if not is_down:
+    if record is None and not m.looks_down:
+        return None  # up, and nothing of ours to undo
+    if record is not None and record.phase == "up":
         if current.shortfall is not None:
             # Restored earlier, and the provider has since said it could not bring every node: say so each run.
-            return GroupSkip(group.name, f"up, but nodes are missing: {current.shortfall}", warning=True)
+            return GroupSkip(rg.name, f"up, but nodes are missing: {current.shortfall}", warning=True)
         return None  # phase up: what people changed during the day stands
-    target = restore_config(group, og.kind, current, record)
-    if target is None:
-        return GroupSkip(group.name, "down with no record and no `up` size in the policy: not guessing", warning=True)
-    steps = steps_between(og.kind, current, target)
+    if m.up is None:
+        # Working hours, and the group stays down all day: not guessing a size is right, exit 0 is not.
+        return GroupSkip(
+            rg.name,
+            "down with no record and no `up` size in the policy: not guessing (give it `up:` to restore it)",
+            warning=True,
+            failed=True,
+        )
     short = current.shortfall or (f"{current.missing} node(s) asked for are not there" if current.missing else None)
-    if short is not None and not any(isinstance(s, SetSize | SetPower) for s in steps):
+    if short is not None and not m.brings_nodes:
         # The size is back but the provider could not bring the nodes: resending it would change nothing, and
         # the rest of the restore waits for them. The record stays, so a later run finishes once they arrive.
         return GroupSkip(
-            group.name,
+            rg.name,
             f"restore not delivered: {short} (size already requested; the next run looks again)",
             warning=True,
             failed=True,
             event=RESTORE_NOT_DELIVERED,
         )
-    return GroupAction(group.name, og.kind, "up", reason, current, target, tuple(steps), False, record)
+    return GroupAction(rg.name, rg.kind, "up", reason, current, m.up, m.up_steps, False, record)
 
 
-def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: datetime) -> NodeGroupPlan:
-    actions: list[GroupAction] = []
-    skips: list[GroupSkip] = []
-    for og in observed:
-        outcome = _plan_group(policy, og, now)
-        if isinstance(outcome, GroupAction) and outcome.steps and og.config is not None and og.config.busy:
-            # Someone else's update is running (a console change, an upgrade): converge on the next run rather
-            # than queue behind it.
-            outcome = GroupSkip(og.group.name, "an update is already running on the group: next run")
-        draining = isinstance(outcome, GroupAction) and bool(outcome.evict)
-        if og.cordoned and not draining and og.config is not None:
-            # A cordon is the job's only while it drains: whatever else happens to the group, undo it.
-            if isinstance(outcome, GroupAction):
-                outcome = replace(outcome, uncordon=og.cordoned)
-            else:
-                actions.append(_uncordon_only(og, og.config))
-        if isinstance(outcome, GroupAction):
-            actions.append(outcome)
-        elif isinstance(outcome, GroupSkip):
-            skips.append(outcome)
-    return NodeGroupPlan(tuple(actions), tuple(skips))
-
-
-def _uncordon_only(og: ObservedGroup, current: GroupConfig) -> GroupAction:
+def _uncordon_only(rg: ResolvedGroup, og: ObservedGroup, current: GroupConfig) -> GroupAction:
     reason = "nodes a drain of this job cordoned, and no drain needs them cordoned now"
     return GroupAction(
-        og.group.name,
-        og.kind,
+        rg.name,
+        rg.kind,
         "up",
         reason,
         current,
@@ -319,21 +307,6 @@ def _uncordon_only(og: ObservedGroup, current: GroupConfig) -> GroupAction:
         uncordon=og.cordoned,
         only_uncordon=True,
     )
-
-
-def _plan_group(policy: Policy, og: ObservedGroup, now: datetime) -> GroupAction | GroupSkip | None:
-    if og.record_error is not None:
-        reason = f"left as it is: {og.record_error} (fix or delete it: the sizes to restore are unknown)"
-        return GroupSkip(og.group.name, reason, warning=True, failed=True)
-    if og.config is None:
-        return GroupSkip(og.group.name, f"cannot read the group: {og.error}", warning=True, failed=True)
-    if og.config.system:
-        return GroupSkip(og.group.name, PROVIDERS["aks"].never_down or "never scaled", warning=True)
-    desired = desired_state(policy, og.group, now)
-    current = _known(og.kind, og.config, og.record)
-    if desired.state == "down":
-        return _plan_down(policy, og, current, desired.reason, now)
-    return _plan_up(og, current, desired.reason)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Node groups: their configuration as the job sees it, and the pure planner that converges them.
+"""Node groups: their configuration as the job sees it, and where each provider's rules let it go (the steps).
 
 One generic shape serves every provider; ``Provider`` rules say what "down" means for each and what a
 provider cannot do (EKS keeps maxSize >= 1, AKS system pools are never scaled to zero):
@@ -22,8 +22,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from jobs.core.providers import PROVIDERS, ProviderKind
+from jobs.core.policy_fleet import WorkingSize
+from jobs.core.providers import PROVIDERS, ProviderKind, ProviderRules
 from jobs.errors import CloudError
+from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG
 
 Phase = Literal["stopping", "down", "up"]
 
@@ -233,23 +235,122 @@ class Record:
             raise RecordError(f"malformed: {type(exc).__name__}: {exc}") from None
 
 
-# --- provider rules ----------------------------------------------------------------------------------------
+# --- provider rules: where a group can go, and the steps that take it there ---------------------------------
 
 
 def down_config(kind: ProviderKind, current: GroupConfig, *, stop: bool = False, wake_up: bool = False) -> GroupConfig:
     """The configuration a group has while down."""
-    if kind == "eks":
-        # maxSize stays at the EKS floor of 1; keep the discovery tags only if the autoscaler may wake the group.
-        return replace(
-            current, min=0, desired=0, max=PROVIDERS["eks"].min_max_size, autoscaling=wake_up and current.autoscaling
-        )
-    if kind == "asg":
-        return replace(current, min=0, desired=0, max=0, autoscaling=False)
-    if kind == "aks" and stop:
+    rules = PROVIDERS[kind]
+    if rules.autoscaler_by_tags:
+        # maxSize stays at the provider's floor (EKS 1, an ASG 0); the discovery tags stay only if the autoscaler may
+        # wake the group.
+        keep_tags = rules.wake_up and wake_up and current.autoscaling
+        return replace(current, min=0, desired=0, max=rules.min_max_size, autoscaling=keep_tags)
+    if rules.can_stop and stop:
         # Stopping an AKS pool stops its autoscaler too, and starting it restarts it (Azure docs, "Start and stop
         # an AKS node pool"): the autoscaler settings stay as they are.
         return replace(current, stopped=True)
     return replace(current, desired=0, autoscaling=False)
+
+
+def restore_target(
+    rules: ProviderRules,
+    current: GroupConfig,
+    record: Record | None,
+    up: WorkingSize | None,
+    cloud_cluster: str | None,
+) -> GroupConfig | None:
+    """What "up" means for a group: the policy's working size over the recorded configuration; None without
+    either (never guessed)."""
+    if record is None and up is None:
+        return None
+    base = record.config if record is not None else current
+    target = replace(base, stopped=False, busy=False, shortfall=None, missing=0)
+    if up is None:
+        return target
+    target = replace(target, min=up.min, desired=up.desired, max=up.max)
+    if record is not None:
+        return target
+    # A policy size but no record: the autoscaler comes back on the way the provider normally has it.
+    if rules.autoscaler_by_tags:
+        if cloud_cluster is None:
+            return target  # a plain ASG names no cluster: its discovery tags are unknown
+        tags = {CA_ENABLED_TAG: "true", CA_CLUSTER_TAG.format(cluster=cloud_cluster): "owned"}
+        return replace(target, autoscaling=True, autoscaler_tags=tags)
+    return replace(target, autoscaling=target.min < target.max)
+
+
+def record_problem(rules: ProviderRules, record: Record, up: WorkingSize | None) -> str | None:
+    """Why a record the job works from (phase stopping or down) cannot be used, or None: sizes the provider would
+    refuse or that could never be right (a record edited by hand, or written by a bug). With a policy ``up`` size
+    the record's sizes are not restored, so they cannot do harm and are not checked."""
+    if up is not None:
+        return None
+    config = record.config
+    sizes = f"{config.min}/{config.desired}/{config.max}"
+    if min(config.min, config.max, config.desired or 0) < 0:
+        return f"sizes {sizes} are negative"
+    # The provider's own autoscaler reports no bounds while it is off (GKE 0..0): only the count matters then.
+    bounded = rules.autoscaler_by_tags or config.autoscaling
+    if bounded and not config.min <= (config.desired if config.desired is not None else config.min) <= config.max:
+        return f"sizes {sizes} are not min <= desired <= max"
+    if max(config.min, config.max, config.desired or 0) > rules.node_limit:
+        return f"sizes {sizes} are above {rules.describe_limit()}"
+    return None
+
+
+@dataclass(frozen=True)
+class Moves:
+    """Where a group can go from what was observed, per its provider's rules (one call per group and run)."""
+
+    current: GroupConfig  # as observed, a size the provider does not report filled in from this job's record
+    down: GroupConfig
+    down_steps: tuple[Step, ...]
+    up: GroupConfig | None  # None: no record and no policy size (never guessed)
+    up_steps: tuple[Step, ...]
+    record_problem: str | None  # the record in force cannot be worked from
+
+    @property
+    def looks_down(self) -> bool:
+        return not self.down_steps
+
+    @property
+    def brings_nodes(self) -> bool:
+        """Whether going up asks the provider for nodes (a size or a power state), not only the autoscaler."""
+        return any(isinstance(s, SetSize | SetPower) for s in self.up_steps)
+
+
+def moves(
+    rules: ProviderRules,
+    observed: GroupConfig,
+    record: Record | None,
+    *,
+    up: WorkingSize | None,
+    stop: bool,
+    wake_up: bool,
+    cloud_cluster: str | None,
+) -> Moves:
+    current = _known(observed, record)
+    down = down_config(rules.kind, current, stop=stop, wake_up=wake_up)
+    target = restore_target(rules, current, record, up, cloud_cluster)
+    in_force = record is not None and record.phase in ("stopping", "down")
+    return Moves(
+        current=current,
+        down=down,
+        down_steps=tuple(steps_between(rules.kind, current, down)),
+        up=target,
+        up_steps=tuple(steps_between(rules.kind, current, target)) if target is not None else (),
+        record_problem=record_problem(rules, record, up) if in_force and record is not None else None,
+    )
+
+
+def _known(config: GroupConfig, record: Record | None) -> GroupConfig:
+    """Fill a size the provider does not report (GKE) from what this job itself did last."""
+    if config.desired is not None or record is None:
+        return config
+    if record.phase == "down" and not config.autoscaling:
+        return replace(config, desired=0)
+    return config  # phase stopping: unknown, so the resize is sent again (it is idempotent)
 
 
 def steps_between(kind: ProviderKind, current: GroupConfig, target: GroupConfig) -> list[Step]:
@@ -259,15 +360,16 @@ def steps_between(kind: ProviderKind, current: GroupConfig, target: GroupConfig)
     resize); going up, the size comes first and the autoscaler last (AKS cannot scale and enable its autoscaler
     in one update; GKE: resize, then re-enable).
     """
+    rules = PROVIDERS[kind]
     steps: list[Step] = []
     autoscaler_differs = current.autoscaling != target.autoscaling or (
-        target.autoscaling and _bounds(kind, current) != _bounds(kind, target)
+        target.autoscaling and _bounds(rules, current) != _bounds(rules, target)
     )
     if autoscaler_differs and not target.autoscaling:
         steps.append(SetAutoscaling(False))
     if current.stopped and not target.stopped:
         steps.append(SetPower(False))
-    if _size_differs(kind, current, target):
+    if _size_differs(rules, current, target):
         steps.append(SetSize(target.min, target.desired or 0, target.max))
     if autoscaler_differs and target.autoscaling:
         steps.append(
@@ -288,27 +390,28 @@ def steps_between(kind: ProviderKind, current: GroupConfig, target: GroupConfig)
 def step_applied(kind: ProviderKind, live: GroupConfig, step: Step) -> bool:
     """Whether the live configuration already shows ``step``: after a write whose answer was lost, it is resent
     only if not."""
+    rules = PROVIDERS[kind]
     if isinstance(step, SetPower):
         return live.stopped == step.stopped
     if isinstance(step, SetSize):
         target = replace(live, min=step.min, desired=step.desired, max=step.max, autoscaling=False)
-        return not _size_differs(kind, live, target)
+        return not _size_differs(rules, live, target)
     if not step.enabled:
         return not live.autoscaling
-    if kind in ("eks", "asg"):
+    if rules.autoscaler_by_tags:
         return all(live.autoscaler_tags.get(key) == value for key, value in step.tags.items())
     return live.autoscaling and (live.min, live.max) == (step.min, step.max)
 
 
-def _bounds(kind: ProviderKind, config: GroupConfig) -> tuple[object, ...]:
+def _bounds(rules: ProviderRules, config: GroupConfig) -> tuple[object, ...]:
     """What the autoscaler's configuration consists of, per provider: restored only when it differs."""
-    if kind in ("eks", "asg"):
+    if rules.autoscaler_by_tags:
         return (dict(config.autoscaler_tags), config.propagated_tags)
     return (config.min, config.max, config.autoscaler_profile)
 
 
-def _size_differs(kind: ProviderKind, current: GroupConfig, target: GroupConfig) -> bool:
-    if kind in ("eks", "asg"):
+def _size_differs(rules: ProviderRules, current: GroupConfig, target: GroupConfig) -> bool:
+    if rules.autoscaler_by_tags:
         if (current.min, current.max) != (target.min, target.max):
             return True
         # While an autoscaler owns the group, desired is its business within the bounds.

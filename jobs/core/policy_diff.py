@@ -23,7 +23,6 @@ from zoneinfo import ZoneInfo
 
 from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule, effective_schedule
 from jobs.core.quotas import NamespaceInfo, compile_quotas, same_hard
-from jobs.core.schedule import GroupSchedule
 
 WEEK = timedelta(days=7)
 HOURS_PER_WEEK = 168.0
@@ -209,7 +208,7 @@ def group_hours(policy: Policy, group: NodeGroup, week: Week, cache: dict[Hashab
     key = (effective_schedule(policy, group), group.always_on, overrides, week)
     cache = {} if cache is None else cache
     if key not in cache:
-        schedule = GroupSchedule(policy, group)
+        schedule = policy.resolved.group(group.name).schedule  # compiled once, at load
         cache[key] = round(schedule.up_hours(week.start, week.end, with_overrides=week.with_overrides), 2)
     up = cache[key]
     gpus = group.up.desired * group.gpus_per_node if group.up is not None and group.gpus_per_node else None

@@ -1,6 +1,6 @@
-"""What each provider allows and how it counts, as data in one place: the planner, the job and the adapters read
-the rules here (the emulators keep their own copy, from the providers' documentation, so a wrong rule here is
-caught by them rather than shared with them)."""
+"""What each provider allows and how it counts, as data in one place: the resolved policy, the planner's step
+sequences and the adapters read the rules here (the emulators keep their own copy, from the providers'
+documentation, so a wrong rule here is caught by them rather than shared with them)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,19 @@ from typing import Literal
 from jobs.labels import AKS_AGENTPOOL_LABEL, EKS_NODEGROUP_LABEL, GKE_NODEPOOL_LABEL
 
 ProviderKind = Literal["eks", "asg", "gke", "aks"]
+Cloud = Literal["aws", "gcp", "azure"]
 
 
 @dataclass(frozen=True)
 class ProviderRules:
     kind: ProviderKind
     title: str
-    #: The label the provider puts on a group's nodes; None: the policy's nodeSelector must say (plain ASGs).
+    #: The policy's cloud and the locator field that names a group of this kind: a locator with that field set is
+    #: this kind (an AWS locator with ``nodegroup`` is EKS, with ``autoScalingGroup`` a plain ASG).
+    cloud: Cloud
+    group_field: str
+    #: The label the provider puts on a group's nodes, its value the locator's ``group_field``; None: the policy's
+    #: nodeSelector must say (plain ASGs).
     node_label: str | None
     #: The smallest maxSize the provider accepts: EKS UpdateNodegroupConfig refuses maxSize 0, so a group at rest
     #: keeps 0/0/1.
@@ -30,6 +36,14 @@ class ProviderRules:
     #: Where the provider runs one operation at a time: GKE one per node pool, AKS one per cluster (its pools'
     #: updates take turns), EKS and Auto Scaling one update per group.
     one_operation_per: Literal["group", "cluster"]
+    #: The Cluster Autoscaler finds the group by tags on its Auto Scaling group, and the group's own
+    #: min/desired/max are its size (EKS, ASG). Otherwise the provider's autoscaler has bounds of its own and the
+    #: group a node count (GKE, AKS).
+    autoscaler_by_tags: bool
+    #: The discovery tags may stay at night, so pending pods wake the group (the policy's ``autoscalerWakeUp``).
+    wake_up: bool = False
+    #: The group can be stopped (power state) instead of scaled to zero (the policy's ``strategy: stop``).
+    can_stop: bool = False
     #: Groups the provider never lets go to zero (AKS System mode pools need >= 1 node and cannot be stopped).
     never_down: str | None = None
 
@@ -38,22 +52,71 @@ class ProviderRules:
         """``max_nodes`` as a bound to check against (no fixed limit: none reached)."""
         return self.max_nodes if self.max_nodes is not None else sys.maxsize
 
+    def describe_limit(self) -> str:
+        return f"the {self.title} limit of {self.node_limit} nodes{' per zone' if self.per_zone else ''}"
+
 
 PROVIDERS: dict[ProviderKind, ProviderRules] = {
-    "eks": ProviderRules("eks", "EKS managed node group", EKS_NODEGROUP_LABEL, 1, None, False, "group"),
-    "asg": ProviderRules("asg", "EC2 Auto Scaling group", None, 0, None, False, "group"),
-    "gke": ProviderRules("gke", "GKE node pool", GKE_NODEPOOL_LABEL, 0, 1000, True, "group"),
+    "eks": ProviderRules(
+        "eks",
+        "EKS managed node group",
+        "aws",
+        "nodegroup",
+        EKS_NODEGROUP_LABEL,
+        min_max_size=1,
+        max_nodes=None,
+        per_zone=False,
+        one_operation_per="group",
+        autoscaler_by_tags=True,
+        wake_up=True,
+    ),
+    "asg": ProviderRules(
+        "asg",
+        "EC2 Auto Scaling group",
+        "aws",
+        "auto_scaling_group",
+        None,
+        min_max_size=0,
+        max_nodes=None,
+        per_zone=False,
+        one_operation_per="group",
+        autoscaler_by_tags=True,
+    ),
+    "gke": ProviderRules(
+        "gke",
+        "GKE node pool",
+        "gcp",
+        "node_pool",
+        GKE_NODEPOOL_LABEL,
+        min_max_size=0,
+        max_nodes=1000,
+        per_zone=True,
+        one_operation_per="group",
+        autoscaler_by_tags=False,
+    ),
     "aks": ProviderRules(
         "aks",
         "AKS agent pool",
+        "azure",
+        "agent_pool",
         AKS_AGENTPOOL_LABEL,
-        0,
-        1000,
-        False,
-        "cluster",
+        min_max_size=0,
+        max_nodes=1000,
+        per_zone=False,
+        one_operation_per="cluster",
+        autoscaler_by_tags=False,
+        can_stop=True,
         never_down="AKS system pool: needs >= 1 node and cannot be stopped; never scaled",
     ),
 }
 
 #: Providers whose groups in one cluster must take turns.
 CLUSTER_SERIAL_KINDS = frozenset(k for k, rules in PROVIDERS.items() if rules.one_operation_per == "cluster")
+
+
+def rules_for(cloud: str, locator: object) -> ProviderRules:
+    """The provider a locator of ``cloud`` selects: the one whose ``group_field`` it sets."""
+    for rules in PROVIDERS.values():
+        if rules.cloud == cloud and getattr(locator, rules.group_field, None) is not None:
+            return rules
+    raise ValueError(f"no provider for a {cloud} locator {locator!r}")

@@ -9,22 +9,29 @@ by wall time, which is wrong across a DST fold.
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from functools import cached_property
-from typing import Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from jobs.core.policy import Holidays, NodeGroup, Override, Policy, WorkingHours, effective_schedule
+from jobs.core.policy_schedule import Holidays, Override, WorkingHours
 from jobs.core.timespec import parse_clock, parse_days, parse_duration
+
+if TYPE_CHECKING:
+    from jobs.core.policy import Policy
+    from jobs.core.policy_fleet import NodeGroup
 
 State = Literal["up", "down"]
 #: How far ahead ``next_change`` looks; a group with no change in this horizon reports ``None``.
 HORIZON = timedelta(days=35)
+#: Instants remembered per schedule: a run asks about one ``now``; a calendar about many (then it starts over).
+_DESIRED_CACHE = 64
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class Interval:
     window: WorkingHours
     day: date
     holiday: str | None
+    text: str = ""  # the window as people wrote it, for reasons (described once per schedule)
 
     def covers(self, at: datetime) -> bool:
         return self.warm_start <= at < self.end
@@ -59,26 +67,53 @@ class Desired:
     next_change: datetime | None
 
 
+@functools.lru_cache(maxsize=256)
+def _public_holidays(country: str, subdivision: str | None, year: int) -> Mapping[date, str]:
+    """One country/subdivision's public holidays of one year, loaded once per process: every schedule with the
+    same holidays shares the table."""
+    import holidays as holidays_lib  # noqa: PLC0415 - loading country data is slow; only when needed
+
+    return MappingProxyType(dict(holidays_lib.country_holidays(country, subdiv=subdivision, years=year).items()))
+
+
 class HolidayCalendar:
-    """Public holidays of a country/subdivision plus explicit dates, looked up per year on demand."""
+    """Public holidays of a country/subdivision plus explicit dates."""
 
     def __init__(self, spec: Holidays | None) -> None:
-        self._spec = spec
-        self._explicit = set(spec.dates) if spec else set()
-        self._years: dict[int, dict[date, str]] = {}
+        self._country = spec.country if spec else None
+        self._subdivision = spec.subdivision if spec else None
+        self._explicit = frozenset(spec.dates) if spec else frozenset()
 
     def name(self, day: date) -> str | None:
         if day in self._explicit:
             return f"holiday {day.isoformat()}"
-        if self._spec is None or self._spec.country is None:
+        if self._country is None:
             return None
-        if day.year not in self._years:
-            import holidays as holidays_lib  # noqa: PLC0415 - loading country data is slow; only when needed
-
-            table = holidays_lib.country_holidays(self._spec.country, subdiv=self._spec.subdivision, years=day.year)
-            self._years[day.year] = dict(table.items())
-        found = self._years[day.year].get(day)
+        found = _public_holidays(self._country, self._subdivision, day.year).get(day)
         return f"public holiday ({found})" if found else None
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A working-hours window with its text parsed once: a day set and clock times, or a cron and a length."""
+
+    source: WorkingHours
+    text: str
+    days: frozenset[int] = frozenset()
+    start: time | None = None
+    end: time | None = None  # None: midnight after the day (24:00)
+    cron: str | None = None
+    length: timedelta = timedelta(0)
+
+    @classmethod
+    def of(cls, window: WorkingHours) -> _Window:
+        if window.cron is not None and window.duration is not None:
+            return cls(window, window.describe(), cron=window.cron, length=parse_duration(window.duration))
+        assert window.days is not None
+        assert window.start is not None
+        assert window.end is not None
+        days, start, end = parse_days(window.days), parse_clock(window.start), parse_clock(window.end)
+        return cls(window, window.describe(), days=days, start=start, end=end)
 
 
 def _local(day: date, clock: time, tz: ZoneInfo, fold: int = 0) -> datetime:
@@ -107,45 +142,49 @@ def _ambiguous(day: date, clock: time, tz: ZoneInfo) -> bool:
 
 
 class GroupSchedule:
-    """A node group's schedule compiled once, queried at any instant."""
+    """A schedule compiled once (windows parsed, holidays shared), queried at any instant."""
 
-    def __init__(self, policy: Policy, group: NodeGroup) -> None:
-        self.group: NodeGroup | None = group
-        self.tz, holidays, self.windows, self.warm_up = effective_schedule(policy, group)
+    def __init__(
+        self,
+        tz: ZoneInfo,
+        holidays: Holidays | None,
+        windows: tuple[WorkingHours, ...],
+        warm_up: timedelta = timedelta(0),
+        overrides: tuple[Override, ...] = (),
+        *,
+        always_on: bool = False,
+    ) -> None:
+        self.tz, self.windows, self.warm_up = tz, windows, warm_up
         self.holidays = HolidayCalendar(holidays)
-        self.overrides: tuple[Override, ...] = tuple(o for o in policy.overrides if o.node_group == group.name)
+        self.overrides = overrides
+        self.always_on = always_on
+        self._windows = tuple(_Window.of(w) for w in windows)
+        longest = max((w.length for w in self._windows), default=timedelta(days=1))
+        self._lookback = max(longest, timedelta(days=1)) + warm_up + timedelta(days=1)
+        # desired() per (instant, horizon): a quota rule is asked once per namespace at the same ``now``.
+        self._desired: dict[tuple[datetime, timedelta], Desired] = {}
 
     @classmethod
     def of_windows(cls, tz: ZoneInfo, holidays: Holidays | None, windows: tuple[WorkingHours, ...]) -> GroupSchedule:
         """Working hours without a node group (a quota rule's off-hours): no warm-up, no overrides."""
-        schedule = object.__new__(cls)
-        schedule.group = None
-        schedule.tz, schedule.windows, schedule.warm_up = tz, windows, timedelta(0)
-        schedule.holidays = HolidayCalendar(holidays)
-        schedule.overrides = ()
-        return schedule
-
-    @cached_property
-    def _lookback(self) -> timedelta:
-        longest = max(
-            (parse_duration(w.duration) for w in self.windows if w.duration is not None), default=timedelta(days=1)
-        )
-        return max(longest, timedelta(days=1)) + self.warm_up + timedelta(days=1)
+        return compiled_schedule(tz, holidays, windows)
 
     def intervals(self, start: datetime, end: datetime) -> list[Interval]:
         """Every window occurrence that can cover an instant in ``[start, end)``, holidays included (flagged)."""
         first = (start - self._lookback).astimezone(self.tz).date()
         last = (end + self.warm_up).astimezone(self.tz).date()
         found: list[Interval] = []
-        for window in self.windows:
+        for window in self._windows:
             for s, e, day in self._occurrences(window, first, last):
                 if e > start - self.warm_up and s - self.warm_up < end:
-                    found.append(Interval(s, e, s - self.warm_up, window, day, self.holidays.name(day)))
+                    found.append(
+                        Interval(s, e, s - self.warm_up, window.source, day, self.holidays.name(day), window.text)
+                    )
         return sorted(found, key=lambda i: (i.warm_start, i.end))
 
-    def _occurrences(self, window: WorkingHours, first: date, last: date) -> Iterator[tuple[datetime, datetime, date]]:
-        if window.cron is not None and window.duration is not None:
-            length = parse_duration(window.duration)
+    def _occurrences(self, window: _Window, first: date, last: date) -> Iterator[tuple[datetime, datetime, date]]:
+        if window.cron is not None:
+            length = window.length
             # Iterate on naive local wall time, as a cron daemon does, then place each time in the timezone.
             it = croniter(window.cron, datetime.combine(first, time(0)) - timedelta(minutes=1))
             # A cron that fires every hour fires in the repeated autumn hour too (as cron daemons run wildcard-hour
@@ -158,10 +197,7 @@ class GroupSchedule:
                     again = _local(naive.date(), naive.time(), self.tz, fold=1)
                     yield again, again + length, naive.date()
             return
-        assert window.days is not None
-        assert window.start is not None
-        assert window.end is not None
-        days, start_clock, end_clock = parse_days(window.days), parse_clock(window.start), parse_clock(window.end)
+        days, start_clock, end_clock = window.days, window.start, window.end
         assert start_clock is not None
         day = first
         while day <= last:
@@ -182,16 +218,16 @@ class GroupSchedule:
             # The last active override listed wins: later lines are the newer edits.
             override = active[-1]
             return override.state, f"override until {override.until.isoformat()}: {override.reason}"
-        if self.group is not None and self.group.always_on:
+        if self.always_on:
             return "up", "alwaysOn"
         covering = [i for i in intervals if i.covers(at)]
         working = [i for i in covering if i.holiday is None]
         inside = [i for i in working if i.start <= at]
         if inside:
-            return "up", f"inside working hours ({inside[0].window.describe()})"
+            return "up", f"inside working hours ({inside[0].text})"
         if working:
             opens = working[0].start.astimezone(self.tz).strftime("%a %H:%M")
-            return "up", f"warming up for {working[0].window.describe()} opening {opens}"
+            return "up", f"warming up for {working[0].text} opening {opens}"
         if covering:
             return "down", f"{covering[0].holiday}: no working hours"
         return "down", "outside working hours"
@@ -224,10 +260,32 @@ class GroupSchedule:
         return out
 
     def desired(self, at: datetime, horizon: timedelta = HORIZON) -> Desired:
-        segments = self.segments(at, at + horizon)
-        state, reason = segments[0].state, segments[0].reason
-        change = next((s.start for s in segments[1:] if s.state != state), None)
-        return Desired(state, reason, change.astimezone(self.tz) if change else None)
+        """The state at ``at`` (timezone-aware), why, and when that next changes within ``horizon``."""
+        if at.tzinfo is None:
+            raise ValueError("at must be timezone-aware")
+        key = (at, horizon)
+        found = self._desired.get(key)
+        if found is None:
+            found = self._first_change(at, horizon)
+            if len(self._desired) >= _DESIRED_CACHE:
+                self._desired.clear()
+            self._desired[key] = found
+        return found
+
+    def _first_change(self, at: datetime, horizon: timedelta) -> Desired:
+        # The next change is usually within a day or two: look that far first, and further only when needed (the
+        # state now and the first change do not depend on how far the segments reach beyond it).
+        for reach in (min(timedelta(days=2), horizon), min(timedelta(days=8), horizon), horizon):
+            segments = self.segments(at, at + reach)
+            state, reason = segments[0].state, segments[0].reason
+            change = next((s.start for s in segments[1:] if s.state != state), None)
+            if change is not None or reach == horizon:
+                return Desired(state, reason, change.astimezone(self.tz) if change else None)
+        raise AssertionError("unreachable: the last reach is the horizon")
+
+    def working_at(self, at: datetime) -> bool:
+        """Whether ``at`` lies inside a window (holidays cancel the windows that start on them)."""
+        return self.desired(at, timedelta(days=1)).state == "up"
 
     def up_hours(self, start: datetime, end: datetime, *, with_overrides: bool = False) -> float:
         """Hours the group is desired up in ``[start, end)``; overrides left out unless asked (they are temporary)."""
@@ -239,18 +297,24 @@ class GroupSchedule:
         clone = object.__new__(GroupSchedule)
         clone.__dict__.update(self.__dict__)
         clone.overrides = ()
+        clone._desired = {}
         return clone
 
 
 def desired_state(policy: Policy, group: NodeGroup, at: datetime) -> Desired:
     """The state a node group should be in at ``at`` (timezone-aware), why, and when that next changes."""
-    if at.tzinfo is None:
-        raise ValueError("at must be timezone-aware")
-    return GroupSchedule(policy, group).desired(at)
+    return policy.resolved.group(group.name).schedule.desired(at)
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled_schedule(
+    tz: ZoneInfo, holidays: Holidays | None, windows: tuple[WorkingHours, ...], warm_up: timedelta = timedelta(0)
+) -> GroupSchedule:
+    """Working hours compiled once per process for the same (timezone, holidays, windows, warm-up): a quota rule's
+    offHours asked for 5,000 namespaces is one schedule, evaluated once per ``now``."""
+    return GroupSchedule(tz, holidays, windows, warm_up)
 
 
 def in_working_hours(tz: ZoneInfo, holidays: Holidays | None, windows: tuple[WorkingHours, ...], at: datetime) -> bool:
     """Whether ``at`` lies inside one of ``windows`` (holidays cancel the windows that start on them)."""
-    if at.tzinfo is None:
-        raise ValueError("at must be timezone-aware")
-    return GroupSchedule.of_windows(tz, holidays, windows).desired(at, timedelta(days=1)).state == "up"
+    return compiled_schedule(tz, holidays, windows).working_at(at)

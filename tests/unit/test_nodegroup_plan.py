@@ -106,11 +106,13 @@ def test_morning_restores_the_record_size_then_the_autoscaler() -> None:
     assert action.after == EKS_UP
 
 
-def test_morning_without_record_or_policy_size_does_not_guess() -> None:
+def test_morning_without_record_or_policy_size_does_not_guess_and_fails() -> None:
     skip = plan_one("eks", EKS_DOWN, DAY)
     assert isinstance(skip, GroupSkip)
     assert skip.warning
+    assert skip.failed  # down all working day: the Job status must say so (issue 18.6)
     assert "not guessing" in skip.reason
+    assert "`up`" in skip.reason
 
 
 def test_morning_without_record_uses_the_policy_size_and_default_discovery_tags() -> None:
@@ -292,8 +294,22 @@ def test_a_group_with_an_update_running_waits_for_the_next_run() -> None:
         False,
         None,
     )
-    # Nothing to change: busy or not, nothing is planned.
-    assert plan_one("eks", GroupConfig(min=1, desired=3, max=8, busy=True), DAY) is None
+    # Nothing to change for the job, but someone else's update runs: reported as busy, not dropped (issue 18.8).
+    skip = plan_one("eks", GroupConfig(min=1, desired=3, max=8, busy=True), DAY)
+    assert isinstance(skip, GroupSkip)
+    assert (skip.reason, skip.failed, skip.warning) == (
+        "an update is already running on the group: next run",
+        False,
+        False,
+    )
+    assert plan_one("eks", GroupConfig(min=1, desired=3, max=8), DAY) is None  # not busy: nothing at all
+
+
+def test_a_busy_group_with_a_reason_of_its_own_keeps_it() -> None:
+    busy = replace(EKS_UP, busy=True)
+    skip = plan_one("eks", busy, NIGHT, pods=(POD,))
+    assert isinstance(skip, GroupSkip)
+    assert skip.reason.startswith("shutdown postponed until")
 
 
 # Unknown is never idle: a group is judged through its own cluster's API, and only when that API shows its nodes.
@@ -330,3 +346,57 @@ def test_a_group_already_at_zero_nodes_goes_down_with_none_in_sight() -> None:
     )
     assert isinstance(action, GroupAction)
     assert action.after.max == 1
+
+
+# Records are checked on read (issue 18.5): a record no provider would accept fails its group, never obeyed.
+
+
+@pytest.mark.parametrize(
+    ("kind", "recorded", "why"),
+    [
+        (
+            "eks",
+            GroupConfig(1, 300, 6, autoscaling=True, autoscaler_tags=CA),
+            "sizes 1/300/6 are not min <= desired <= max",
+        ),
+        ("eks", GroupConfig(8, 3, 1), "sizes 8/3/1 are not min <= desired <= max"),
+        ("aks", GroupConfig(0, -3, 0), "sizes 0/-3/0 are negative"),
+        (
+            "gke",
+            GroupConfig(0, 1001, 0, zones=3),
+            "sizes 0/1001/0 are above the GKE node pool limit of 1000 nodes per zone",
+        ),
+        (
+            "aks",
+            GroupConfig(1, 2, 1001, autoscaling=True),
+            "sizes 1/2/1001 are above the AKS agent pool limit of 1000 nodes",
+        ),
+    ],
+)
+def test_a_record_with_impossible_sizes_fails_its_group(kind: ProviderKind, recorded: GroupConfig, why: str) -> None:
+    down = GroupConfig(0, 0, 1 if kind == "eks" else 0)
+    for phase, at in (("down", DAY), ("stopping", NIGHT)):
+        skip = plan_one(kind, down, at, record=rec(recorded, phase))
+        assert isinstance(skip, GroupSkip), phase
+        assert (skip.failed, skip.warning) == (True, True)
+        assert skip.reason == f"left as it is: its record is not usable: {why} (fix or delete it)"
+
+
+def test_a_gke_record_without_autoscaling_has_no_bounds_to_check() -> None:
+    # GKE reports bounds 0..0 while the pool autoscaler is off: only the count matters then.
+    action = plan_one("gke", GroupConfig(0, 0, 0, zones=3), DAY, record=rec(GroupConfig(0, 3, 0, zones=3), "down"))
+    assert isinstance(action, GroupAction)
+    assert action.steps == (SetSize(0, 3, 0),)
+
+
+def test_a_policy_size_is_restored_over_an_impossible_record() -> None:
+    # With `up:` the record's sizes are not restored, so they cannot do harm.
+    bad = GroupConfig(1, 300, 6, autoscaling=True, autoscaler_tags=CA)
+    action = plan_one("eks", EKS_DOWN, DAY, record=rec(bad, "down"), extra="up: {min: 1, desired: 2, max: 6}")
+    assert isinstance(action, GroupAction)
+    assert action.after.desired == 2
+
+
+def test_a_record_of_a_group_up_is_not_checked() -> None:
+    # Phase up: nothing is worked from it; the next shutdown takes a new one.
+    assert plan_one("eks", EKS_UP, DAY, record=rec(GroupConfig(8, 3, 1), "up")) is None

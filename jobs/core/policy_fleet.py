@@ -1,0 +1,286 @@
+"""The fleet sections of the policy: clusters, node groups and their locators, and the fleet resolution that
+gives every node group its cluster (declared in ``clusters``, or implied by the locators)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, StrictBool, StrictInt, model_validator
+
+from jobs.core.policy_fields import KubeContext, Model, Name, check_matchers, check_url
+from jobs.core.policy_schedule import Schedule
+
+
+class WorkingSize(Model):
+    """The size a group has while up. Without it, the job restores what the group had before shutdown."""
+
+    # Strict: YAML's true is not 1, and "4" is not a number (the JSON Schema agrees).
+    min: StrictInt = Field(ge=0)
+    desired: StrictInt = Field(ge=0)
+    max: StrictInt = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WorkingSize:
+        if not self.min <= self.desired <= self.max:
+            raise ValueError(f"needs min <= desired <= max, got {self.min} <= {self.desired} <= {self.max}")
+        return self
+
+
+class AwsLocator(Model):
+    """An EKS managed node group (``cluster`` + ``nodegroup``) or a plain ASG (``autoScalingGroup``)."""
+
+    region: str
+    cluster: str | None = None
+    nodegroup: str | None = None
+    auto_scaling_group: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> AwsLocator:
+        eks = self.cluster is not None or self.nodegroup is not None
+        if eks and self.auto_scaling_group is not None:
+            raise ValueError("give cluster+nodegroup (EKS) or autoScalingGroup (plain ASG), not both")
+        if eks and (self.cluster is None or self.nodegroup is None):
+            raise ValueError("an EKS node group needs both cluster and nodegroup")
+        if not eks and self.auto_scaling_group is None:
+            raise ValueError("needs cluster+nodegroup (EKS) or autoScalingGroup (plain ASG)")
+        return self
+
+
+class GcpLocator(Model):
+    project: str
+    location: str
+    cluster: str
+    node_pool: str
+
+
+class AzureLocator(Model):
+    subscription: str
+    resource_group: str
+    cluster: str
+    agent_pool: str
+
+
+class AwsCluster(Model):
+    """An EKS cluster (its plain ASGs of self-managed nodes join it by ``cluster:``)."""
+
+    region: str
+    cluster: str
+
+
+class GcpCluster(Model):
+    project: str
+    location: str
+    cluster: str
+
+
+class AzureCluster(Model):
+    subscription: str
+    resource_group: str
+    cluster: str
+
+
+ClusterLocator = AwsCluster | GcpCluster | AzureCluster
+
+
+class PrometheusSource(Model):
+    """Where the cluster's DCGM metrics are; ``matchers`` select this cluster's series in a shared Prometheus/Thanos."""
+
+    url: Annotated[str, AfterValidator(check_url)]
+    matchers: Annotated[dict[str, str], AfterValidator(check_matchers)] = Field(default_factory=dict)
+
+
+class Cluster(Model):
+    """One Kubernetes cluster of the fleet. What its API shows is true of it only."""
+
+    name: Name = Field(description="unique id used by --cluster, logs and records")
+    cloud: Literal["aws", "gcp", "azure"]
+    aws: AwsCluster | None = None
+    gcp: GcpCluster | None = None
+    azure: AzureCluster | None = None
+    kube_context: KubeContext | None = Field(
+        default=None, description="the kubeconfig context that reaches it (a central install acts through it)"
+    )
+    prometheus: PrometheusSource | None = None
+
+    @model_validator(mode="after")
+    def _locator_matches_cloud(self) -> Cluster:
+        given = [c for c in ("aws", "gcp", "azure") if getattr(self, c) is not None]
+        if given and given != [self.cloud]:
+            raise ValueError(f"cloud {self.cloud} takes only the locator `{self.cloud}:` (found: {given})")
+        return self
+
+    @property
+    def locator(self) -> ClusterLocator | None:
+        """None for a cluster the cloud does not manage (e.g. kOps on EC2): only plain ASGs can join it."""
+        return self.aws or self.gcp or self.azure
+
+
+class NodeGroup(Schedule):
+    name: Name = Field(description="unique id used everywhere else (overrides, logs, records)")
+    cloud: Literal["aws", "gcp", "azure"]
+    cluster: str | None = Field(
+        default=None,
+        description="the cluster (in `clusters`) the group's nodes join; implied by EKS, GKE and AKS locators",
+    )
+    aws: AwsLocator | None = None
+    gcp: GcpLocator | None = None
+    azure: AzureLocator | None = None
+    always_on: StrictBool = False
+    gpus_per_node: StrictInt | None = Field(default=None, ge=1, description="for GPU-hour estimates")
+    up: WorkingSize | None = None
+    strategy: Literal["scale", "stop"] = Field(
+        default="scale", description="AKS only: scale the pool to 0, or stop it (power state Stopped)"
+    )
+    autoscaler_wake_up: StrictBool = Field(
+        default=False,
+        description="EKS: keep the Cluster Autoscaler discovery tags at night, so pending pods can wake the group",
+    )
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="labels of the group's nodes, where the provider sets none (plain ASGs)"
+    )
+
+    @model_validator(mode="after")
+    def _locator_matches_cloud(self) -> NodeGroup:
+        given = [c for c in ("aws", "gcp", "azure") if getattr(self, c) is not None]
+        if given != [self.cloud]:
+            raise ValueError(f"cloud {self.cloud} needs exactly one locator `{self.cloud}:` (found: {given or 'none'})")
+        return self
+
+    @model_validator(mode="after")
+    def _provider_options(self) -> NodeGroup:
+        if self.strategy == "stop" and self.cloud != "azure":
+            raise ValueError("strategy stop is for AKS agent pools only")
+        return self
+
+    @property
+    def locator(self) -> AwsLocator | GcpLocator | AzureLocator:
+        found = self.aws or self.gcp or self.azure
+        assert found is not None  # guaranteed by _locator_matches_cloud
+        return found
+
+    @property
+    def cluster_locator(self) -> ClusterLocator | None:
+        """The cluster the cloud says the group belongs to; None for a plain ASG (it names its cluster)."""
+        if self.aws is not None:
+            if self.aws.cluster is None:
+                return None
+            return AwsCluster(region=self.aws.region, cluster=self.aws.cluster)
+        if self.gcp is not None:
+            return GcpCluster(project=self.gcp.project, location=self.gcp.location, cluster=self.gcp.cluster)
+        assert self.azure is not None
+        return AzureCluster(
+            subscription=self.azure.subscription, resource_group=self.azure.resource_group, cluster=self.azure.cluster
+        )
+
+
+#: The cluster a policy without ``clusters`` gives to plain ASGs when no other group implies one.
+DEFAULT_CLUSTER = "default"
+
+
+Problem = tuple[tuple[str | int, ...], str]
+
+
+class Fleet:
+    """The resolved fleet: clusters, each group's cluster, and what did not resolve (as (path, message))."""
+
+    def __init__(self) -> None:
+        self.clusters: tuple[Cluster, ...] = ()
+        self.membership: dict[str, str] = {}
+        self.problems: list[Problem] = []
+
+
+def _describe_locator(locator: ClusterLocator) -> str:
+    fields = locator.model_dump(by_alias=True)
+    return ", ".join(f"{k} {v}" for k, v in fields.items() if k != "cluster")
+
+
+def _implied_clusters(node_groups: Sequence[NodeGroup], fleet: Fleet) -> Iterator[Cluster]:
+    seen: dict[ClusterLocator, int] = {}
+    names: dict[str, int] = {}
+    for i, group in enumerate(node_groups):
+        locator = group.cluster_locator
+        if locator is None or locator in seen:
+            continue
+        seen[locator] = i
+        if locator.cluster in names:
+            other = node_groups[names[locator.cluster]]
+            fleet.problems.append(
+                (
+                    ("nodeGroups", i, group.cloud),
+                    f'cluster "{locator.cluster}" ({_describe_locator(locator)}) has the same name as the cluster of'
+                    f" nodeGroups[{names[locator.cluster]}] ({other.name}): declare `clusters:` with distinct names",
+                )
+            )
+            continue
+        names[locator.cluster] = i
+        yield Cluster.model_validate({"name": locator.cluster, "cloud": group.cloud, group.cloud: locator})
+
+
+def resolve_fleet(declared: Sequence[Cluster], node_groups: Sequence[NodeGroup]) -> Fleet:
+    """Every node group's cluster: the declared clusters, or those the locators imply when none are declared."""
+    fleet = Fleet()
+    clusters = list(declared) if declared else list(_implied_clusters(node_groups, fleet))
+    by_locator = {c.locator: c for c in clusters if c.locator is not None}
+    by_name = {c.name: c for c in clusters}
+    for i, group in enumerate(node_groups):
+        locator = group.cluster_locator
+        if locator is not None:
+            found = by_locator.get(locator)
+            if found is None:
+                # Only reachable with declared clusters: implied ones cover every locator.
+                fleet.problems.append(
+                    (
+                        ("nodeGroups", i, group.cloud),
+                        f'cluster "{locator.cluster}" ({_describe_locator(locator)}) is not declared in `clusters`',
+                    )
+                )
+                continue
+            if group.cluster is not None and group.cluster != found.name:
+                fleet.problems.append(
+                    (("nodeGroups", i, "cluster"), f'"{group.cluster}": the locator says cluster "{found.name}"')
+                )
+                continue
+            fleet.membership[group.name] = found.name
+        elif group.cluster is not None:
+            if group.cluster not in by_name:
+                fleet.problems.append((("nodeGroups", i, "cluster"), f'unknown cluster "{group.cluster}"'))
+                continue
+            fleet.membership[group.name] = group.cluster
+        elif len(clusters) == 1:
+            fleet.membership[group.name] = clusters[0].name
+        elif not clusters:
+            # A single-cluster user with plain ASGs only: one anonymous cluster, reached through the current context.
+            clusters.append(Cluster(name=DEFAULT_CLUSTER, cloud="aws"))
+            by_name[DEFAULT_CLUSTER] = clusters[-1]
+            fleet.membership[group.name] = DEFAULT_CLUSTER
+        else:
+            fleet.problems.append(
+                (
+                    ("nodeGroups", i, "cluster"),
+                    "required: a plain Auto Scaling group names the cluster its nodes join"
+                    f" (one of {', '.join(sorted(by_name))})",
+                )
+            )
+    fleet.clusters = tuple(clusters)
+    return fleet
+
+
+def declared_cluster_problems(declared: Sequence[Cluster]) -> list[Problem]:
+    """Declared clusters with the same name or the same locator."""
+    problems: list[Problem] = []
+    names: dict[str, int] = {}
+    locators: dict[ClusterLocator, int] = {}
+    for i, cluster in enumerate(declared):
+        if cluster.name in names:
+            problems.append(
+                (("clusters", i, "name"), f'"{cluster.name}" is already used by clusters[{names[cluster.name]}]')
+            )
+        names.setdefault(cluster.name, i)
+        if cluster.locator is not None:
+            if cluster.locator in locators:
+                problems.append(
+                    ((("clusters", i, cluster.cloud)), f"same cluster as clusters[{locators[cluster.locator]}]")
+                )
+            locators.setdefault(cluster.locator, i)
+    return problems
