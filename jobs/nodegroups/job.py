@@ -108,22 +108,9 @@ class Observation:
     unmanaged: tuple[CloudGroup, ...]
 
 
-def node_selector(cloud: NodeGroupCloud, group: NodeGroup) -> dict[str, str] | None:
-    """The labels that pick the group's nodes: the provider's label, else every key of the policy's nodeSelector."""
-    label = cloud.node_label(group)
-    if label is not None:
-        return {label[0]: label[1]}
-    return dict(group.node_selector) if group.node_selector else None
-
-
 def identities(policy: Policy, cluster: str | None) -> dict[str, GroupIdentity]:
     """What each node group of ``cluster`` (every cluster: None) is in its cloud, for the records it keeps."""
-    return {
-        g.name: GroupIdentity.of(
-            policy.cluster_of(g).name, g.cloud, g.locator.model_dump(by_alias=True, exclude_none=True)
-        )
-        for g in _groups_of(policy, cluster)
-    }
+    return {g.name: policy.resolved.group(g.name).identity for g in _groups_of(policy, cluster)}
 
 
 def _groups_of(policy: Policy, cluster: str | None) -> tuple[NodeGroup, ...]:
@@ -147,13 +134,14 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
 
     def one(group: NodeGroup) -> ObservedGroup:
         cloud = ports.clouds[group.cloud]
-        kind = cloud.kind(group)
+        resolved = policy.resolved.group(group.name)  # its kind and node label follow from its locator, at load
+        kind = resolved.kind
         stored = records.get(group.name)
         if isinstance(stored, RecordError):
             # Its sizes to restore are unknown: leave the group as it is and say so (this group only).
             return ObservedGroup(group, kind, None, None, error=str(stored), cluster=cluster, record_error=str(stored))
         record = stored
-        selector = node_selector(cloud, group)
+        selector = resolved.node_selector
         mine = tuple(n.name for n in nodes if selector.items() <= n.labels.items()) if selector else ()
         # Where the provider reports no live size (GKE), read it (one more call) when it matters: before judging
         # "no nodes", and when the job believes the group down while nodes are in sight (resized by hand at
