@@ -33,6 +33,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from jobs.core import holiday_regions
+from jobs.core.cloud_quota_policy import CloudQuota, cloud_quota_problems
 from jobs.core.quantity import STANDARD_RESOURCES, is_extended_resource, parse_quantity
 from jobs.core.timespec import parse_clock, parse_days, parse_duration, quoted
 
@@ -623,6 +624,7 @@ class Policy(Model):
     node_groups: tuple[NodeGroup, ...] = Field(default=(), max_length=500)
     overrides: tuple[Override, ...] = Field(default=(), max_length=500)
     namespace_quotas: NamespaceQuotas | None = None
+    cloud_quotas: tuple[CloudQuota, ...] = Field(default=(), max_length=200)
 
     def group(self, name: str) -> NodeGroup:
         for group in self.node_groups:
@@ -780,7 +782,7 @@ def cross_reference_problems(policy: Policy) -> list[tuple[tuple[str | int, ...]
     for i, override in enumerate(policy.overrides):
         if override.node_group not in seen:
             problems.append((("overrides", i, "nodeGroup"), f'unknown node group "{override.node_group}"'))
-    return problems + _cluster_problems(policy)
+    return problems + _cluster_problems(policy) + cloud_quota_problems(policy)
 
 
 def effective_schedule(
