@@ -22,6 +22,7 @@ COMMANDS = {
     "calendar": "show desired states, next changes and a week grid per node group",
     "nodegroups": "scale GPU node groups to zero outside working hours and back (EKS, ASG, GKE, AKS)",
     "quotas": "make every namespace's GPU ResourceQuota what the policy says, in each cluster",
+    "cloud-quotas": "request cloud GPU quota increases (AWS, GCP, Azure) before the node groups need them",
     "schema": "print the policy's JSON Schema (generated from the models)",
 }
 
