@@ -75,7 +75,7 @@ class AzureQuotas:
         except NotFound as exc:
             return QuotaFacts(UNIT, None, error=f"{family}: no such VM family in {entry.location} ({exc})")
         props = found.properties
-        limit = int(getattr(props.limit, "value", 0) or 0) if props is not None else 0
+        limit = _number(props.limit) if props is not None else 0
         fixed = None if props is None or props.is_quota_applicable in (None, True) else f"{family} is not adjustable"
         usage = None
         if entry.headroom is not None:
@@ -153,8 +153,8 @@ class AzureQuotas:
                 continue
             sub = (props.value or [None])[0]
             family = str(sub.name.value).lower() if sub is not None and sub.name else ""
-            asked = int(getattr(sub.limit, "value", 0) or 0) if sub is not None else 0
-            state = str(props.provisioning_state or "")
+            asked = _number(sub.limit) if sub is not None else 0
+            state = _text(props.provisioning_state)
             error = props.error.code if props.error is not None and props.error.code else None
             status = f"{state}: {error}" if error else state
             request = CloudRequest(str(item.name), status, _OUTCOMES.get(state, "open"), asked)
@@ -195,3 +195,18 @@ class AzureQuotas:
             return call()
         except AzureError as error:
             raise translate(error, operation, where) from error
+
+
+def _number(limit: Any) -> int:
+    """A limit object's value: a model with ``value`` or, for an untyped limit, the mapping itself."""
+    if limit is None:
+        return 0
+    value = getattr(limit, "value", None)
+    if value is None and isinstance(limit, Mapping):
+        value = limit.get("value")
+    return int(value or 0)
+
+
+def _text(state: Any) -> str:
+    """An SDK enum (QuotaRequestState.SUCCEEDED) as the service spells it (Succeeded)."""
+    return str(getattr(state, "value", state) or "")
