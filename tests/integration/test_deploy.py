@@ -21,6 +21,7 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 
 from jobs.adapters.kube import rbac
+from jobs.commands import cloud_quotas as cloud_quotas_command
 from jobs.commands import nodegroups as nodegroups_command
 from jobs.commands import quotas as quotas_command
 
@@ -56,7 +57,13 @@ TAGS = {
     "central": "0.1.0",
 }
 #: Each CronJob (named after its job) and the kube adapter modules its command wires it with.
-JOBS = {"nodegroups": nodegroups_command.KUBE_PORTS, "quotas": quotas_command.KUBE_PORTS}
+JOBS = {
+    "nodegroups": nodegroups_command.KUBE_PORTS,
+    "quotas": quotas_command.KUBE_PORTS,
+    "cloud-quotas": cloud_quotas_command.KUBE_PORTS,
+}
+#: The jobs every install runs every ten minutes (cloud-quotas runs daily, in one install only).
+EVERY_TEN_MINUTES = ("nodegroups", "quotas")
 
 Obj = dict[str, Any]
 
@@ -151,7 +158,8 @@ def test_renders_and_every_object_passes_strict_validation(target: str) -> None:
 
     kinds = sorted(o["kind"] for o in objects)
     per_job = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "CronJob"]
-    assert kinds == sorted(["Namespace", "ConfigMap", *(per_job * len(JOBS))])
+    in_its_namespace = ["ServiceAccount", "Role", "RoleBinding", "CronJob"]  # cloud-quotas: nothing cluster-wide
+    assert kinds == sorted(["Namespace", "ConfigMap", *(per_job * (len(JOBS) - 1)), *in_its_namespace])
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "CronJob"} == set(JOBS)
     for obj in objects:
         for version in K8S_VERSIONS:
@@ -226,7 +234,7 @@ def test_each_job_has_its_own_service_account_and_nothing_else_is_bound(target: 
 # --- the CronJob -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", JOBS)
+@pytest.mark.parametrize("name", EVERY_TEN_MINUTES)
 @pytest.mark.parametrize("target", TARGETS)
 def test_cronjob_schedule_and_job_settings(target: str, name: str) -> None:
     cron = named(render(target), "CronJob", name)
@@ -240,6 +248,14 @@ def test_cronjob_schedule_and_job_settings(target: str, name: str) -> None:
     assert job["backoffLimit"] == 0  # the next run converges; exit codes are the alert
     assert 0 < job["activeDeadlineSeconds"] < 30 * 60  # inside the jobs' Lease (30 min)
     assert job["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_cloud_quotas_runs_daily_and_is_suspended_in_the_base() -> None:
+    cron = named(render("base"), "CronJob", "cloud-quotas")
+    spec, job = cron["spec"], cron["spec"]["jobTemplate"]["spec"]
+    assert (spec["schedule"], spec["suspend"], spec["concurrencyPolicy"]) == ("17 5 * * *", True, "Forbid")
+    assert job["backoffLimit"] == 0
+    assert 0 < job["activeDeadlineSeconds"] < 30 * 60
 
 
 @pytest.mark.parametrize("job", JOBS)

@@ -13,10 +13,17 @@ from typing import Any
 
 import yaml
 
-from jobs.adapters.aws_nodegroups import IAM_ACTIONS
-from jobs.adapters.azure_nodegroups import AZURE_ACTIONS
-from jobs.adapters.gcp_nodegroups import GCP_PERMISSIONS
+from jobs.adapters.aws import quotas as aws_quotas
+from jobs.adapters.aws_nodegroups import IAM_ACTIONS as NODEGROUP_IAM_ACTIONS
+from jobs.adapters.azure import quotas as azure_quotas
+from jobs.adapters.azure_nodegroups import AZURE_ACTIONS as NODEGROUP_AZURE_ACTIONS
+from jobs.adapters.gcp import quotas as gcp_quotas
+from jobs.adapters.gcp_nodegroups import GCP_PERMISSIONS as NODEGROUP_GCP_PERMISSIONS
 
+# One identity document per cloud for every job that calls it: the union of the adapters' declarations.
+IAM_ACTIONS = tuple(sorted(set(NODEGROUP_IAM_ACTIONS) | set(aws_quotas.IAM_ACTIONS)))
+GCP_PERMISSIONS = tuple(sorted(set(NODEGROUP_GCP_PERMISSIONS) | set(gcp_quotas.GCP_PERMISSIONS)))
+AZURE_ACTIONS = tuple(sorted(set(NODEGROUP_AZURE_ACTIONS) | set(azure_quotas.AZURE_ACTIONS)))
 IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
 
 
@@ -56,7 +63,7 @@ def test_aws_policy_scopes_every_write_to_its_resource_type() -> None:
     writes = {
         s["Resource"]: set(s["Action"])
         for s in aws_policy()["Statement"]
-        if any(not a.split(":")[1].startswith(("Describe", "List")) for a in s["Action"])
+        if any(not a.split(":")[1].startswith(("Describe", "List", "Get")) for a in s["Action"])
     }
 
     assert writes == {
@@ -66,6 +73,7 @@ def test_aws_policy_scopes_every_write_to_its_resource_type() -> None:
             "autoscaling:CreateOrUpdateTags",
             "autoscaling:DeleteTags",
         },
+        "arn:aws:servicequotas:*:*:ec2/*": {"servicequotas:RequestServiceQuotaIncrease"},
     }
 
 
