@@ -264,3 +264,24 @@ def test_text_report_reads_for_people(job: Job) -> None:
     assert "gpu-jobs cloud-quotas in account aws/eu-west-1" in ran.text
     assert "p-spot      request  limit 96 vCPU, target 768" in ran.text
     assert "demand: training-a100: 8 x p4d.24xlarge x 96 vCPU = 768" in ran.text
+
+
+def test_the_job_calls_only_what_the_iam_document_grants(job: Job, aws: AwsEmulator) -> None:
+    from jobs.adapters.aws.quotas import IAM_ACTIONS
+    from tests.unit.test_permissions import aws_actions, aws_policy
+
+    job.write(
+        policy(extra=G_ENTRY.replace("target:", "headroom: {whenUsageAbove: 80%, raiseBy: 50%}\n        target:"))
+    )
+    job.run()
+    job.run()
+    assert aws.iam_actions() <= set(IAM_ACTIONS) <= set(aws_actions(aws_policy()))
+    # Every other call is exercised here. Not yet: the launch template and ASG reads (EKS groups with instanceTypes
+    # here), the request by id (only once it left the open list), and the default quota (the current emulator
+    # answers GetServiceQuota for every quota, never NoSuchResourceException).
+    assert set(IAM_ACTIONS) - aws.iam_actions() <= {
+        "ec2:DescribeLaunchTemplateVersions",
+        "autoscaling:DescribeAutoScalingGroups",
+        "servicequotas:GetRequestedServiceQuotaChange",
+        "servicequotas:GetAWSDefaultServiceQuota",
+    }
