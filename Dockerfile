@@ -1,8 +1,12 @@
 # syntax=docker/dockerfile:1
 # gpu-jobs: one image for every job (`gpu-jobs nodegroups`, ...); the CronJob picks the command via args.
 #
-# Two stages: the first builds a wheel and installs it with its dependencies into a venv; the final stage copies
+# Two stages: the first installs the locked dependencies and the package's wheel into a venv; the final stage copies
 # only that venv, so no compiler, pip cache or source tree ships.
+#
+# Reproducible: the dependencies come from requirements.lock (`make lock`: every package the runtime needs, pinned,
+# with its PyPI hashes), installed with --require-hashes --no-deps, so a build never resolves a range afresh; the
+# package itself is built without build isolation, with the pinned setuptools, and installed with --no-deps.
 
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
@@ -11,15 +15,20 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-RUN python -m venv /opt/gpu-jobs
+RUN python -m venv /opt/gpu-jobs \
+ && /opt/gpu-jobs/bin/pip install --no-cache-dir "pip==24.3.1" "setuptools==80.9.0"
+# The dependencies first, in their own layer: a change to jobs/ does not download them again.
+COPY requirements.lock ./
+RUN /opt/gpu-jobs/bin/pip install --no-cache-dir --require-hashes --no-deps -r requirements.lock
 # Only what the wheel needs: the package and its metadata (see .dockerignore).
 COPY pyproject.toml README.md ./
 COPY jobs ./jobs
-# pip and wheel are removed from the venv afterwards: the runtime never installs anything.
-RUN /opt/gpu-jobs/bin/pip install --no-cache-dir "pip==24.3.1" "wheel==0.45.1" \
- && /opt/gpu-jobs/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
- && /opt/gpu-jobs/bin/pip install --no-cache-dir /wheels/gpu_jobs-*.whl \
- && /opt/gpu-jobs/bin/pip uninstall --yes pip wheel
+# `pip check` fails the build if the lock misses a requirement; pip and setuptools are removed from the venv
+# afterwards: the runtime never installs anything.
+RUN /opt/gpu-jobs/bin/pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && /opt/gpu-jobs/bin/pip install --no-cache-dir --no-deps /wheels/gpu_jobs-*.whl \
+ && /opt/gpu-jobs/bin/pip check \
+ && /opt/gpu-jobs/bin/pip uninstall --yes pip setuptools
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="gpu-jobs" \

@@ -20,10 +20,11 @@ endif
 .tools/bin/kubectl: $(BIN)/gpu-jobs .ci/install-kubectl
 	bash .ci/install-kubectl $(CURDIR)/$(BIN)/python
 
-$(BIN)/gpu-jobs: pyproject.toml
+# The runtime dependencies at the versions of requirements.lock (what the image installs), the dev tools as resolved.
+$(BIN)/gpu-jobs: pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
 	@touch $@
 
 # import-linter lives in its own venv: it pulls in `rich`, which structlog would then import at start-up,
@@ -74,3 +75,20 @@ demo: tools
 
 sandbox: tools
 	$(BIN)/python -m tests.sandbox
+
+# requirements.lock: the image's runtime dependencies (pyproject's [project.dependencies] and everything they pull
+# in), pinned at the versions the dev venv has, i.e. the ones the tests ran with, each with its PyPI hashes. The
+# Dockerfile installs it with --require-hashes --no-deps. To move to newer versions: upgrade .venv, test, re-run.
+# Resolved against the default package index alone (PIP_CONFIG_FILE=/dev/null: no machine-local index or wheel
+# directory), with the dev venv's Python: it must be the image's minor version (tests/integration/test_deploy.py
+# checks both). To move to newer versions: upgrade them in .venv, run the tests, then `make lock`.
+.PHONY: lock
+LOCKENV ?= .tools/lock
+
+lock:  # needs the dev venv (make install): its versions are the pins
+	test -x $(LOCKENV)/bin/pip-compile || { $(BIN)/python -m venv $(LOCKENV) && $(LOCKENV)/bin/pip install -q 'pip-tools>=7.4,<8'; }
+	$(BIN)/pip freeze --exclude-editable > $(LOCKENV)/tested.txt
+	env -u PIP_FIND_LINKS -u PIP_CONSTRAINT PIP_CONFIG_FILE=/dev/null CUSTOM_COMPILE_COMMAND='make lock' \
+	  $(LOCKENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --no-emit-index-url \
+	  --constraint $(LOCKENV)/tested.txt --output-file requirements.lock pyproject.toml
+	sed -i 's|-c $(LOCKENV)/tested.txt|-c the dev venv (the tested versions)|' requirements.lock

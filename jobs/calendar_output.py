@@ -6,14 +6,12 @@ import json
 from datetime import datetime
 from typing import Any
 
-from jobs.core.calendar import Calendar, Comparison, GroupCalendar, locator_text
+from jobs.core.calendar import Calendar, GroupCalendar, locator_text
+from jobs.core.policy_diff import PolicyDiff
+from jobs.diff import report
 
 _HOUR_RULER = "".join(f"{h:02d}  " for h in range(0, 24, 2))
 _DAY_WIDTH = len("Tue 01 Dec")  # a grid row's day label (%a %d %b)
-
-
-def _label(c: Comparison) -> str:
-    return " (new)" if c.before is None else " (removed)" if c.after is None else ""
 
 
 def _cell(text: str) -> str:
@@ -25,16 +23,12 @@ def _when(at: datetime | None) -> str:
     return at.strftime("%a %Y-%m-%d %H:%M %z") if at else "no change within 35 days"
 
 
-def _hours(value: float | None) -> str:
-    return "-" if value is None else f"{value:g}"
-
-
 def _avoided(group: GroupCalendar) -> str:
     value = group.gpu_hours_avoided_per_week
     return "n/a (set gpusPerNode and up)" if value is None else f"{value:,.0f}"
 
 
-def to_json(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = None) -> str:
+def to_json(calendar: Calendar, diff: PolicyDiff | None = None) -> str:
     doc: dict[str, Any] = {
         "at": calendar.at.isoformat(),
         "nodeGroups": [
@@ -53,15 +47,22 @@ def to_json(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = Non
             for g in calendar.groups
         ],
     }
-    if comparisons is not None:
+    if diff is not None:
+        # The groups whose hours change (the earlier shape), then the whole diff as `gpu-jobs diff` gives it.
         doc["compare"] = [
-            {"name": c.name, "upHoursPerWeekBefore": c.before, "upHoursPerWeekAfter": c.after, "delta": c.delta}
-            for c in comparisons
+            {
+                "name": c.name,
+                "upHoursPerWeekBefore": c.before.up_hours if c.before else None,
+                "upHoursPerWeekAfter": c.after.up_hours if c.after else None,
+                "delta": c.up_delta,
+            }
+            for c in diff.schedules
         ]
-    return json.dumps(doc, indent=2)
+        doc["diff"] = report.to_doc(diff)
+    return json.dumps(doc) + "\n"  # one line: one record for a log collector
 
 
-def to_text(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = None) -> str:
+def to_text(calendar: Calendar, diff: PolicyDiff | None = None) -> str:
     lines = [f"gpu-jobs calendar at {calendar.at.isoformat()}   (█ up  · down, half-hour cells, local time)", ""]
     for g in calendar.groups:
         lines.append(f"{g.group.name}  [cluster {g.cluster}: {g.group.cloud} {locator_text(g.group)}]  {g.timezone}")
@@ -75,21 +76,13 @@ def to_text(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = Non
         for day, cells, holiday in g.grid:
             lines.append(f"  {day.strftime('%a %d %b')}  {cells}" + (f"  {holiday}" if holiday else ""))
         lines.append("")
-    if comparisons is not None:
-        lines.append(_compare_text(comparisons))
+    if diff is not None:
+        lines += [f"what this change does, over {report.week_text(diff)}:", ""]
+        lines += report.changes_text(diff) if not diff.empty else ["  no change: the policy does exactly what it did"]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _compare_text(comparisons: tuple[Comparison, ...]) -> str:
-    names = [c.name + _label(c) for c in comparisons]
-    width = max([len(n) for n in names] + [10])
-    rows = [f"{'node group':<{width}}  before h/wk  after h/wk   change"]
-    for c, name in zip(comparisons, names, strict=True):
-        rows.append(f"{name:<{width}}  {_hours(c.before):>11}  {_hours(c.after):>10}  {c.delta:>+7g}")
-    return "\n".join(rows)
-
-
-def to_markdown(calendar: Calendar, comparisons: tuple[Comparison, ...] | None = None) -> str:
+def to_markdown(calendar: Calendar, diff: PolicyDiff | None = None) -> str:
     out = [
         f"### GPU node group schedule at {calendar.at.isoformat()}",
         "",
@@ -101,11 +94,12 @@ def to_markdown(calendar: Calendar, comparisons: tuple[Comparison, ...] | None =
             f"| `{g.group.name}` | {g.cluster} | {g.group.cloud} | **{g.state}** | {_cell(g.reason)} "
             f"| {_when(g.next_change)} | {g.up_hours_per_week:g} | {_avoided(g)} |"
         )
-    if comparisons is not None:
-        out += ["", "#### What this change does", "", "| node group | before h/week | after h/week | change |"]
-        out.append("|---|---:|---:|---:|")
-        for c in comparisons:
-            out.append(f"| `{c.name}`{_label(c)} | {_hours(c.before)} | {_hours(c.after)} | {c.delta:+g} |")
+    if diff is not None:
+        out += ["", "#### What this change does", "", f"Over {report.week_text(diff)} (as the table above).", ""]
+        changes = report.changes_markdown(diff, "#####") if not diff.empty else ["No change: the policy does the same."]
+        while changes and not changes[-1]:
+            changes.pop()
+        out += changes
     out += ["", "<details><summary>Week grids (█ up, · down, local time)</summary>", "", "```"]
     for g in calendar.groups:
         out.append(f"{g.group.name} ({g.timezone})")

@@ -20,6 +20,7 @@ from jobs.settings import SettingsError, UsageError, choice_setting, env_flag
 COMMANDS = {
     "validate": "check policy files (exit 2 with FILE:LINE: PATH: message per problem)",
     "calendar": "show desired states, next changes and a week grid per node group",
+    "diff": "what a policy change does: hours and GPU-hours, quotas, every other section (for a pull request)",
     "nodegroups": "scale GPU node groups to zero outside working hours and back (EKS, ASG, GKE, AKS)",
     "quotas": "make every namespace's GPU ResourceQuota what the policy says, in each cluster",
     "cloud-quotas": "request cloud GPU quota increases (AWS, GCP, Azure) before the node groups need them",
@@ -58,6 +59,10 @@ def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str
     modules = {}
     for name, text in COMMANDS.items():
         command_parser = sub.add_parser(name, help=text, description=text)
+        # The global flags after the command too (`gpu-jobs validate --log-format console`); SUPPRESS keeps a value
+        # given before the command when they are not repeated.
+        command_parser.add_argument("--log-level", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        command_parser.add_argument("--log-format", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         if name == chosen:
             modules[name] = _load(name)
             modules[name].add_arguments(command_parser)
@@ -89,25 +94,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         outcome: Outcome = modules[args.command].run(args, log)
     except PolicyError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        log.error("policy.invalid", problems=len(exc.problems))
+        if logs.json_lines():  # a pod: one event that carries every problem, nothing between the JSON lines
+            log.error("policy.invalid", problems=[str(p) for p in exc.problems])
+        else:
+            for problem in exc.problems:
+                print(problem, file=sys.stderr)
         outcome = Outcome(ExitCode.BAD_CONFIG, dry_run=_dry_run_asked(argv))
     except SettingsError as exc:
         outcome = _settings_error(log, exc, _dry_run_asked(argv))
     except Exception as exc:  # an outage or a bug nothing closer caught: still a summary and an honest code
-        print(f"gpu-jobs: {exc!r}", file=sys.stderr)
         log.error("run.crashed", error=repr(exc), exc_info=True)
         outcome = Outcome(ExitCode.ITEM_FAILED, dry_run=_dry_run_asked(argv))
     return _finish(log, outcome, started)
 
 
 def _settings_error(log: Any, exc: SettingsError, dry_run: bool) -> Outcome:
-    if not isinstance(exc, UsageError):
-        print(f"gpu-jobs: {exc}", file=sys.stderr)
+    """Said once: a line for a person on a terminal, or one JSON event in a pod."""
+    if logs.json_lines():
+        log.error("settings.invalid", error=str(exc))
     else:
-        print(f"gpu-jobs: error: {exc}", file=sys.stderr)
-    log.error("settings.invalid", error=str(exc))
+        print(f"gpu-jobs: {'error: ' if isinstance(exc, UsageError) else ''}{exc}", file=sys.stderr)
     return Outcome(ExitCode.BAD_CONFIG, dry_run=dry_run)
 
 

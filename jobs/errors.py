@@ -12,6 +12,18 @@ Adapters translate SDK errors into these, so nothing above the adapters knows wh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One reason an API gave for a refusal (a Kubernetes ``Status`` cause: which field, and what is wrong with it)."""
+
+    reason: str = ""
+    field: str = ""
+    message: str = ""
+
 
 class GpuJobsError(Exception):
     """Every error this project raises on purpose; anything else is a bug."""
@@ -30,14 +42,33 @@ class Stopped(GpuJobsError):
 
 
 class CloudError(GpuJobsError):
-    """An API call failed. ``retryable`` errors are retried with backoff until a deadline."""
+    """An API call failed. ``retryable`` errors are retried with backoff until a deadline.
+
+    Besides the message: ``code`` is the API's own error code (or the HTTP status), ``status`` the HTTP status (0
+    when there was no answer), ``reason`` the API's machine-readable reason (``AlreadyExists``, ``Expired``...),
+    ``causes`` what the API said about each field, and ``retry_after_s`` how long the API asked the caller to wait
+    (``Retry-After``) before trying again, so a backoff can wait at least that long."""
 
     retryable = False
 
-    def __init__(self, message: str, *, operation: str = "", code: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str = "",
+        code: str = "",
+        status: int = 0,
+        reason: str = "",
+        causes: Sequence[Cause] = (),
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.operation = operation
         self.code = code
+        self.status = status
+        self.reason = reason
+        self.causes = tuple(causes)
+        self.retry_after_s = retry_after_s
 
 
 class NotFound(CloudError):

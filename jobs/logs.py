@@ -8,11 +8,17 @@ from typing import Any
 
 import structlog
 
+_JSON = [True]  # how the logs are rendered now: one JSON object per line, or for a person
+
 
 def configure(level: str = "info", *, json_lines: bool | None = None) -> None:
     if json_lines is None:
         json_lines = not sys.stderr.isatty()
-    renderer: Any = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
+    _JSON[0] = json_lines
+    # Colours only into a terminal: a pipe or a file gets plain text.
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -25,6 +31,11 @@ def configure(level: str = "info", *, json_lines: bool | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def json_lines() -> bool:
+    """Whether the logs are JSON lines (a pod): then nothing else may be written to stderr between them."""
+    return _JSON[0]
 
 
 def get_logger(**context: Any) -> Any:

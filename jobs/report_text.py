@@ -9,7 +9,7 @@ from datetime import datetime
 def headline(job: str, scope: str | None, at: datetime, dry_run: bool) -> str:
     mode = " (dry run: nothing changed)" if dry_run else ""
     where = f" in cluster {scope}" if scope else ""
-    return f"gpu-jobs {job}{where} at {at.isoformat()}{mode}"
+    return f"gpu-jobs {job}{where} at {at.isoformat(timespec='seconds')}{mode}"
 
 
 def nothing_done(lock_holder: str | None, error: str | None = None) -> str | None:

@@ -39,6 +39,7 @@ class Backoff:
             except CloudError as exc:
                 attempt += 1
                 delay = random.uniform(0, min(self.cap_s, self.base_s * 2 ** (attempt - 1)))  # noqa: S311 - jitter
+                delay = max(delay, exc.retry_after_s or 0.0)  # the API said how long to wait (Retry-After)
                 if not retryable(exc) or self.clock() - started + delay > self.deadline_s:
                     raise
                 if on_retry is not None:

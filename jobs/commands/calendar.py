@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", choices=sorted(_RENDER), default="text")
     parser.add_argument(
-        "--compare", metavar="OTHER_POLICY", help="the policy before the change: show up-hours before/after"
+        "--compare",
+        metavar="OTHER_POLICY",
+        help="the policy before the change: show what the change does over the same 7 days (see also gpu-jobs diff)",
     )
     parser.add_argument(
         "--cluster", default=env("CLUSTER"), metavar="NAME", help="only this cluster's node groups [GPU_JOBS_CLUSTER]"
@@ -53,15 +55,8 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
         known = ", ".join(c.name for c in policy.fleet)
         raise SettingsError(f"--cluster / GPU_JOBS_CLUSTER {cluster!r} is not a cluster of the policy ({known})")
     calendar = build_calendar(policy, at, args.days, cluster)
-    comparisons = compare(load_policy(args.compare), policy, at, cluster) if args.compare else None
-    print(_RENDER[args.output](calendar, comparisons), end="")
-    for group in calendar.groups:
-        log.info(
-            "calendar.group",
-            node_group=group.group.name,
-            cluster=group.cluster,
-            state=group.state,
-            reason=group.reason,
-            next_change=group.next_change.isoformat() if group.next_change else None,
-        )
+    diff = compare(load_policy(args.compare), policy, at, cluster) if args.compare else None
+    print(_RENDER[args.output](calendar, diff), end="")
+    # The report is on stdout; the log says what was shown, once (not the report again, line by line).
+    log.info("calendar.shown", node_groups=len(calendar.groups), at=at.isoformat(), compared=bool(args.compare))
     return Outcome(planned=len(calendar.groups))

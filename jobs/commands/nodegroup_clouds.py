@@ -1,5 +1,6 @@
 """Which adapter serves which cloud for the nodegroups job (wiring, so it lives with the command). Modules are
-imported on first use, so a GKE-only policy never imports boto3."""
+imported on first use, so a GKE-only policy never imports boto3. The shipped cloud permission documents
+(kustomize/iam/) grant exactly the ``PERMISSIONS`` of these modules (tests/unit/test_permissions.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ if TYPE_CHECKING:
     from jobs.nodegroups.ports import NodeGroupCloud
 
 NODEGROUP_ADAPTERS = {
-    "aws": "jobs.adapters.aws_nodegroups:AwsNodeGroups",
-    "gcp": "jobs.adapters.gcp_nodegroups:GkeNodePools",
-    "azure": "jobs.adapters.azure_nodegroups:AksAgentPools",
+    "aws": "jobs.adapters.aws.nodegroups:AwsNodeGroups",
+    "gcp": "jobs.adapters.gcp.nodegroups:GkeNodePools",
+    "azure": "jobs.adapters.azure.nodegroups:AksAgentPools",
 }
 
 

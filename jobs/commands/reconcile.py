@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+from zoneinfo import ZoneInfo
 
 from jobs.core.limits import DEFAULT_LIMIT
 from jobs.core.policy import Policy
@@ -76,7 +77,9 @@ class JobSpec(Generic[V]):
             # killed run blocks the next one, not how long a run may take.
             lease_duration=timedelta(seconds=seconds_setting("LEASE_DURATION", 300.0, minimum=30.0)),
         )
-        run = Run(args, policy, parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC), settings)
+        # In the policy's timezone, to the second: what the reports show a person.
+        now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC).replace(microsecond=0)
+        run = Run(args, policy, now.astimezone(ZoneInfo(policy.defaults.timezone)), settings)
         work = self.wire(run, log)
         started = time.monotonic()
         envelopes = Reconcile(dict(work), settings, run.now, log, self.noun).run()

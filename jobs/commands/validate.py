@@ -1,5 +1,7 @@
 """``gpu-jobs validate``: check policy files, one ``FILE:LINE: PATH: message`` line per problem, and one
-``FILE:LINE: PATH: warning: message`` line per warning (a warning does not change the exit code)."""
+``FILE:LINE: PATH: warning: message`` line per warning (a warning does not change the exit code). ``--output github``
+writes them as GitHub Actions workflow commands, which GitHub shows as annotations on those lines of the pull
+request."""
 
 from __future__ import annotations
 
@@ -7,13 +9,49 @@ import argparse
 import sys
 from typing import Any
 
+from jobs.core.policy import Policy
 from jobs.outcome import ExitCode, Outcome
-from jobs.policy_file import PolicyError, policy_paths, read_policy
+from jobs.policy_file import PolicyError, Problem, policy_paths, read_policy
 from jobs.settings import DEFAULT_POLICY, env
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", help="files or directories (every *.yaml in it) [GPU_JOBS_POLICY]")
+    parser.add_argument(
+        "--output",
+        choices=("text", "github"),
+        default="text",
+        help="text: FILE:LINE: PATH: message; github: ::error file=...,line=...:: annotations",
+    )
+
+
+def _escape(text: str, *, property_value: bool = False) -> str:
+    """GitHub's workflow-command escaping: a raw newline would end the command, and in a property ``,`` and ``:``
+    end the value."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if property_value else text
+
+
+def github_annotation(problem: Problem) -> str:
+    """``::error file=F,line=N,title=T::message`` (``::warning`` for a warning); line 0 (unreadable) is left out."""
+    where = f"file={_escape(problem.file, property_value=True)}"
+    if problem.line > 0:
+        where += f",line={problem.line}"
+    title = f"gpu-jobs validate: {problem.path}" if problem.path else "gpu-jobs validate"
+    where += f",title={_escape(title, property_value=True)}"
+    message = f"{problem.path}: {problem.message}" if problem.path else problem.message
+    return f"::{'warning' if problem.warning else 'error'} {where}::{_escape(message)}"
+
+
+def _counts(policy: Policy) -> str:
+    def n(count: int, noun: str) -> str:
+        return f"{count} {noun}{'' if count == 1 else 's'}"
+
+    quotas = policy.namespace_quotas
+    return (
+        f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
+        f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')}"
+    )
 
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:
@@ -21,6 +59,7 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
     if not paths:
         print("no policy files found", file=sys.stderr)
         return Outcome(ExitCode.BAD_CONFIG)
+    show = github_annotation if args.output == "github" else str
     failed = 0
     for path in paths:
         try:
@@ -28,12 +67,14 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
         except PolicyError as exc:
             failed += 1
             for problem in exc.problems:
-                print(problem)
+                print(show(problem))
             log.error("policy.invalid", file=str(path), problems=len(exc.problems))
             continue
         for warning in checked.warnings:
-            print(warning)
+            print(show(warning))
         policy = checked.policy
+        if args.output != "github":
+            print(f"{path}: valid: {_counts(policy)}")
         log.info(
             "policy.valid",
             file=str(path),

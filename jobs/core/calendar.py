@@ -14,9 +14,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from jobs.core.policy import NodeGroup, Policy
+from jobs.core.policy_diff import PolicyDiff, Week, diff_policies, group_hours
 from jobs.core.schedule import GroupSchedule, Segment, State
 
-WEEK = timedelta(days=7)
 HOURS_PER_WEEK = 168.0
 SLOTS_PER_DAY = 48  # half hours
 UP, DOWN = "█", "·"
@@ -38,7 +38,7 @@ class GroupCalendar:
     reason: str
     next_change: datetime | None
     changes: tuple[Change, ...]
-    up_hours_per_week: float
+    up_hours_per_week: float  # the 7 days from `at`, overrides included (as the grid; calendar_week)
     grid: tuple[tuple[date, str, str | None], ...]  # (local day, 48 cells, holiday name)
 
     @property
@@ -100,7 +100,7 @@ def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -
         reason=desired.reason,
         next_change=desired.next_change,
         changes=changes,
-        up_hours_per_week=round(schedule.up_hours(at, at + WEEK), 2),
+        up_hours_per_week=group_hours(policy, group, calendar_week(at)).up_hours,
         grid=tuple(rows),
     )
 
@@ -115,31 +115,12 @@ def _state_at(segments: Sequence[Segment], starts: Sequence[datetime], at: datet
     return segments[i].state if i >= 0 and at < segments[i].end else "down"
 
 
-def up_hours_by_group(policy: Policy, at: datetime) -> dict[str, float]:
-    """Up-hours over the week from ``at``, overrides included: a pull request that extends one changes them."""
-    return {
-        g.name: round(GroupSchedule(policy, g).up_hours(at, at + WEEK, with_overrides=True), 2)
-        for g in policy.node_groups
-    }
+def calendar_week(at: datetime) -> Week:
+    """The week a calendar counts: the 7 days from ``at``, overrides included, as its grid draws them. Its table and
+    its comparison both count this week, so they agree."""
+    return Week(at, with_overrides=True)
 
 
-@dataclass(frozen=True)
-class Comparison:
-    name: str
-    before: float | None  # None: the group is new
-    after: float | None  # None: the group was removed
-
-    @property
-    def delta(self) -> float:
-        return (self.after or 0.0) - (self.before or 0.0)
-
-
-def compare(before: Policy, after: Policy, at: datetime, cluster: str | None = None) -> tuple[Comparison, ...]:
-    """Up-hours per week per node group before and after a change: what a pull request does (``cluster``: only
-    groups in that cluster, before or after)."""
-    old, new = up_hours_by_group(before, at), up_hours_by_group(after, at)
-    names = list(new) + [n for n in old if n not in new]
-    if cluster:
-        mine = {g.name for p in (before, after) for g in p.node_groups if p.cluster_of(g).name == cluster}
-        names = [n for n in names if n in mine]
-    return tuple(Comparison(n, old.get(n), new.get(n)) for n in names)
+def compare(before: Policy, after: Policy, at: datetime, cluster: str | None = None) -> PolicyDiff:
+    """What a change does over the calendar's week (``cluster``: only groups and quota rules of that cluster)."""
+    return diff_policies(before, after, calendar_week(at), cluster)

@@ -99,6 +99,7 @@ class Report:
     unmanaged: tuple[CloudGroup, ...] = ()
     refused: str | None = None
     lock_holder: str | None = None  # another run holds the lease: nothing done
+    observed: tuple[ObservedGroup, ...] = ()  # every group looked at, for the text report's table
 
 
 @dataclass(frozen=True)
@@ -525,6 +526,7 @@ def report_of(envelope: Envelope, policy: Policy, settings: JobSettings) -> Repo
         message = f"not judged: {envelope.reason}"
         return report(tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings)))
     plan, unmanaged = planned.plan, planned.observation.unmanaged
+    report = partial(report, observed=planned.observation.groups)
     if envelope.state == "locked":
         return report(lock_holder=envelope.reason)
     if envelope.state == "refused":

@@ -37,7 +37,7 @@ def _text(report: Report) -> str:
     elif not report.results and not report.skips:
         # Never above a failed, postponed or busy group: those are listed below instead.
         lines.append("  nothing to change: every node group is where the schedule wants it")
-    width = max([len(r.group) for r in report.results] + [10])
+    width = max([len(r.group) for r in report.results] + [len(o.group.name) for o in report.observed] + [10])
     for r in report.results:
         a = r.action
         if a is None:
@@ -51,6 +51,13 @@ def _text(report: Report) -> str:
             lines.append(f"  {'':<{width}}  drains {pod} on {pod.node}")
         for pod in a.doomed:
             lines.append(f"  {'':<{width}}  force: {pod} on {pod.node} goes down with its node")
+    mentioned = {r.group for r in report.results} | {s.group for s in report.skips}
+    quiet = [o for o in report.observed if o.group.name not in mentioned and o.config is not None]
+    for o in quiet:
+        assert o.config is not None
+        lines.append(f"  {o.group.name:<{width}}  {o.kind:<4} {'ok':<14} {_size(o.config):<34} as the schedule wants")
+    if report.results or quiet:
+        lines.append("  (sizes are min/desired/max; ? = the provider does not report it)")
     failed = [s for s in report.skips if s.failed]
     if failed:
         lines.append("  failed:")
@@ -84,7 +91,7 @@ def to_json(reports: Sequence[Report]) -> str:
             for u in report.unmanaged
         ],
     }
-    return json.dumps(doc, indent=2)
+    return json.dumps(doc) + "\n"  # one line: one record for a log collector
 
 
 def _result(r: GroupResult, cluster: str | None) -> dict[str, Any]:

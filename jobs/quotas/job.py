@@ -19,6 +19,7 @@ from jobs.core.quotas import (
     over_commit,
     plan_quotas,
     policy_capacity,
+    unwritten_status,
 )
 from jobs.errors import CloudError, Conflict, Denied, NotFound, Stopped
 from jobs.lease import RunLock
@@ -109,11 +110,12 @@ class Planned:
         by_namespace: dict[str, list[QuotaEntry]] = {}
         for entry in self.entries:
             by_namespace.setdefault(entry.namespace, []).append(entry)
-        return tuple(tuple(e) for e in by_namespace.values() if any(x.action != "unchanged" for x in e))
+        return tuple(tuple(e) for e in by_namespace.values() if any(x.writes for x in e))
 
     @property
     def changes(self) -> int:
-        return sum(e.action != "unchanged" for e in self.entries)
+        # A conflict or an unreadable quota writes nothing: it counts neither against the limit nor for the Lease.
+        return sum(e.writes for e in self.entries)
 
     @property
     def considered(self) -> int:
@@ -153,6 +155,8 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
         entries = plan_quotas(
             self.policy, self.settings.cluster, list(observed.namespaces), list(observed.quotas), self.now
         )
+        for entry in entries:
+            _unwritten(entry, self.log)  # say what the plan found that it will not write (conflicts, failures)
         return Planned(entries, observed.capacity, over_commit(entries, observed.capacity))
 
     def apply(self, item: Namespace, fence: Callable[[str], None]) -> tuple[Outcome, ...]:
@@ -165,11 +169,11 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
         return tuple(outcomes)
 
     def failed(self, item: Namespace, message: str) -> tuple[Outcome, ...]:
-        return tuple(Outcome(e, "failed" if e.action != "unchanged" else "unchanged", message) for e in item)
+        return tuple(Outcome(e, "failed", message) if e.writes else _unwritten(e) for e in item)
 
     def _one(self, entry: QuotaEntry, fence: Callable[[str], None]) -> Outcome:
-        if entry.action == "unchanged":
-            return Outcome(entry, "unchanged")
+        if not entry.writes:
+            return _unwritten(entry)
         where = f"{entry.namespace}/{entry.quota}"
         try:
             fence(f"{entry.action} {where}")
@@ -229,10 +233,18 @@ def report_of(envelope: Envelope) -> Report:
     status: Status = "refused" if envelope.state == "refused" else "planned"
     done = {(o.entry.namespace, o.entry.quota): o for outcomes in envelope.results for o in outcomes}
     results = tuple(
-        done.get((e.namespace, e.quota)) or Outcome(e, status if e.action != "unchanged" else "unchanged")
+        done.get((e.namespace, e.quota)) or (Outcome(e, status) if e.writes else _unwritten(e))
         for e in _by_namespace(planned.entries)
     )
     return replace(report, results=results, refused=envelope.reason if envelope.state == "refused" else None)
+
+
+def _unwritten(entry: QuotaEntry, log: Any = None) -> Outcome:
+    """An entry that writes nothing: unchanged, or a conflict or failure the plan found (with its reason)."""
+    status = unwritten_status(entry)
+    if log is not None and status != "unchanged":
+        log.warning(f"quota.{status}", namespace=entry.namespace, quota=entry.quota, error=entry.reason)
+    return Outcome(entry, status, entry.reason)
 
 
 def _by_namespace(entries: tuple[QuotaEntry, ...]) -> list[QuotaEntry]:
@@ -244,9 +256,8 @@ def _by_namespace(entries: tuple[QuotaEntry, ...]) -> list[QuotaEntry]:
 
 def tally(report: Report) -> Tally:
     """Conflicts and failures are failed items; a cluster that could not be read is one failed item."""
-    changing = [r for r in report.results if r.status not in ("unchanged", "skipped")]
     return Tally(
-        planned=len(changing),
+        planned=sum(r.entry.writes and r.status != "skipped" for r in report.results),
         applied=sum(r.status == "applied" for r in report.results),
         failed=sum(r.status in ("failed", "conflict") for r in report.results) + (report.error is not None),
         skipped=sum(r.status in ("unchanged", "skipped") for r in report.results),

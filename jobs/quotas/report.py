@@ -64,5 +64,5 @@ def _document(report: Report) -> dict[str, Any]:
 def to_json(reports: Sequence[Report]) -> str:
     """One cluster: its document. Several: ``{"clusters": [...]}``, one document each."""
     if len(reports) == 1:
-        return json.dumps(_document(reports[0]), indent=2)
-    return json.dumps({"clusters": [_document(r) for r in reports]}, indent=2)
+        return json.dumps(_document(reports[0])) + "\n"  # one line: one record for a log collector
+    return json.dumps({"clusters": [_document(r) for r in reports]}) + "\n"

@@ -6,6 +6,11 @@ Each cloud emulator is a WSGI app built on top of :class:`Emulator`. The app cal
 sleeps the injected latency, and returns the fault to simulate, if one is armed (``"lost"``: carry the request
 out, then answer as the ``"timeout"`` fault does). How a fault looks on the wire
 (status, error body) is the cloud's own business, so each emulator renders it itself.
+
+Time: an emulated operation started at ``t`` finishes at ``t + duration`` on the emulator's :meth:`Emulator.clock`,
+whether or not anyone polls it, as on the real cloud. Each emulator applies what is due in :meth:`Emulator.tick`,
+which runs at the start of every request and, through :meth:`Emulator.wake_at`, when a deadline passes with no
+request at all: a person who changes a resource and never looks again still sees the change land.
 """
 
 from __future__ import annotations
@@ -118,7 +123,26 @@ class Emulator:
         self.faults = Faults()
         self.latency_s = 0.0
 
+    def clock(self) -> float:
+        """The emulator's time in seconds (monotonic): operations are due when it reaches their deadline."""
+        return time.monotonic()
+
+    def tick(self) -> None:
+        """Apply everything due on :meth:`clock` (operations whose time is up). Emulators with operations override
+        it; it must be cheap and idempotent."""
+
+    def wake_at(self, deadline: float) -> None:
+        """Run :meth:`tick` once :meth:`clock` reaches ``deadline``, even if no request ever comes."""
+
+        def wait() -> None:
+            while (left := deadline - self.clock()) > 0:
+                time.sleep(left)
+            self.tick()
+
+        threading.Thread(target=wait, name=f"emulator-deadline:{deadline:.3f}", daemon=True).start()
+
     def begin(self, method: str, path: str, operation: str, query: str = "", body: bytes = b"") -> FaultKind | None:
+        self.tick()
         self.log.add(RecordedRequest(method, path, operation, query, body, time.monotonic()))
         if self.latency_s:
             time.sleep(self.latency_s)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 import shutil
 import subprocess
 from collections import defaultdict
@@ -20,8 +21,8 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kv_utils
 
+from jobs.adapters.aws import nodegroups as aws_nodegroup_adapter
 from jobs.adapters.aws import quotas as aws_quota_adapter
-from jobs.adapters.aws_nodegroups import IAM_ACTIONS as nodegroup_iam_actions
 from jobs.adapters.kube import rbac
 from jobs.commands import cloud_quotas as cloud_quotas_command
 from jobs.commands import nodegroups as nodegroups_command
@@ -46,18 +47,25 @@ K8S_VERSION = "1.37"
 #: and for the newest.
 K8S_VERSIONS = ("1.30", K8S_VERSION)
 
-OVERLAYS = ("aws", "gcp", "azure", "staging", "production", "central")
+CLOUDS = ("aws", "gcp", "azure")
+#: The environments (kustomize/components/<env>), each with an overlay per cloud (kustomize/overlays/<env>/<cloud>).
+ENVIRONMENTS = ("production", "staging")
+OVERLAYS = (*CLOUDS, *(f"{e}/{c}" for e in ENVIRONMENTS for c in CLOUDS), "central")
 TARGETS = ("base", *OVERLAYS)
-#: Expected image tag per target (set with ``images:``).
-TAGS = {
-    "base": "0.1.0",
-    "aws": "0.1.0",
-    "gcp": "0.1.0",
-    "azure": "0.1.0",
-    "staging": "0.2.0-rc.1",
-    "production": "0.1.0",
-    "central": "0.1.0",
+#: Expected image tag per target (set with ``images:``): the staging component's release candidate, else 0.1.0.
+TAGS = {target: "0.2.0-rc.1" if target.startswith("staging/") else "0.1.0" for target in TARGETS}
+#: The cloud whose identity a target carries (none for the base and the central install).
+CLOUD_OF = {target: target.rsplit("/", 1)[-1] if target.rsplit("/", 1)[-1] in CLOUDS else None for target in TARGETS}
+#: What gives a pod a cloud's identity, by cloud: ServiceAccount annotation and pod label prefixes, env prefixes.
+IDENTITY_PREFIXES = {
+    "aws": ("eks.amazonaws.com/", "AWS_"),
+    "gcp": ("iam.gke.io/", "GOOGLE_", "CLOUDSDK_"),
+    "azure": ("azure.workload.identity/", "AZURE_"),
 }
+#: The label by which a base CronJob says its job calls a cloud (the cloud components select on it).
+CLOUD_IDENTITY_LABEL = "gpu-jobs.dev/cloud-identity"
+#: The cluster label the per-cluster installs choose the overlay by.
+CLOUD_LABEL = "gpu-jobs.dev/cloud"
 #: Each CronJob (named after its job) and the kube adapter modules its command wires it with.
 JOBS = {
     "nodegroups": nodegroups_command.KUBE_PORTS,
@@ -192,11 +200,20 @@ def kustomizations() -> list[Path]:
 
 
 def test_every_kustomization_in_the_repository_renders_without_flags() -> None:
+    """Components (kustomize/components/) render nothing on their own: each must be used by some overlay. A
+    kustomization with a remote base (the own-repository example) is rendered by its own test, from a local clone."""
     found = kustomizations()
     assert ROOT / "gitops" / "kustomization.yaml" in found  # the policy ConfigMap's own root
     assert len(found) >= 2 + len(TARGETS)
-    for path in found:
-        assert _render(path.parent), path
+    loaded = {path: yaml.safe_load(path.read_text()) for path in found}
+    used = {(path.parent / component).resolve() for path, k in loaded.items() for component in k.get("components", [])}
+    remote = [path for path, k in loaded.items() if any("://" in r for r in k.get("resources", []))]
+    assert remote == [OWN_REPOSITORY / "kustomization.yaml"]
+    for path, kustomization in loaded.items():
+        if kustomization.get("kind") == "Component":
+            assert path.parent in used, f"{path} is used by no overlay"
+        elif path not in remote:
+            assert _render(path.parent), path
 
 
 # --- RBAC: exactly what the code calls ---------------------------------------------------------------------------
@@ -320,55 +337,125 @@ def test_policy_configmap_is_gitops_policy_and_mounted_read_only(target: str, jo
 # --- overlays ----------------------------------------------------------------------------------------------------
 
 
-def service_account_annotations(target: str, account: str = "gpu-jobs-nodegroups") -> dict[str, str]:
-    annotations: dict[str, str] = named(render(target), "ServiceAccount", account)["metadata"].get("annotations", {})
-    return annotations
+def identity_settings(objects: list[Obj]) -> set[tuple[str, str, str]]:
+    """Every cloud identity setting in a render, as ``(cloud, where, key)``: ServiceAccount annotations, pod
+    template labels and container env (the policy ConfigMap's text names clouds too, and is not a setting)."""
+    found: set[tuple[str, str, str]] = set()
+
+    def note(where: str, keys: list[str]) -> None:
+        for key in keys:
+            for cloud, prefixes in IDENTITY_PREFIXES.items():
+                if key.startswith(prefixes):
+                    found.add((cloud, where, key))
+
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        if obj["kind"] == "ServiceAccount":
+            note(f"ServiceAccount/{name}", list(obj["metadata"].get("annotations", {})))
+        if obj["kind"] == "CronJob":
+            template = obj["spec"]["jobTemplate"]["spec"]["template"]
+            note(f"CronJob/{name} pod", list(template["metadata"].get("labels", {})))
+            note(f"CronJob/{name} env", [e["name"] for e in container([obj], name)["env"]])
+    return found
 
 
-def test_base_has_no_cloud_identity() -> None:
-    assert service_account_annotations("base") == {}
-    assert not any(k.startswith("AWS_") for k in env(render("base")))
+def expected_identity(cloud: str | None, objects: list[Obj]) -> set[tuple[str, str, str]]:
+    """What each cloud's identity consists of, for every CronJob whose job calls a cloud (and its account)."""
+    if cloud is None:
+        return set()
+    calling = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["labels"].get(CLOUD_IDENTITY_LABEL)]
+    expected: set[tuple[str, str, str]] = set()
+    for cron in calling:
+        job, account = cron["metadata"]["name"], pod_spec([cron], cron["metadata"]["name"])["serviceAccountName"]
+        expected |= {
+            "aws": {
+                ("aws", f"ServiceAccount/{account}", "eks.amazonaws.com/role-arn"),
+                ("aws", f"ServiceAccount/{account}", "eks.amazonaws.com/sts-regional-endpoints"),
+                ("aws", f"CronJob/{job} env", "AWS_REGION"),
+            },
+            "gcp": {("gcp", f"ServiceAccount/{account}", "iam.gke.io/gcp-service-account")},
+            "azure": {
+                ("azure", f"ServiceAccount/{account}", "azure.workload.identity/client-id"),
+                ("azure", f"CronJob/{job} pod", "azure.workload.identity/use"),
+            },
+        }[cloud]
+    return expected
+
+
+def test_the_cloud_calling_jobs_are_labelled_in_the_base() -> None:
+    """The label is how a cloud component finds the CronJobs to give an identity: today only nodegroups."""
+    labelled = {
+        o["metadata"]["name"]
+        for o in render("base")
+        if o["kind"] == "CronJob" and o["metadata"]["labels"].get(CLOUD_IDENTITY_LABEL) == "true"
+    }
+    assert labelled == {"nodegroups"}
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_only_nodegroups_gets_a_cloud_identity(target: str) -> None:
-    """The quotas job never calls a cloud: no workload identity on its account, pod or environment."""
+def test_each_target_carries_its_clouds_identity_and_no_other(target: str) -> None:
+    """A GKE or AKS install never gets an EKS role or AWS_REGION (and so on), the base and the central install no
+    cloud identity at all; every job that calls a cloud gets the whole of its cloud's, the quotas job none."""
     objects = render(target)
-    labels = named(objects, "CronJob", "quotas")["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
 
-    assert service_account_annotations(target, "gpu-jobs-quotas") == {}
-    assert not any(k.startswith("azure.workload.identity") for k in labels)
-    assert not any(k.startswith(("AWS_", "AZURE_", "GOOGLE_")) for k in env(objects, "quotas"))
+    assert identity_settings(objects) == expected_identity(CLOUD_OF[target], objects)
+    assert not any("quotas" in where for _, where, _ in identity_settings(objects))
 
 
-def test_aws_overlay_uses_irsa_and_sets_a_region() -> None:
-    annotations = service_account_annotations("aws")
+def test_each_clouds_identity_values_have_the_shape_the_cloud_wants() -> None:
+    def annotations(target: str) -> dict[str, str]:
+        found: dict[str, str] = named(render(target), "ServiceAccount", "gpu-jobs-nodegroups")["metadata"][
+            "annotations"
+        ]
+        return found
 
-    assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
-    assert env(render("aws"))["AWS_REGION"]
-
-
-def test_gcp_overlay_uses_workload_identity() -> None:
-    assert service_account_annotations("gcp")["iam.gke.io/gcp-service-account"].endswith(".iam.gserviceaccount.com")
-
-
-def test_azure_overlay_uses_workload_identity_on_the_pod() -> None:
-    template = named(render("azure"), "CronJob", "nodegroups")["spec"]["jobTemplate"]["spec"]["template"]
-
-    assert "azure.workload.identity/client-id" in service_account_annotations("azure")
-    # The webhook mutates pods: the label must be on the pod template, as a string.
-    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+    for env_ in ("", *(f"{e}/" for e in ENVIRONMENTS)):
+        assert annotations(f"{env_}aws")["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
+        assert env(render(f"{env_}aws"))["AWS_REGION"]
+        assert annotations(f"{env_}gcp")["iam.gke.io/gcp-service-account"].endswith(".iam.gserviceaccount.com")
+        assert annotations(f"{env_}azure")["azure.workload.identity/client-id"]
+        template = named(render(f"{env_}azure"), "CronJob", "nodegroups")["spec"]["jobTemplate"]["spec"]["template"]
+        # The webhook mutates pods: the label must be on the pod template, as a string.
+        assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
 
 
-def test_staging_is_a_dry_run_and_production_is_not() -> None:
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_an_environment_is_the_same_on_every_cloud_but_for_the_identity(cloud: str) -> None:
+    """overlays/<env>/<cloud> is the cloud's overlay plus the environment's settings: take the identity away and
+    every cloud renders the same objects."""
+
+    def without_identity(objects: list[Obj]) -> list[Obj]:
+        text = yaml.safe_dump_all(objects, sort_keys=True)
+        stripped = [o for o in yaml.safe_load_all(text) if o]
+        prefixes = tuple(p for cloud in CLOUDS for p in IDENTITY_PREFIXES[cloud])
+
+        def keep(keys: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in keys.items() if not k.startswith(prefixes)}
+
+        for obj in stripped:
+            obj["metadata"]["annotations"] = keep(obj["metadata"].get("annotations", {}))
+            if obj["kind"] == "CronJob":
+                template = obj["spec"]["jobTemplate"]["spec"]["template"]
+                template["metadata"]["labels"] = keep(template["metadata"]["labels"])
+                main = container([obj], obj["metadata"]["name"])
+                main["env"] = [e for e in main["env"] if not e["name"].startswith(prefixes)]
+        return stripped
+
+    for environment in ENVIRONMENTS:
+        assert without_identity(render(f"{environment}/{cloud}")) == without_identity(render(f"{environment}/aws"))
+    assert without_identity(render(cloud)) == without_identity(render("base"))
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_staging_is_a_dry_run_and_production_is_not(cloud: str) -> None:
     for job in JOBS:
-        assert env(render("staging"), job)["GPU_JOBS_DRY_RUN"] == "true"
-        assert "GPU_JOBS_DRY_RUN" not in env(render("production"), job)
-    assert env(render("production"))["GPU_JOBS_MAX_CHANGES"] == "20"
-    assert "GPU_JOBS_MAX_CHANGES" not in env(render("production"), "quotas")  # its default: 50 namespaces
-    # Both are built on the EKS overlay.
-    for target in ("staging", "production"):
-        assert "eks.amazonaws.com/role-arn" in service_account_annotations(target)
+        assert env(render(f"staging/{cloud}"), job)["GPU_JOBS_DRY_RUN"] == "true"
+        assert "GPU_JOBS_DRY_RUN" not in env(render(f"production/{cloud}"), job)
+    assert env(render(f"production/{cloud}"))["GPU_JOBS_MAX_CHANGES"] == "20"
+    assert "GPU_JOBS_MAX_CHANGES" not in env(render(f"production/{cloud}"), "quotas")  # its default: 50 namespaces
+    assert all(
+        c["spec"]["failedJobsHistoryLimit"] == 10 for c in render(f"production/{cloud}") if c["kind"] == "CronJob"
+    )
 
 
 # --- Dockerfile ----------------------------------------------------------------------------------------------------
@@ -404,6 +491,94 @@ def test_dockerfile_builds_a_venv_and_runs_gpu_jobs_as_65532() -> None:
     assert "PYTHONUNBUFFERED=1" in text
 
 
+# --- the lock file ---------------------------------------------------------------------------------------------------
+
+LOCK = ROOT / "requirements.lock"
+#: The image's platform, for the dependencies' environment markers (python:3.11-slim on Linux).
+IMAGE_MARKERS = {"python_version": "3.11", "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+
+
+def locked() -> dict[str, tuple[str, list[str]]]:
+    """requirements.lock as ``{normalised name: (version, sha256 hashes)}``."""
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, tuple[str, list[str]]] = {}
+    entries = " ".join(line.split("#", 1)[0] for line in LOCK.read_text().splitlines()).replace("\\", " ")
+    current = ""
+    for token in entries.split():
+        if token.startswith("--hash=sha256:"):
+            pins[current][1].append(token.removeprefix("--hash=sha256:"))
+        else:
+            name, _, version = token.partition("==")
+            assert version, f"{token!r} in requirements.lock is not pinned with =="
+            current = canonicalize_name(name)
+            assert current not in pins, f"{name} is pinned twice"
+            pins[current] = (version, [])
+    return pins
+
+
+def runtime_closure() -> dict[str, set[str]]:
+    """Every distribution the runtime needs, with the specifiers that ask for it: pyproject's
+    [project.dependencies] and, through the installed metadata, everything they require on the image's platform."""
+    import importlib.metadata
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted: dict[str, set[str]] = defaultdict(set)
+    queue = [(Requirement(spec), "") for spec in project["dependencies"]]
+    seen: set[tuple[str, str]] = set()
+    while queue:
+        requirement, extra = queue.pop()
+        if requirement.marker and not requirement.marker.evaluate({**IMAGE_MARKERS, "extra": extra}):
+            continue
+        name = canonicalize_name(requirement.name)
+        wanted[name].add(str(requirement.specifier))
+        for wanted_extra in ("", *sorted(requirement.extras)):
+            if (name, wanted_extra) in seen:
+                continue
+            seen.add((name, wanted_extra))
+            for spec in importlib.metadata.distribution(name).requires or []:
+                queue.append((Requirement(spec), wanted_extra))
+    return dict(wanted)
+
+
+def test_the_lock_pins_exactly_the_runtime_closure_with_hashes() -> None:
+    """Every runtime dependency, direct or not, is pinned in range with its hashes, and nothing else is (no dev tool
+    in the image): `pip install --no-deps --require-hashes` then gets the whole runtime and only it."""
+    import importlib.metadata
+
+    from packaging.specifiers import SpecifierSet
+
+    pins, closure = locked(), runtime_closure()
+
+    assert set(pins) == set(closure)
+    for name, (version, hashes) in pins.items():
+        assert hashes, f"{name} has no --hash"
+        assert all(len(h) == 64 and int(h, 16) >= 0 for h in hashes), name
+        for specifier in closure[name]:
+            assert version in SpecifierSet(specifier), f"{name}=={version} is outside {specifier}"
+        # The pins are the versions the tests run with (`make lock` reads the dev venv).
+        assert importlib.metadata.version(name) == version, f"{name}: .venv has another version; run `make lock`"
+
+
+def test_the_lock_is_for_the_images_python_and_the_dockerfile_installs_only_from_it() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    image_python = next(line for line in dockerfile.splitlines() if line.startswith("ARG PYTHON_IMAGE="))
+    runs = " ".join(dockerfile.replace("\\\n", " ").split())
+
+    assert "autogenerated by pip-compile with Python 3.11\n" in LOCK.read_text()
+    assert image_python.startswith("ARG PYTHON_IMAGE=python:3.11.")
+    assert "pip install --no-cache-dir --require-hashes --no-deps -r requirements.lock" in runs
+    assert "pip install --no-cache-dir --no-deps /wheels/gpu_jobs-" in runs
+    assert "--no-build-isolation" in runs  # the build backend is the pinned one, not the newest from the index
+    assert "pip check" in runs  # a lock that misses a requirement fails the build
+    assert "!requirements.lock" in (ROOT / ".dockerignore").read_text().splitlines()
+    assert "\nlock:" in (ROOT / "Makefile").read_text()
+
+
 # --- GitOps entry points ----------------------------------------------------------------------------------------
 
 
@@ -411,18 +586,20 @@ def documents(path: Path) -> Iterator[Obj]:
     yield from (doc for doc in yaml.safe_load_all(path.read_text()) if doc)
 
 
-def render_with_patches(overlay: str, patches: list[Obj], tmp_path: Path, substitute: dict[str, str]) -> list[Obj]:
-    """What Argo CD's ``kustomize.patches`` and Flux's ``patches`` + ``postBuild.substitute`` make of an overlay:
-    a kustomization on top of it with those patches, then the variables substituted as Flux does."""
+def render_with_patches(overlay: str, patches: list[Obj], tmp_path: Path) -> list[Obj]:
+    """What Argo CD's ``kustomize.patches`` and Flux's ``patches`` make of an overlay: a kustomization on top of it
+    with those patches. Every object must pass strict validation, as the overlays' own renders do."""
+    assert (ROOT / overlay / "kustomization.yaml").is_file(), f"{overlay} is not a kustomization"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "kustomization.yaml").write_text(
         yaml.safe_dump({"resources": [os.path.relpath(ROOT / overlay, tmp_path)], "patches": patches}, sort_keys=False)
     )
     done = subprocess.run([str(kubectl()), "kustomize", str(tmp_path)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    text = done.stdout
-    for name, value in substitute.items():
-        text = text.replace("${" + name + "}", value)
-    return [doc for doc in yaml.safe_load_all(text) if doc]
+    objects = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    for obj in objects:
+        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+    return objects
 
 
 def cluster_of_every_cronjob(objects: list[Obj]) -> set[str | None]:
@@ -430,12 +607,25 @@ def cluster_of_every_cronjob(objects: list[Obj]) -> set[str | None]:
     cronjobs = [o for o in objects if o["kind"] == "CronJob"]
     assert cronjobs
     assert {o["metadata"]["name"] for o in cronjobs} == set(JOBS)
-    return {
-        e.get("value")
-        for o in cronjobs
-        for e in container([o], o["metadata"]["name"])["env"]
-        if e["name"] == "GPU_JOBS_CLUSTER"
-    }
+    values: list[str | None] = []
+    for cron in cronjobs:
+        given = [
+            e.get("value")
+            for e in container([cron], cron["metadata"]["name"])["env"]
+            if e["name"] == "GPU_JOBS_CLUSTER"
+        ]
+        assert len(given) <= 1
+        values.append(given[0] if given else None)
+    return set(values)
+
+
+def fleet_clusters() -> list[tuple[str, str]]:
+    """``(name, cloud)`` of every cluster of the example policy: at least one on each cloud."""
+    from jobs.policy_file import load_policy
+
+    clusters: list[tuple[str, str]] = [(cluster.name, cluster.cloud) for cluster in load_policy(POLICY).fleet]
+    assert {cloud for _, cloud in clusters} == set(CLOUDS)
+    return clusters
 
 
 def test_argocd_application_syncs_an_existing_overlay_automatically(tmp_path: Path) -> None:
@@ -445,43 +635,240 @@ def test_argocd_application_syncs_an_existing_overlay_automatically(tmp_path: Pa
     source = app["spec"]["source"]
     assert app["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
     assert app["spec"]["destination"]["namespace"] == NAMESPACE
-    objects = render_with_patches(source["path"], source["kustomize"]["patches"], tmp_path, {})
+    objects = render_with_patches(source["path"], source["kustomize"]["patches"], tmp_path)
     assert cluster_of_every_cronjob(objects) == {"ml-prod"}
+    assert identity_settings(objects) == expected_identity("aws", objects)  # ml-prod is on EKS
     assert not (ROOT / "gitops" / "argocd" / "argocd-cm-patch.yaml").exists()  # no global build options needed
 
 
-def test_argocd_applicationset_installs_once_per_cluster_each_told_its_name(tmp_path: Path) -> None:
+# Argo CD's cluster generator, as far as this ApplicationSet uses it: each cluster Secret's labels matched against
+# the selector, and the template filled with the cluster's parameters (goTemplate).
+
+GO_EXPRESSION = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+
+
+def selector_matches(selector: Obj, labels: dict[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels and matchExpressions), as the cluster generator applies it."""
+
+    def holds(expression: Obj) -> bool:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        present = key in labels
+        outcome: bool = {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[operator]
+        return outcome
+
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items()) and all(
+        holds(e) for e in selector.get("matchExpressions", [])
+    )
+
+
+def go_template(value: Any, params: Obj) -> Any:
+    """Fill every string of ``value``: ``{{.a.b}}`` and ``{{index .a.b "key"}}`` (what this template uses); any
+    other expression fails the test, and a missing key fails as ``missingkey=error`` does."""
+
+    def lookup(path: str) -> Any:
+        found: Any = params
+        for part in path.removeprefix(".").split("."):
+            found = found[part]
+        return found
+
+    def evaluate(match: re.Match[str]) -> str:
+        expression = match.group(1)
+        if indexed := re.fullmatch(r'index (\.[\w.]+) "([^"]+)"', expression):
+            return str(lookup(indexed.group(1))[indexed.group(2)])
+        if re.fullmatch(r"\.[\w.]+", expression):
+            return str(lookup(expression))
+        pytest.fail(f"the template uses {expression!r}, which this test does not emulate")
+
+    if isinstance(value, str):
+        return GO_EXPRESSION.sub(evaluate, value)
+    if isinstance(value, list):
+        return [go_template(item, params) for item in value]
+    if isinstance(value, dict):
+        return {key: go_template(item, params) for key, item in value.items()}
+    return value
+
+
+def argocd_cluster(name: str, labels: dict[str, str]) -> Obj:
+    """The parameters the cluster generator gives the template for one registered cluster."""
+    return {
+        "name": name,
+        "nameNormalized": name,
+        "server": f"https://{name}.example:6443",
+        "metadata": {"labels": {"argocd.argoproj.io/secret-type": "cluster", **labels}, "annotations": {}},
+    }
+
+
+def test_argocd_applicationset_gives_each_cluster_its_clouds_overlay_and_its_name(tmp_path: Path) -> None:
+    """For every cluster of the example policy, registered with its cloud as the label: the Application the
+    generator makes syncs that cloud's production overlay, which renders that cloud's identity only, and tells the
+    jobs the cluster's name."""
     (appset,) = documents(ROOT / "gitops" / "argocd" / "applicationset.yaml")
     spec = appset["spec"]
     (generator,) = spec["generators"]
-    template = spec["template"]
+    selector = generator["clusters"]["selector"]
 
     assert (appset["apiVersion"], appset["kind"]) == ("argoproj.io/v1alpha1", "ApplicationSet")
     assert spec["goTemplate"] is True
-    assert "clusters" in generator
-    assert template["metadata"]["name"] == "gpu-jobs-{{.name}}"
-    assert template["spec"]["destination"] == {"server": "{{.server}}", "namespace": NAMESPACE}
-    assert template["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
-    # The generator fills {{.name}} with the cluster's name in Argo CD: render it for one cluster of the policy.
-    source = template["spec"]["source"]
-    patches = yaml.safe_load(yaml.safe_dump(source["kustomize"]["patches"]).replace("{{.name}}", "research"))
-    assert cluster_of_every_cronjob(render_with_patches(source["path"], patches, tmp_path, {})) == {"research"}
+    assert "missingkey=error" in spec["goTemplateOptions"]
+    for name, cloud in fleet_clusters():
+        cluster = argocd_cluster(name, {CLOUD_LABEL: cloud})
+        assert selector_matches(selector, cluster["metadata"]["labels"]), name
+        app = go_template(spec["template"], cluster)
+
+        assert app["metadata"]["name"] == f"gpu-jobs-{name}"
+        assert app["spec"]["destination"] == {"server": cluster["server"], "namespace": NAMESPACE}
+        assert app["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
+        source = app["spec"]["source"]
+        assert source["path"] == f"kustomize/overlays/production/{cloud}"
+        objects = render_with_patches(source["path"], source["kustomize"]["patches"], tmp_path / name)
+        assert identity_settings(objects) == expected_identity(cloud, objects)
+        assert identity_settings(objects)
+        assert cluster_of_every_cronjob(objects) == {name}
 
 
-def test_flux_entry_point_builds_and_tells_the_jobs_their_cluster(tmp_path: Path) -> None:
-    # A kustomization of its own (no files outside its root).
-    objects = {o["kind"]: o for o in _render(ROOT / "gitops" / "flux")}
+@pytest.mark.parametrize(
+    "labels",
+    [{}, {CLOUD_LABEL: "onprem"}, {CLOUD_LABEL: "AWS"}, {CLOUD_LABEL: ""}, {"gpu-jobs.dev/install": "true"}],
+)
+def test_argocd_applicationset_installs_nothing_on_a_cluster_without_a_known_cloud(labels: dict[str, str]) -> None:
+    """An Application for a cluster without a cloud label would build a path with no overlay (or the wrong one):
+    the selector admits exactly the clouds that have an overlay."""
+    (appset,) = documents(ROOT / "gitops" / "argocd" / "applicationset.yaml")
+    (generator,) = appset["spec"]["generators"]
+    selector = generator["clusters"]["selector"]
 
-    source, kustomization = objects["GitRepository"], objects["Kustomization"]
-    spec = kustomization["spec"]
+    assert not selector_matches(selector, argocd_cluster("x", labels)["metadata"]["labels"])
+    (expression,) = selector["matchExpressions"]
+    assert (expression["key"], expression["operator"]) == (CLOUD_LABEL, "In")
+    assert sorted(expression["values"]) == sorted(CLOUDS)
+    assert sorted(p.name for p in (ROOT / "kustomize" / "overlays" / "production").iterdir()) == sorted(CLOUDS)
+
+
+def flux_substitute(text: str, variables: dict[str, str]) -> str:
+    """Flux's postBuild substitution of ``${name}``, for the variables given; a variable left over fails (Flux would
+    make it an empty string, so a path would lose its cloud)."""
+    used = set(re.findall(r"\$\{([^}]*)\}", text))
+    assert used <= set(variables), f"variables not substituted: {used - set(variables)}"
+    for name, value in variables.items():
+        text = text.replace("${" + name + "}", value)
+    return text
+
+
+def test_flux_gives_each_cluster_its_clouds_overlay_and_its_name(tmp_path: Path) -> None:
+    """cluster.yaml (the per-cluster entry) syncs gitops/flux with the cluster's ${cluster_name} and ${cloud}
+    substituted (postBuild.substitute); the gpu-jobs Kustomization that results builds that cloud's production
+    overlay, which renders that cloud's identity only, and tells the jobs the cluster's name. Rendered here for every
+    cluster of the example policy, with its values in place of the entry's."""
+    flux = ROOT / "gitops" / "flux"
+    entry = {o["kind"]: o for o in documents(flux / "cluster.yaml")}
+    source, sync = entry["GitRepository"], entry["Kustomization"]
     assert source["apiVersion"] == "source.toolkit.fluxcd.io/v1"
-    assert kustomization["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1"
-    assert spec["sourceRef"] == {"kind": "GitRepository", "name": source["metadata"]["name"]}
-    assert kustomization["metadata"]["namespace"] == source["metadata"]["namespace"]
-    assert spec["prune"] is True
-    substitute = spec["postBuild"]["substitute"]
-    rendered = render_with_patches(spec["path"].removeprefix("./"), spec["patches"], tmp_path, substitute)
-    assert cluster_of_every_cronjob(rendered) == {"ml-prod"}
+    assert sync["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1"
+    assert sync["spec"]["sourceRef"] == {"kind": "GitRepository", "name": source["metadata"]["name"]}
+    assert (ROOT / sync["spec"]["path"] / "kustomization.yaml") == flux / "kustomization.yaml"
+    substitute = sync["spec"]["postBuild"]["substitute"]
+    assert set(substitute) == {"cluster_name", "cloud"}
+    assert (substitute["cluster_name"], substitute["cloud"]) in fleet_clusters()
+
+    # What the entry applies: gitops/flux rendered by kustomize, then substituted.
+    done = subprocess.run([str(kubectl()), "kustomize", str(flux)], capture_output=True, text=True, check=True)
+    for name, cloud in fleet_clusters():
+        (kustomization,) = yaml.safe_load_all(flux_substitute(done.stdout, {"cluster_name": name, "cloud": cloud}))
+        spec = kustomization["spec"]
+        assert kustomization["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1"
+        assert kustomization["metadata"]["namespace"] == source["metadata"]["namespace"]
+        assert spec["sourceRef"] == {"kind": "GitRepository", "name": source["metadata"]["name"]}
+        assert spec["prune"] is True
+        assert "postBuild" not in spec  # the policy ConfigMap is never run through substitution
+        assert spec["path"] == f"./kustomize/overlays/production/{cloud}"
+        objects = render_with_patches(spec["path"].removeprefix("./"), spec["patches"], tmp_path / name)
+        assert identity_settings(objects) == expected_identity(cloud, objects)
+        assert cluster_of_every_cronjob(objects) == {name}
+
+
+# --- the policy in the user's own repository ---------------------------------------------------------------------
+
+OWN_REPOSITORY = ROOT / "gitops" / "examples" / "own-policy"
+REMOTE_BASE = re.compile(r"https://github\.com/example/gpu-jobs//(?P<path>[\w/.-]+)\?ref=(?P<ref>[\w.-]+)")
+
+
+def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_path: Path) -> None:
+    """The example entry point takes a released gpu-jobs as a remote base and its own policy.yaml. The remote cannot
+    be fetched here, so this repository's tracked and new files are committed to a local git repository, tagged with
+    the example's ref, and the URL points there (file://): kustomize clones it with git as it would GitHub."""
+    import tomllib
+
+    from jobs.policy_file import load_policy
+
+    kustomization = yaml.safe_load((OWN_REPOSITORY / "kustomization.yaml").read_text())
+    (resource,) = kustomization["resources"]
+    remote = REMOTE_BASE.fullmatch(resource)
+    assert remote, resource
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert remote["ref"] == f"v{version}"  # the example pins the release this repository is
+    assert (ROOT / remote["path"] / "kustomization.yaml").is_file()
+
+    clone = tmp_path / "gpu-jobs"
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "kustomize", "gitops"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    for name in filter(None, files):
+        if (ROOT / name).is_file():  # a file deleted in the work tree is still in the index
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    git = ["git", "-C", str(clone), "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", "release"],
+        ["tag", remote["ref"]],
+    ):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    own = tmp_path / "own"
+    shutil.copytree(OWN_REPOSITORY, own)
+    (own / "kustomization.yaml").write_text(
+        (OWN_REPOSITORY / "kustomization.yaml")
+        .read_text()
+        .replace("https://github.com/example/gpu-jobs", clone.as_uri())
+    )
+
+    objects = list(_render(own))
+
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    policy_text = (OWN_REPOSITORY / "policy.yaml").read_text()
+    assert config_map["data"] == {"policy.yaml": policy_text}
+    assert config_map["metadata"]["namespace"] == NAMESPACE
+    assert config_map["metadata"]["name"].startswith("gpu-jobs-policy-")
+    assert config_map["metadata"]["name"] != one(render("production/aws"), "ConfigMap")["metadata"]["name"]
+    for job in JOBS:
+        volumes = {v["name"]: v for v in pod_spec(objects, job)["volumes"]}
+        assert volumes["policy"]["configMap"]["name"] == config_map["metadata"]["name"]
+    assert identity_settings(objects) == expected_identity("aws", objects)
+    for obj in objects:
+        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+    # But for the policy (and the name the CronJobs mount it by), the install of the base it names.
+    base = render("production/aws")
+    shipped = one(base, "ConfigMap")["metadata"]["name"]
+
+    def without_policy(objs: list[Obj], policy_name: str) -> str:
+        return yaml.safe_dump_all([o for o in objs if o["kind"] != "ConfigMap"], sort_keys=True).replace(
+            policy_name, "POLICY"
+        )
+
+    assert without_policy(objects, config_map["metadata"]["name"]) == without_policy(base, shipped)
+    assert load_policy(OWN_REPOSITORY / "policy.yaml").node_groups  # a policy gpu-jobs loads
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -510,7 +897,7 @@ def test_every_cluster_of_the_example_policy_has_a_context_for_the_central_insta
 def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
     aws: AwsEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs.adapters.aws_nodegroups import AwsNodeGroups
+    from jobs.adapters.aws.nodegroups import AwsNodeGroups
     from jobs.adapters.settings import AdapterSettings
     from jobs.core.nodegroups import SetSize, down_config, steps_between
     from jobs.core.policy import AwsLocator, NodeGroup
@@ -549,7 +936,7 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
     # Seeding goes straight to moto, so these are the adapter's calls only. Equality: the document grants
     # nothing this run did not need (every action is exercised), and nothing needed is missing.
     # The document also grants the cloud-quotas job's calls (checked by tests/integration/cloud_quotas).
-    quota_only = set(aws_quota_adapter.IAM_ACTIONS) - set(nodegroup_iam_actions)
+    quota_only = set(aws_quota_adapter.PERMISSIONS.actions) - set(aws_nodegroup_adapter.PERMISSIONS.actions)
     assert aws.iam_actions() == set(aws_actions(aws_policy())) - quota_only
 
 
@@ -582,7 +969,7 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
     policy = fleet.policy.model_copy(
         update={"node_groups": tuple(g.model_copy(update={"on_busy": "drain"}) for g in fleet.policy.node_groups)}
     )
-    allowed = rendered_allow_list("production")
+    allowed = rendered_allow_list("production/aws")
     kube.allow_only(*allowed)
 
     evening = fleet.run(EVENING, policy=policy)
@@ -613,7 +1000,7 @@ def test_the_rendered_rbac_is_enough_for_the_quotas_job_and_all_of_it_is_needed(
         kube.create(namespace(name, labels))
     # Managed by the job in a namespace the policy now excludes: the job removes it.
     kube.create(resource_quota("gpu-quota", "kube-system", {"requests.nvidia.com/gpu": "1"}, MANAGED))
-    allowed = rendered_allow_list("production", "quotas")
+    allowed = rendered_allow_list("production/gcp", "quotas")
 
     kube.allow_only(*(allowed - {("create", "resourcequotas")}))
     kube.log.clear()

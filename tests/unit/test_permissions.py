@@ -1,30 +1,40 @@
 """The shipped cloud permission documents grant exactly what the adapters declare they call: no more, no less.
 
-Each adapter declares its permissions next to the code that needs them (``IAM_ACTIONS``, ``GCP_PERMISSIONS``,
-``AZURE_ACTIONS``); the documents in kustomize/iam/ are what operators attach to the job's cloud identity.
+Each cloud adapter module declares its permissions next to the code that needs them, in one shape
+(``PERMISSIONS: jobs.adapters.permissions.Permissions``); the documents in kustomize/iam/ are what operators attach
+to the job's cloud identity, one per cloud, and grant the union of the modules the commands are wired with.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from jobs.adapters.aws import quotas as aws_quotas
-from jobs.adapters.aws_nodegroups import IAM_ACTIONS as NODEGROUP_IAM_ACTIONS
-from jobs.adapters.azure import quotas as azure_quotas
-from jobs.adapters.azure_nodegroups import AZURE_ACTIONS as NODEGROUP_AZURE_ACTIONS
-from jobs.adapters.gcp import quotas as gcp_quotas
-from jobs.adapters.gcp_nodegroups import GCP_PERMISSIONS as NODEGROUP_GCP_PERMISSIONS
+from jobs.adapters.permissions import Cloud, Permissions, union
+from jobs.commands.cloud_quotas import QUOTA_ADAPTERS
+from jobs.commands.nodegroup_clouds import NODEGROUP_ADAPTERS
 
-# One identity document per cloud for every job that calls it: the union of the adapters' declarations.
-IAM_ACTIONS = tuple(sorted(set(NODEGROUP_IAM_ACTIONS) | set(aws_quotas.IAM_ACTIONS)))
-GCP_PERMISSIONS = tuple(sorted(set(NODEGROUP_GCP_PERMISSIONS) | set(gcp_quotas.GCP_PERMISSIONS)))
-AZURE_ACTIONS = tuple(sorted(set(NODEGROUP_AZURE_ACTIONS) | set(azure_quotas.AZURE_ACTIONS)))
 IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
+
+
+def wired() -> dict[Cloud, frozenset[str]]:
+    """Cloud -> the permissions of every cloud adapter module a command is wired with."""
+    declared: list[Permissions] = []
+    for adapters in (NODEGROUP_ADAPTERS, QUOTA_ADAPTERS):
+        modules = [importlib.import_module(path.partition(":")[0]) for path in adapters.values()]
+        found = [module.PERMISSIONS for module in modules]
+        assert sorted(p.cloud for p in found) == sorted(adapters)  # each module declares its own cloud's
+        declared += found
+    return union(declared)
+
+
+DECLARED = wired()
 
 
 def aws_policy() -> dict[str, Any]:
@@ -43,7 +53,7 @@ def aws_actions(document: dict[str, Any]) -> list[str]:
 def test_aws_policy_grants_exactly_the_adapter_actions() -> None:
     actions = aws_actions(aws_policy())
 
-    assert sorted(actions) == sorted(IAM_ACTIONS)
+    assert sorted(actions) == sorted(DECLARED["aws"])
     assert [a for a, n in Counter(actions).items() if n > 1] == []  # each action granted once
 
 
@@ -80,7 +90,7 @@ def test_aws_policy_scopes_every_write_to_its_resource_type() -> None:
 def test_gcp_custom_role_has_exactly_the_adapter_permissions() -> None:
     role = yaml.safe_load((IAM / "gcp-custom-role.yaml").read_text())
 
-    assert sorted(role["includedPermissions"]) == sorted(GCP_PERMISSIONS)
+    assert sorted(role["includedPermissions"]) == sorted(DECLARED["gcp"])
     assert len(set(role["includedPermissions"])) == len(role["includedPermissions"])
     assert role.keys() == {"title", "description", "stage", "includedPermissions"}  # gcloud's role file format
     assert role["stage"] == "GA"
@@ -89,9 +99,22 @@ def test_gcp_custom_role_has_exactly_the_adapter_permissions() -> None:
 def test_azure_role_definition_has_exactly_the_adapter_actions() -> None:
     role = json.loads((IAM / "azure-role-definition.json").read_text())
 
-    assert sorted(role["Actions"]) == sorted(AZURE_ACTIONS)
+    assert sorted(role["Actions"]) == sorted(DECLARED["azure"])
     assert len(set(role["Actions"])) == len(role["Actions"])
     assert role["IsCustom"] is True
     assert role["NotActions"] == role["DataActions"] == role["NotDataActions"] == []
     assert role["AssignableScopes"]
     assert all(scope.startswith("/subscriptions/") for scope in role["AssignableScopes"])
+
+
+def test_permissions_are_merged_per_cloud_and_never_listed_twice() -> None:
+    nodegroups = Permissions("aws", ("eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"))
+    quotas = Permissions("aws", ("servicequotas:GetServiceQuota", "eks:DescribeNodegroup"))
+    pools = Permissions("gcp", ("container.clusters.get",))
+
+    assert union([nodegroups, quotas, pools]) == {
+        "aws": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "servicequotas:GetServiceQuota"},
+        "gcp": {"container.clusters.get"},
+    }
+    with pytest.raises(ValueError, match="listed twice"):
+        Permissions("azure", ("Microsoft.Compute/read", "Microsoft.Compute/read"))

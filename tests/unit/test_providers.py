@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import get_args
 
-from jobs.adapters import azure_nodegroups, gcp_nodegroups
+from jobs.adapters.azure import nodegroups as azure_nodegroups
+from jobs.adapters.gcp import nodegroups as gcp_nodegroups
 from jobs.core.nodegroups import GroupConfig, SetSize, down_config, steps_between
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, PROVIDERS, ProviderKind
 from jobs.labels import AKS_AGENTPOOL_LABEL, EKS_NODEGROUP_LABEL, GKE_NODEPOOL_LABEL

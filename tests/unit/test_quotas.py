@@ -15,12 +15,15 @@ from jobs.core.quotas import (
     NamespaceInfo,
     QuotaEntry,
     QuotaInfo,
+    compile_quotas,
     node_capacity,
     over_commit,
     plan_quotas,
     policy_capacity,
     same_hard,
+    unwritten_status,
 )
+from jobs.core.schedule import in_working_hours
 from jobs.policy_file import PolicyError, parse_policy
 
 GROUPS = """\
@@ -122,10 +125,7 @@ def test_updates_deletions_foreign_quotas_and_terminating_namespaces() -> None:
     found = plan([ns("team-a"), ns("kube-system"), ns("misc"), NamespaceInfo("old", {}, terminating=True)], quotas)
     assert found["team-a"].action == "update"
     assert found["kube-system"].action == "delete"
-    assert (found["misc"].action, found["misc"].warnings) == (
-        "unchanged",
-        ("a ResourceQuota gpu-quota not managed by gpu-jobs exists: left as it is",),
-    )
+    assert (found["misc"].action, found["misc"].writes) == ("conflict", False)  # someone else's: reported, not taken
     assert "old" not in found
     # The new limit (4) is above usage (3): no warning; below it, a warning.
     assert found["team-a"].warnings == ()
@@ -221,3 +221,151 @@ def test_a_managed_quota_under_a_former_quota_name_is_removed_after_the_new_one_
 def test_a_foreign_quota_where_the_policy_wants_none_is_neither_changed_nor_reported() -> None:
     foreign = [QuotaInfo("kube-system", "gpu-quota", {"requests.nvidia.com/gpu": "9"}, {}, managed=False)]
     assert plan([ns("kube-system")], foreign) == {}
+
+
+# A foreign quota in the way, scopes on a managed quota, values that are not quantities --------------------------
+
+GPU = "requests.nvidia.com/gpu"
+
+
+def test_a_same_named_quota_the_job_does_not_own_is_a_conflict_that_says_how_to_resolve_it() -> None:
+    """Issue 18 item 1: someone else's gpu-quota with 7 GPUs where the policy says 0 is not "unchanged"."""
+    foreign = QuotaInfo("misc", "gpu-quota", {GPU: "7"}, {}, managed=False, managers=("someone-else",))
+    entry = plan([ns("misc")], [foreign])["misc"]
+    assert (entry.action, entry.writes, unwritten_status(entry), dict(entry.hard)) == (
+        "conflict",
+        False,
+        "conflict",
+        {GPU: "0"},
+    )
+    assert entry.reason.startswith(
+        "a ResourceQuota gpu-quota that gpu-jobs does not manage (field managers someone-else; it says"
+        " requests.nvidia.com/gpu=7) is where the policy wants requests.nvidia.com/gpu=0: left as it is."
+    )
+    for how in (
+        "kubectl -n misc delete resourcequota gpu-quota",
+        "label it app.kubernetes.io/managed-by=gpu-jobs",
+        "another quotaName",
+    ):
+        assert how in entry.reason
+    # Even when it says what the policy says: the job does not own it, so it cannot keep it so.
+    same = QuotaInfo("misc", "gpu-quota", {GPU: "0"}, {}, managed=False)
+    assert plan([ns("misc")], [same])["misc"].action == "conflict"
+
+
+def test_scopes_the_jobs_own_apply_set_are_removed_by_its_next_apply() -> None:
+    mine = QuotaInfo("misc", "gpu-quota", {GPU: "0"}, {}, True, scopes=("Terminating",), scopes_mine=True)
+    entry = plan([ns("misc")], [mine])["misc"]
+    assert (entry.action, dict(entry.hard)) == ("update", {GPU: "0"})
+    assert entry.warnings == ("scopes Terminating (not in the policy) removed: the quota limits every pod",)
+
+
+@pytest.mark.parametrize(
+    ("mine", "owners", "said"),
+    [
+        (False, ("someone-else",), "set on gpu-quota by someone-else:"),
+        (True, ("someone-else",), "set on gpu-quota by someone-else:"),  # shared: the job's apply cannot drop it
+        (False, (), "set on gpu-quota by no field manager:"),
+    ],
+)
+def test_scopes_another_manager_owns_are_a_conflict(mine: bool, owners: tuple[str, ...], said: str) -> None:
+    """Issue 18 item 2: a managed quota scoped by hand limits only the pods in its scopes, whatever spec.hard says."""
+    scoped = QuotaInfo(
+        "misc", "gpu-quota", {GPU: "0"}, {}, True, ("Terminating", "PriorityClass In (high)"), mine, owners
+    )
+    entry = plan([ns("misc")], [scoped])["misc"]
+    assert (entry.action, entry.writes) == ("conflict", False)
+    assert f"scopes Terminating, PriorityClass In (high) {said}" in entry.reason
+    assert '\'[{"op":"remove","path":"/spec/scopes"}]\'' in entry.reason
+
+
+def test_a_value_that_is_not_a_quantity_fails_its_namespace_only() -> None:
+    """Issue 18 item 4: one bad value made the whole cluster's plan raise; now its namespace fails, with why."""
+    quotas = [
+        QuotaInfo("misc", "gpu-quota", {GPU: "0"}, {GPU: "lots"}, True),
+        QuotaInfo("team-a", "gpu-quota", {GPU: "2"}, {GPU: "1", "cpu": "100u"}, True),  # 100u is a quantity
+    ]
+    found = plan([ns("misc"), ns("team-a")], quotas)
+    assert (found["misc"].action, found["misc"].writes, unwritten_status(found["misc"])) == ("failed", False, "failed")
+    assert found["misc"].reason == (
+        "status.used[requests.nvidia.com/gpu] 'lots': not a quantity, so it cannot be compared with the policy:"
+        " nothing written"
+    )
+    assert found["team-a"].action == "update"
+
+
+def test_apimachinery_spellings_compare_by_value() -> None:
+    """``status.used`` as the API server writes it (``100u``, ``2E``, ``1Ei``) is read, not a crash."""
+    current = QuotaInfo("team-a", "gpu-quota", {GPU: "4000m"}, {GPU: "4", "cpu": "100u"}, True)
+    assert plan([ns("team-a")], [current])["team-a"].action == "unchanged"
+    assert same_hard({"memory": "1Ei"}, {"memory": "1024Pi"})
+    assert same_hard({"memory": "2E"}, {"memory": "2e18"})
+
+
+def test_a_rules_working_hours_are_asked_once_per_instant_not_once_per_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """5,000 namespaces under one offHours rule: one schedule question per plan (it was one per namespace)."""
+    asked: list[datetime] = []
+
+    def counting(*args: Any) -> bool:
+        asked.append(args[-1])
+        return in_working_hours(*args)
+
+    monkeypatch.setattr("jobs.core.quotas.in_working_hours", counting)
+    research = [ns(f"lab-{i}", team="research") for i in range(200)]
+    entries = plan(research, at=NIGHT)
+    assert {e.rule for e in entries.values()} == {"rules[1].offHours"}
+    assert asked == [NIGHT]
+    # Compiled once for a run, the rules answer each instant once: the plan under the Lease asks nothing again.
+    rules = compile_quotas(policy(), policy().namespace_quotas, "ml-prod")  # type: ignore[arg-type]
+    for _ in range(2):
+        plan_quotas(policy(), "ml-prod", research, [], DAY, rules)
+    assert asked == [NIGHT, DAY]
+
+
+def _listed(spec: dict[str, Any], managed_fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ResourceQuota as the API server lists it."""
+    meta = {"name": "gpu-quota", "namespace": "misc", "labels": {"app.kubernetes.io/managed-by": "gpu-jobs"}}
+    return {"metadata": {**meta, "managedFields": managed_fields}, "spec": spec, "status": {"used": {GPU: "0"}}}
+
+
+def _owns(manager: str, operation: str, *fields: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"f:hard": {f"f:{GPU}": {}}} if manager == "gpu-jobs-quotas" else {}
+    spec |= {f"f:{name}": {} for name in fields}
+    return {"manager": manager, "operation": operation, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": spec}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "mine", "owners"),
+    [
+        ([_owns("gpu-jobs-quotas", "Apply", "scopes", "scopeSelector")], True, ()),
+        # The job's apply owns scopes, nobody owns the selector: its apply would leave the selector.
+        ([_owns("gpu-jobs-quotas", "Apply", "scopes")], False, ()),
+        # Shared with another manager: the job's apply would only drop its own share.
+        (
+            [_owns("gpu-jobs-quotas", "Apply", "scopes", "scopeSelector"), _owns("argocd", "Apply", "scopes")],
+            True,
+            ("argocd",),
+        ),
+        # The job's manager name in an update (kubectl edit --field-manager ...) is not its apply.
+        (
+            [_owns("gpu-jobs-quotas", "Apply"), _owns("gpu-jobs-quotas", "Update", "scopes", "scopeSelector")],
+            False,
+            ("gpu-jobs-quotas (Update)",),
+        ),
+    ],
+)
+def test_the_adapter_reads_scopes_and_who_owns_them(
+    fields: list[dict[str, Any]], mine: bool, owners: tuple[str, ...]
+) -> None:
+    from jobs.adapters.kube.quotas import _quota  # the listing read as the adapter reads it, without an API
+
+    selector = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high", "low"]}]}
+    listed = _quota(_listed({"hard": {GPU: "0"}, "scopes": ["Terminating"], "scopeSelector": selector}, fields))
+    assert listed.scopes == ("Terminating", "PriorityClass In (high, low)")
+    assert (listed.scopes_mine, listed.scope_owners) == (mine, owners)
+    assert listed.managers == tuple(dict.fromkeys(f["manager"] for f in fields))
+    assert plan([ns("misc")], [listed])["misc"].action == ("update" if mine and not owners else "conflict")
+    unscoped = _quota(_listed({"hard": {GPU: "0"}}, fields[:1]))
+    assert (unscoped.scopes, unscoped.scopes_mine, unscoped.scope_owners) == ((), False, ())

@@ -70,3 +70,10 @@ def test_a_write_that_may_have_happened_is_not_resent() -> None:
             retryable=lambda exc: exc.retryable and not isinstance(exc, Unavailable),
         )
     assert len(calls) == 1
+
+
+def test_a_retry_after_from_the_api_is_waited_at_least() -> None:
+    clock = FakeClock()
+    _, call = failing(2, Busy("throttled", retry_after_s=7.0))
+    assert Backoff(base_s=0.01, clock=clock).call(call, sleep=clock.sleep) == "ok"
+    assert clock.slept == [7.0, 7.0]

@@ -20,7 +20,9 @@ from typing import Any, TypeVar
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
-from jobs.adapters.aws_nodegroups import _new_client, translate
+from jobs.adapters.aws.errors import translate
+from jobs.adapters.aws.session import _new_client
+from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
@@ -28,17 +30,20 @@ from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.errors import CloudError, Conflict
 
 #: Every API action this module calls, for checking the shipped IAM policy against the code.
-IAM_ACTIONS = (
-    "servicequotas:GetServiceQuota",
-    "servicequotas:GetAWSDefaultServiceQuota",
-    "servicequotas:ListRequestedServiceQuotaChangeHistoryByQuota",
-    "servicequotas:GetRequestedServiceQuotaChange",
-    "servicequotas:RequestServiceQuotaIncrease",
-    "ec2:DescribeInstanceTypes",
-    "ec2:DescribeInstances",
-    "ec2:DescribeLaunchTemplateVersions",
-    "eks:DescribeNodegroup",
-    "autoscaling:DescribeAutoScalingGroups",
+PERMISSIONS = Permissions(
+    "aws",
+    (
+        "servicequotas:GetServiceQuota",
+        "servicequotas:GetAWSDefaultServiceQuota",
+        "servicequotas:ListRequestedServiceQuotaChangeHistoryByQuota",
+        "servicequotas:GetRequestedServiceQuotaChange",
+        "servicequotas:RequestServiceQuotaIncrease",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeInstances",
+        "ec2:DescribeLaunchTemplateVersions",
+        "eks:DescribeNodegroup",
+        "autoscaling:DescribeAutoScalingGroups",
+    ),
 )
 
 SERVICE = "ec2"

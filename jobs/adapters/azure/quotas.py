@@ -22,8 +22,9 @@ from azure.identity import DefaultAzureCredential
 from azure.mgmt.quota import QuotaMgmtClient
 from azure.mgmt.quota.models import CurrentQuotaLimitBase, LimitObject, QuotaProperties, ResourceName
 
-from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
-from jobs.adapters.azure_nodegroups import translate
+from jobs.adapters.azure.auth import AllowHttpPolicy, StaticTokenCredential
+from jobs.adapters.azure.errors import translate
+from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
@@ -31,13 +32,16 @@ from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.errors import CloudError, NotFound
 
 #: Exactly the ARM actions this module calls.
-AZURE_ACTIONS = (
-    "Microsoft.Quota/quotas/read",
-    "Microsoft.Quota/quotas/write",
-    "Microsoft.Quota/quotaRequests/read",
-    "Microsoft.Quota/usages/read",
-    "Microsoft.Compute/skus/read",
-    "Microsoft.ContainerService/managedClusters/agentPools/read",
+PERMISSIONS = Permissions(
+    "azure",
+    (
+        "Microsoft.Quota/quotas/read",
+        "Microsoft.Quota/quotas/write",
+        "Microsoft.Quota/quotaRequests/read",
+        "Microsoft.Quota/usages/read",
+        "Microsoft.Compute/skus/read",
+        "Microsoft.ContainerService/managedClusters/agentPools/read",
+    ),
 )
 
 UNIT = "vCPU"

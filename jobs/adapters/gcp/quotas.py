@@ -18,7 +18,8 @@ from typing import Any
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud import cloudquotas_v1, container_v1
 
-from jobs.adapters.gcp_nodegroups import _translated
+from jobs.adapters.gcp.errors import translated as _translated
+from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
@@ -26,12 +27,15 @@ from jobs.core.policy import GcpLocator, NodeGroup
 from jobs.errors import NotFound
 
 #: Exactly the IAM permissions behind the calls below.
-GCP_PERMISSIONS = (
-    "cloudquotas.quotas.get",  # quotaInfos.get
-    "cloudquotas.quotas.update",  # quotaPreferences.patch (allowMissing: also creates)
-    "cloudquotas.quotaPreferences.list",  # quotaPreferences.list (dimensions are matched here)
-    "compute.machineTypes.list",  # machineTypes.aggregatedList (instances, node pools)
-    "container.clusters.get",  # nodePools.get
+PERMISSIONS = Permissions(
+    "gcp",
+    (
+        "cloudquotas.quotas.get",  # quotaInfos.get
+        "cloudquotas.quotas.update",  # quotaPreferences.patch (allowMissing: also creates)
+        "cloudquotas.quotaPreferences.list",  # quotaPreferences.list (dimensions are matched here)
+        "compute.machineTypes.list",  # machineTypes.aggregatedList (instances, node pools)
+        "container.clusters.get",  # nodePools.get
+    ),
 )
 
 SERVICE = "compute.googleapis.com"

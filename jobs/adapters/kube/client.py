@@ -1,21 +1,27 @@
-"""One Kubernetes API client per cluster, through the official ``kubernetes`` client, and the translation of its
-errors into ``jobs.errors``.
+"""The one way the jobs call a Kubernetes API: plain JSON over the official client's configuration and transport,
+one paginator, one translation of failures into ``jobs.errors``.
 
-In a pod the client uses the in-cluster service account; elsewhere the kubeconfig (``KUBECONFIG``), which is
-also how the local emulator is reached. Calls nothing itself, so it needs no RBAC.
+The official ``kubernetes`` package is imported here and nowhere else, and only for what it does well: loading the
+configuration (in a pod the in-cluster service account; elsewhere the kubeconfig, ``KUBECONFIG``, which is also
+how the local emulator is reached), authentication and the HTTP connection pool. Its generated API classes and
+models are not used: importing ``CoreV1Api`` builds some 280 pydantic models, about a second of every run that
+needs a few calls, and objects are read as dicts and parsed once into the job's own dataclasses.
+
+A failed call keeps what the API said: the HTTP status, the ``Status`` reason and causes, and ``Retry-After`` (so a
+backoff can wait as long as the server asked). Calls nothing itself, so it needs no RBAC.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
-from functools import partial
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import urllib3
 from kubernetes import client, config
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
@@ -23,19 +29,35 @@ from jobs import errors
 
 __all__ = [
     "PAGE",
+    "ApiClient",
     "ConfigException",
     "api_client",
-    "call",
     "job_namespace",
     "json_pages",
-    "pages",
     "request",
     "translate",
 ]
 
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 PAGE = 500
-T = TypeVar("T")
+
+#: Patch content types (the API server picks the patch semantics by Content-Type).
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+# HTTP status -> the project's error. 410 Gone is an expired list continue token (or a watch's resourceVersion):
+# the list itself can be started again, so it is retryable like a 5xx.
+_BY_STATUS: dict[int, type[errors.CloudError]] = {
+    400: errors.Invalid,
+    401: errors.Denied,
+    403: errors.Denied,
+    404: errors.NotFound,
+    409: errors.Conflict,
+    410: errors.Unavailable,
+    422: errors.Invalid,
+    429: errors.Throttled,
+}
 
 
 def job_namespace() -> str:
@@ -46,7 +68,7 @@ def job_namespace() -> str:
     return "gpu-jobs"
 
 
-def api_client(timeout_s: float = 30.0, context: str | None = None) -> client.ApiClient:
+def api_client(timeout_s: float = 30.0, context: str | None = None) -> ApiClient:
     """A client for one cluster: the kubeconfig ``context`` when given (a central install reaching a fleet), else the
     in-cluster service account, else the kubeconfig's current context. Each client has its own Configuration: the
     process-wide default would be shared (and raced on) by the clients of several clusters."""
@@ -60,51 +82,40 @@ def api_client(timeout_s: float = 30.0, context: str | None = None) -> client.Ap
         )
     configuration.connection_pool_maxsize = 32  # the job works on many groups at once
     configuration.retries = False  # the job retries what is worth retrying
-    api = client.ApiClient(configuration)
+    api = ApiClient(configuration)
     api.rest_client.pool_manager.connection_pool_kw["timeout"] = urllib3.Timeout(total=timeout_s)
     return api
 
 
 def translate(exc: Exception, operation: str) -> errors.CloudError:
-    if isinstance(exc, ApiException):
-        status = exc.status or 0
-        reason = exc.reason or ""
-        try:
-            message = json.loads(exc.body or "{}").get("message", reason)
-        except ValueError:
-            message = reason
-        kind: type[errors.CloudError] = {
-            404: errors.NotFound,
-            409: errors.Conflict,
-            403: errors.Denied,
-            401: errors.Denied,
-            422: errors.Invalid,
-            400: errors.Invalid,
-            429: errors.Throttled,
-        }.get(status, errors.Unavailable if status >= 500 else errors.CloudError)
-        return kind(f"{operation}: {status} {message}", operation=operation, code=str(status))
-    return errors.Unavailable(f"{operation}: {exc}", operation=operation, code=type(exc).__name__)
-
-
-def call(operation: str, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-        raise translate(exc, operation) from exc
-
-
-def pages(operation: str, list_fn: Callable[..., Any], **kwargs: Any) -> Iterator[Any]:
-    token = None
-    while True:
-        page = call(operation, partial(list_fn, limit=PAGE, _continue=token, **kwargs))
-        yield from page.items
-        token = page.metadata._continue
-        if not token:
-            return
+    """The ``jobs.errors`` exception for a failed call: an API answer by its status (keeping the ``Status`` reason
+    and causes and the ``Retry-After`` the server sent), no answer at all as ``Unavailable``."""
+    if not isinstance(exc, ApiException):
+        return errors.Unavailable(f"{operation}: {exc}", operation=operation, code=type(exc).__name__)
+    status = exc.status or 0
+    body = _status_body(exc.body)
+    message = str(body.get("message") or exc.reason or "")
+    details = body.get("details")
+    details = details if isinstance(details, dict) else {}
+    causes = [
+        errors.Cause(str(c.get("reason", "")), str(c.get("field", "")), str(c.get("message", "")))
+        for c in details.get("causes") or ()
+        if isinstance(c, dict)
+    ]
+    kind = _BY_STATUS.get(status, errors.Unavailable if status >= 500 else errors.CloudError)
+    return kind(
+        f"{operation}: {status} {message}",
+        operation=operation,
+        code=str(status),
+        status=status,
+        reason=str(body.get("reason") or ""),
+        causes=causes,
+        retry_after_s=_retry_after(exc.headers or {}, details),
+    )
 
 
 def request(
-    api: client.ApiClient,
+    api: ApiClient,
     operation: str,
     method: str,
     path: str,
@@ -113,32 +124,32 @@ def request(
     body: Any = None,
     content_type: str = "application/json",
 ) -> Any:
-    """One call as plain JSON, without the generated API classes: importing ``CoreV1Api`` builds some 280 pydantic
-    models, about a second of every run that needs only a few calls. ``path`` is quoted by the caller."""
+    """One call, its answer as plain JSON (None when empty). ``path`` is quoted by the caller; ``operation`` names
+    the call in errors ("patch nodes")."""
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
-    method, url, headers, serialized, post = api.param_serialize(
-        method=method,
-        resource_path=path,
-        query_params=list(query),
-        header_params=headers,
-        body=body,
-        auth_settings=["BearerToken"],
-    )
-
-    def send() -> Any:
+    try:
+        method, url, headers, serialized, post = api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
         response = api.call_api(method, url, headers, serialized, post)
         data: bytes = response.read() or b""  # type: ignore[no-untyped-call]  # untyped in the client
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=data.decode(errors="replace"), data=None)
         return json.loads(data) if data else None
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise translate(exc, operation) from exc
 
-    return call(operation, send)
 
-
-def json_pages(api: client.ApiClient, operation: str, path: str, **query: str) -> Iterator[dict[str, Any]]:
-    """A paginated list as plain JSON: building the client's models for thousands of objects costs seconds."""
+def json_pages(api: ApiClient, operation: str, path: str, **query: str) -> Iterator[dict[str, Any]]:
+    """Every item of a list, page by page (``limit``/``continue``): one request per ``PAGE`` objects, so a list of
+    thousands never arrives as one answer. ``query`` adds e.g. ``labelSelector`` or ``fieldSelector``."""
     token = None
     while True:
         params = [("limit", str(PAGE)), *query.items(), *([("continue", token)] if token else [])]
@@ -147,3 +158,22 @@ def json_pages(api: client.ApiClient, operation: str, path: str, **query: str) -
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return
+
+
+def _status_body(text: str | None) -> dict[str, Any]:
+    """The ``Status`` object of a failed call, or {} when the body is not one (a proxy's HTML page, nothing)."""
+    try:
+        body = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _retry_after(headers: Mapping[str, str], details: Mapping[str, Any]) -> float | None:
+    """Seconds the server asked to wait: the ``Retry-After`` header (the API server sends whole seconds), else the
+    Status's ``details.retryAfterSeconds``; None when it asked nothing."""
+    value = (headers.get("Retry-After") or "").strip()
+    if value.isdigit():
+        return float(value)
+    seconds = details.get("retryAfterSeconds")
+    return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None

@@ -8,9 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from kubernetes import client
-
-from jobs.adapters.kube.client import request
+from jobs.adapters.kube.client import ApiClient, request
 from jobs.adapters.kube.rbac import Grant
 from jobs.adapters.kube.records import record_name
 from jobs.core.nodegroups import GroupIdentity
@@ -23,9 +21,7 @@ RBAC = (Grant("", "events", ("create",), "namespace"),)
 class KubeEvents:
     """Kubernetes Events on the record ConfigMap of each group: ``kubectl describe`` shows what the job did."""
 
-    def __init__(
-        self, api: client.ApiClient, namespace: str, component: str, identities: Mapping[str, GroupIdentity]
-    ) -> None:
+    def __init__(self, api: ApiClient, namespace: str, component: str, identities: Mapping[str, GroupIdentity]) -> None:
         self.api = api
         self.namespace = namespace
         self.component = component
@@ -37,7 +33,7 @@ class KubeEvents:
 
 
 def emit_event(
-    api: client.ApiClient,
+    api: ApiClient,
     component: str,
     kind: str,
     name: str,

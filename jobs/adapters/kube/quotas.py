@@ -8,10 +8,8 @@ import contextlib
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes import client
-
 from jobs import errors
-from jobs.adapters.kube.client import json_pages, request
+from jobs.adapters.kube.client import ApiClient, json_pages, request
 from jobs.adapters.kube.events import emit_event
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.quantity import is_gpu_resource, parse_quantity
@@ -34,7 +32,7 @@ RBAC = (
 class KubeQuotas:
     """Through plain JSON calls (``client.request``): no generated API class to import, no models to build."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: ApiClient) -> None:
         self.api = api
 
     def namespaces(self) -> list[NamespaceInfo]:
@@ -49,16 +47,7 @@ class KubeQuotas:
         ]
 
     def quotas(self) -> list[QuotaInfo]:
-        return [
-            QuotaInfo(
-                q["metadata"]["namespace"],
-                q["metadata"]["name"],
-                {k: str(v) for k, v in ((q.get("spec") or {}).get("hard") or {}).items()},
-                {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()},
-                managed=(q["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY,
-            )
-            for q in json_pages(self.api, "list resourcequotas", "/api/v1/resourcequotas")
-        ]
+        return [_quota(q) for q in json_pages(self.api, "list resourcequotas", "/api/v1/resourcequotas")]
 
     def apply(self, namespace: str, name: str, hard: dict[str, str]) -> None:
         """Server-side apply of the job's fields only (labels and spec.hard): idempotent by nature, so a resend after
@@ -88,8 +77,49 @@ class KubeQuotas:
         for node in json_pages(self.api, "list nodes", "/api/v1/nodes"):
             for name, value in ((node.get("status") or {}).get("allocatable") or {}).items():
                 if is_gpu_resource(name):
-                    total[name] = total.get(name, 0) + int(parse_quantity(str(value)))
+                    with contextlib.suppress(ValueError):  # not a quantity: the node counts nothing, not a crash
+                        total[name] = total.get(name, 0) + int(parse_quantity(str(value)))
         return total
+
+
+def _quota(q: dict[str, Any]) -> QuotaInfo:
+    """A listed quota, with its scopes and who owns them: the job's apply gives none, and removes only its own."""
+    spec, metadata = q.get("spec") or {}, q["metadata"]
+    scopes = [str(scope) for scope in spec.get("scopes") or []]
+    for req in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        values = req.get("values") or []
+        scopes.append(f"{req.get('scopeName')} {req.get('operator')}" + (f" ({', '.join(values)})" if values else ""))
+    present = tuple(name for name in ("scopes", "scopeSelector") if spec.get(name))
+    mine, others = _scope_owners(metadata.get("managedFields") or [], present)
+    return QuotaInfo(
+        metadata["namespace"],
+        metadata["name"],
+        {k: str(v) for k, v in (spec.get("hard") or {}).items()},
+        {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()},
+        managed=(metadata.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY,
+        scopes=tuple(scopes),
+        scopes_mine=mine,
+        scope_owners=others,
+        managers=tuple(dict.fromkeys(str(m.get("manager")) for m in metadata.get("managedFields") or [])),
+    )
+
+
+def _scope_owners(entries: list[dict[str, Any]], present: tuple[str, ...]) -> tuple[bool, tuple[str, ...]]:
+    """Whether the job's own apply owns every scope field the quota has, and which other managers own one of them
+    (from ``managedFields``: server-side apply removes only the fields the applying manager alone owned)."""
+    own: set[str] = set()
+    others = []
+    for entry in entries:
+        spec = (entry.get("fieldsV1") or {}).get("f:spec") or {}
+        owned = {name for name in present if f"f:{name}" in spec}
+        if not owned:
+            continue
+        manager, operation = str(entry.get("manager")), entry.get("operation")
+        if (manager, operation) == (FIELD_MANAGER, "Apply"):
+            own |= owned
+        else:
+            others.append(manager if manager != FIELD_MANAGER else f"{manager} ({operation})")
+    return bool(present) and own == set(present), tuple(dict.fromkeys(others))
 
 
 def _quota_path(namespace: str, name: str) -> str:
@@ -99,7 +129,7 @@ def _quota_path(namespace: str, name: str) -> str:
 class QuotaEvents:
     """Kubernetes Events on the ResourceQuotas the job changes (``kubectl describe quota`` shows them)."""
 
-    def __init__(self, api: client.ApiClient, component: str = "quotas") -> None:
+    def __init__(self, api: ApiClient, component: str = "quotas") -> None:
         self.api = api
         self.component = component
 

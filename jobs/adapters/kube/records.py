@@ -9,9 +9,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from kubernetes import client
-
 from jobs.adapters.kube import state
+from jobs.adapters.kube.client import ApiClient
 from jobs.core.nodegroups import GroupIdentity, Record, RecordError
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 
@@ -65,5 +64,5 @@ class RecordCodec:
 class ConfigMapRecords(state.ConfigMapState[Record | RecordError]):
     """The nodegroups job's records in its namespace (the ``RecordStore`` port)."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, identities: Mapping[str, GroupIdentity]) -> None:
+    def __init__(self, api: ApiClient, namespace: str, identities: Mapping[str, GroupIdentity]) -> None:
         super().__init__(api, namespace, RecordCodec(dict(identities)))

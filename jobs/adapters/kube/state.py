@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import quote
 
-from kubernetes import client
-
-from jobs.adapters.kube.client import call, pages
+from jobs.adapters.kube.client import ApiClient, json_pages, request
 from jobs.adapters.kube.rbac import Grant
 from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL, RECORD_KIND_LABEL
 
@@ -50,26 +48,27 @@ class Codec(Protocol[T]):
 class ConfigMapState(Generic[T]):
     """A typed state store over ConfigMaps (see the module's docstring). Thread-safe."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, codec: Codec[T]) -> None:
-        self.core = client.CoreV1Api(api)
+    def __init__(self, api: ApiClient, namespace: str, codec: Codec[T]) -> None:
+        self.api = api
         self.namespace = namespace
         self.codec = codec
         self._names = dict(codec.keys())
         self._versions: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._configmaps = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps"
 
     def load(self) -> dict[str, T]:
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{RECORD_KIND_LABEL}={self.codec.kind}"
-        listing = partial(self.core.list_namespaced_config_map, namespace=self.namespace, label_selector=selector)
-        found = {cm.metadata.name: cm for cm in pages("list configmaps", listing)}
+        listing = json_pages(self.api, "list configmaps", self._configmaps, labelSelector=selector)
+        found = {cm["metadata"]["name"]: cm for cm in listing}
         entries: dict[str, T] = {}
         for key, name in self._names.items():
             cm = found.get(name)
             if cm is None:
                 continue
             with self._lock:
-                self._versions[key] = cm.metadata.resource_version
-            entries[key] = self.codec.decode(key, name, cm.data or {})
+                self._versions[key] = str(cm["metadata"]["resourceVersion"])
+            entries[key] = self.codec.decode(key, name, cm.get("data") or {})
         return entries
 
     def save(self, key: str, value: T) -> None:
@@ -77,19 +76,17 @@ class ConfigMapState(Generic[T]):
         labels, data = self.codec.encode(key, value)
         with self._lock:
             version = self._versions.get(key)
-        body = client.V1ConfigMap(
-            metadata=client.V1ObjectMeta(
-                name=name,
-                namespace=self.namespace,
-                labels={MANAGED_BY_LABEL: MANAGED_BY, RECORD_KIND_LABEL: self.codec.kind, **labels},
-                resource_version=version,
-            ),
-            data=data,
-        )
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": self.namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, RECORD_KIND_LABEL: self.codec.kind, **labels},
+        }
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
         if version is None:
-            saved: Any = call("create configmaps", lambda: self.core.create_namespaced_config_map(self.namespace, body))
+            saved = request(self.api, "create configmaps", "POST", self._configmaps, body=body)
         else:
-            replace_it = partial(self.core.replace_namespaced_config_map, name, self.namespace, body)
-            saved = call("update configmaps", replace_it)
+            metadata["resourceVersion"] = version  # a writer that came in between makes this a 409
+            path = f"{self._configmaps}/{quote(name, safe='')}"
+            saved = request(self.api, "update configmaps", "PUT", path, body=body)
         with self._lock:
-            self._versions[key] = str(saved.metadata.resource_version)
+            self._versions[key] = str(saved["metadata"]["resourceVersion"])

@@ -1,15 +1,16 @@
 """Nodes and the GPU pods on them (reads), cordon and eviction (writes): what the nodegroups job does to a
-cluster's workloads before a group goes down."""
+cluster's workloads before a group goes down. Objects are read as JSON and parsed once, here, into the core's
+``NodeInfo`` and ``GpuPod``."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
-
-from kubernetes import client
+from urllib.parse import quote
 
 from jobs import errors
-from jobs.adapters.kube.client import call, pages
+from jobs.adapters.kube.client import STRATEGIC_MERGE_PATCH, ApiClient, json_pages, request
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.nodegroup_plan import GpuPod, NodeInfo
 from jobs.labels import CORDONED_BY_ANNOTATION, GPU_RESOURCE_PREFIXES, KEEP_ALIVE_ANNOTATION, SAFE_TO_EVICT_ANNOTATION
@@ -20,67 +21,89 @@ RBAC = (
     Grant("", "pods/eviction", ("create",), "cluster"),  # `onBusy: drain` evicts, so PodDisruptionBudgets hold
 )
 
+# Pods that have finished hold no GPU.
+_RUNNING_OR_PENDING = "status.phase!=Succeeded,status.phase!=Failed"
 
-def _gpus(pod: Any) -> int:
-    total = 0
-    for container in pod.spec.containers or []:
-        resources = container.resources
-        wanted = {**((resources and resources.limits) or {}), **((resources and resources.requests) or {})}
-        for name, value in wanted.items():
-            if name.startswith(GPU_RESOURCE_PREFIXES):
-                total += int(str(value))
-    return total
+
+def node_info(node: Mapping[str, Any]) -> NodeInfo:
+    meta = node.get("metadata") or {}
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+    ours = unschedulable and CORDONED_BY_ANNOTATION in (meta.get("annotations") or {})
+    return NodeInfo(str(meta["name"]), dict(meta.get("labels") or {}), unschedulable, ours)
+
+
+def gpu_pod(pod: Mapping[str, Any]) -> GpuPod | None:
+    """The pod as a ``GpuPod``, or None if it asks for no GPU or is not on a node yet."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    gpus = 0
+    for container in spec.get("containers") or ():
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        gpus += sum(int(str(value)) for name, value in wanted.items() if name.startswith(GPU_RESOURCE_PREFIXES))
+    node = spec.get("nodeName")
+    if not gpus or not node:
+        return None
+    notes = meta.get("annotations") or {}
+    evictable = notes.get(SAFE_TO_EVICT_ANNOTATION) != "false" and KEEP_ALIVE_ANNOTATION not in notes
+    return GpuPod(str(meta["namespace"]), str(meta["name"]), str(node), gpus, evictable)
 
 
 class KubeCluster:
     """Nodes and GPU pods (reads), cordon and eviction (writes)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
-        self.core = client.CoreV1Api(api)
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
 
     def nodes(self) -> list[NodeInfo]:
-        found = []
-        for n in pages("list nodes", self.core.list_node):
-            unschedulable = bool(n.spec and n.spec.unschedulable)
-            ours = unschedulable and CORDONED_BY_ANNOTATION in (n.metadata.annotations or {})
-            found.append(NodeInfo(n.metadata.name, dict(n.metadata.labels or {}), unschedulable, ours))
-        return found
+        return [node_info(n) for n in json_pages(self.api, "list nodes", "/api/v1/nodes")]
 
     def gpu_pods(self) -> list[GpuPod]:
-        found = []
-        selector = "status.phase!=Succeeded,status.phase!=Failed"
-        for pod in pages("list pods", self.core.list_pod_for_all_namespaces, field_selector=selector):
-            gpus = _gpus(pod)
-            if not gpus or not pod.spec.node_name:
-                continue
-            notes = pod.metadata.annotations or {}
-            evictable = notes.get(SAFE_TO_EVICT_ANNOTATION) != "false" and KEEP_ALIVE_ANNOTATION not in notes
-            found.append(GpuPod(pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, gpus, evictable))
-        return found
+        listing = json_pages(self.api, "list pods", "/api/v1/pods", fieldSelector=_RUNNING_OR_PENDING)
+        return [found for found in map(gpu_pod, listing) if found is not None]
 
     def cordon(self, node: str) -> None:
         mark = {"metadata": {"annotations": {CORDONED_BY_ANNOTATION: "nodegroups"}}, "spec": {"unschedulable": True}}
-        call("patch nodes", lambda: self.core.patch_node(node, mark))
+        self._patch_node(node, mark)
 
     def uncordon(self, node: str) -> None:
         unmark = {"metadata": {"annotations": {CORDONED_BY_ANNOTATION: None}}, "spec": {"unschedulable": None}}
         with contextlib.suppress(errors.NotFound):  # the node went away with its group: nothing left to undo
-            call("patch nodes", lambda: self.core.patch_node(node, unmark))
+            self._patch_node(node, unmark)
 
     def evict(self, pod: GpuPod) -> None:
-        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace))
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+        }
         try:
-            call(
-                "create pods/eviction", lambda: self.core.create_namespaced_pod_eviction(pod.name, pod.namespace, body)
-            )
+            request(self.api, "create pods/eviction", "POST", f"{_pod_path(pod)}/eviction", body=body)
         except errors.Throttled as exc:  # 429 from eviction means a PodDisruptionBudget said no (for now)
-            raise errors.Busy(str(exc), operation=exc.operation, code="DisruptionBudget") from exc
+            raise errors.Busy(
+                str(exc),
+                operation=exc.operation,
+                code="DisruptionBudget",
+                status=exc.status,
+                reason=exc.reason,
+                causes=exc.causes,
+                retry_after_s=exc.retry_after_s,
+            ) from exc
         except errors.NotFound:
             pass  # already gone
 
     def pod_exists(self, pod: GpuPod) -> bool:
         try:
-            call("get pods", lambda: self.core.read_namespaced_pod(pod.name, pod.namespace))
+            request(self.api, "get pods", "GET", _pod_path(pod))
         except errors.NotFound:
             return False
         return True
+
+    def _patch_node(self, node: str, patch: Mapping[str, Any]) -> None:
+        # Strategic merge, as kubectl cordon sends it: a null removes the field or the annotation.
+        path = f"/api/v1/nodes/{quote(node, safe='')}"
+        request(self.api, "patch nodes", "PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+
+
+def _pod_path(pod: GpuPod) -> str:
+    return f"/api/v1/namespaces/{quote(pod.namespace, safe='')}/pods/{quote(pod.name, safe='')}"

@@ -7,8 +7,9 @@ backs a node group with no Auto Scaling group. This module adds exactly that:
 - scaling-config rules (maxSize >= 1, minSize >= 0, desiredSize >= 0, min <= desired <= max), else
   ``InvalidParameterException`` (400);
 - asynchronous updates: an ``update`` object (``InProgress``) the client polls with ``DescribeUpdate``; the node
-  group reports ``UPDATING`` for :class:`UpdateTiming` polls/seconds, then ``ACTIVE`` with the new config; a second
-  update meanwhile is ``ResourceInUseException`` (409);
+  group reports ``UPDATING`` until :class:`UpdateTiming` ``seconds`` have passed on the emulator's clock, then
+  ``ACTIVE`` with the new config, described or not (the backing ASG follows at that moment, as on EKS, where an
+  update runs on its own); a second update meanwhile is ``ResourceInUseException`` (409);
 - a real moto Auto Scaling group per node group (``eks-<nodegroup>-<uuid>``) carrying the Cluster Autoscaler
   discovery tags, whose min/max/desired follow the node group when an update completes, and whose desired
   capacity (which the Cluster Autoscaler changes) shows up as the node group's ``desiredSize``, as on EKS;
@@ -58,14 +59,20 @@ _UPDATE_ERRORS = {
 LT_AND_TYPES_MSG = "Instance type is specified in both the launch template and the nodegroup request"
 
 
+#: How long an update runs by default: real EKS takes minutes; a tenth of a second keeps the sandbox and tests quick
+#: while every "still UPDATING" moment stays observable.
+DEFAULT_UPDATE_SECONDS = 0.1
+
+
 @dataclass(frozen=True)
 class UpdateTiming:
-    """How long a node group stays ``UPDATING``: ``polls`` describes of it (DescribeNodegroup/DescribeUpdate)
-    answer ``UPDATING``/``InProgress`` and the next one sees it done, or ``seconds`` pass, whichever is first.
-    ``None`` disables that criterion."""
+    """How long a node group stays ``UPDATING``: ``seconds`` after the update started, on the emulator's clock,
+    whether or not anyone describes it (``None``: until :meth:`EksExtension.finish_now`, for tests that hold an
+    update). ``polls`` is a test-only shortcut, off by default: the update is also done once that many describes
+    (DescribeNodegroup/DescribeUpdate) have seen it running."""
 
-    polls: int | None = 2
-    seconds: float | None = None
+    polls: int | None = None
+    seconds: float | None = DEFAULT_UPDATE_SECONDS
 
 
 @dataclass
@@ -137,9 +144,18 @@ def _update_params(request: dict[str, Any]) -> list[dict[str, str]]:
 class EksExtension:
     """What moto's EKS lacks; thread-safe (the server is threaded)."""
 
-    def __init__(self, timing: UpdateTiming | None = None, *, capacity: Capacity) -> None:
+    def __init__(
+        self,
+        timing: UpdateTiming | None = None,
+        *,
+        capacity: Capacity,
+        clock: Callable[[], float] = time.monotonic,
+        wake_at: Callable[[float], None] = lambda deadline: None,
+    ) -> None:
         self.timing = timing or UpdateTiming()
         self._capacity = capacity
+        self._clock = clock
+        self._wake_at = wake_at
         self._lock = threading.RLock()
         self._updates: dict[str, NodegroupUpdate] = {}
         self._open: dict[tuple[str, str, str], str] = {}  # (region, cluster, nodegroup) -> open update id
@@ -218,11 +234,25 @@ class EksExtension:
         self._attach_asg(region, group, self._as_eks_reports(region, group, list(instance_types), None))
         return group
 
-    def settle(self) -> None:
+    def finish_now(self) -> None:
         """Complete every update in progress now (a test hook)."""
         with self._lock:
             for update_id in list(self._open.values()):
                 self._complete(self._updates[update_id])
+
+    def tick(self) -> None:
+        """Complete the updates whose time is up (the emulator runs this on every request and at each deadline)."""
+        with self._lock:
+            for update_id in list(self._open.values()):
+                update = self._updates[update_id]
+                if self._due(update):
+                    self._complete(update)
+
+    def _due(self, update: NodegroupUpdate) -> bool:
+        timing = self.timing
+        done_by_polls = timing.polls is not None and update.polls > timing.polls
+        done_by_time = timing.seconds is not None and self._clock() - update.started >= timing.seconds
+        return done_by_polls or done_by_time
 
     @staticmethod
     def _as_eks_reports(
@@ -299,10 +329,7 @@ class EksExtension:
                 update = self._updates[update_id]
                 if poll:
                     update.polls += 1
-                timing = self.timing
-                done_by_polls = timing.polls is not None and update.polls > timing.polls
-                done_by_time = timing.seconds is not None and time.monotonic() - update.started >= timing.seconds
-                if done_by_polls or done_by_time:
+                if self._due(update):
                     self._complete(update)
                 return
             group = moto_state.find_nodegroup(region, cluster, name)
@@ -438,6 +465,9 @@ class EksExtension:
                     nodegroupName=name,
                 )
             update = NodegroupUpdate(str(uuid.uuid4()), call.region, cluster, name, token, request, params)
+            update.started = self._clock()
+            if self.timing.seconds is not None:
+                self._wake_at(update.started + self.timing.seconds)
             self._updates[update.id] = update
             self._open[(call.region, cluster, name)] = update.id
             group.status = "UPDATING"

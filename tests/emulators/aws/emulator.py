@@ -26,7 +26,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 
 from tests.emulators.aws import autoscaling, moto_state
 from tests.emulators.aws.capacity import Capacity
-from tests.emulators.aws.eks import EksExtension, Handler, UpdateTiming
+from tests.emulators.aws.eks import DEFAULT_UPDATE_SECONDS, EksExtension, Handler, UpdateTiming
 from tests.emulators.aws.service_quotas import QuotaRequest, ServiceQuotasFake
 from tests.emulators.aws.wire import Reply, fault_reply, identify
 from tests.emulators.base import Emulator, FaultKind, RunningServer, start
@@ -50,9 +50,9 @@ class AwsEmulator(Emulator):
         super().__init__()
         self.region = region
         self.url = ""
-        self.quotas = ServiceQuotasFake()
+        self.quotas = ServiceQuotasFake(clock=self.clock, wake_at=self.wake_at)
         self.capacity = Capacity(self.quotas)
-        self.eks = EksExtension(capacity=self.capacity)
+        self.eks = EksExtension(capacity=self.capacity, clock=self.clock, wake_at=self.wake_at)
         self._server: RunningServer | None = None
         self._moto: Callable[[dict[str, Any], StartResponse], Iterable[bytes]] = DomainDispatcherApplication(
             create_backend_app
@@ -104,6 +104,11 @@ class AwsEmulator(Emulator):
                 close()
         headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
         return Reply(int(captured["status"].split(" ", 1)[0]), headers, data)
+
+    def tick(self) -> None:
+        """Finish the EKS updates and apply the quota decisions whose time is up."""
+        self.eks.tick()
+        self.quotas.tick()
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
@@ -301,14 +306,22 @@ class AwsEmulator(Emulator):
     def restock(self, instance_type: str | None = None) -> None:
         self.capacity.restock(instance_type)
 
-    def resolve_quota_request(self, request_id: str, status: str) -> QuotaRequest:
-        return self.quotas.resolve(request_id, status)
+    def decide_quota_request(
+        self, request_id: str, status: str, value: float | None = None, after_s: float = 0.0
+    ) -> QuotaRequest:
+        """Support decides a Service Quotas request now (or ``after_s`` later); returns it as it stands now."""
+        self.quotas.decide(request_id, status, value, after_s)
+        return next(r for r in self.quotas.requests() if r.id == request_id)
 
 
-def start_aws(port: int = 0, region: str = DEFAULT_REGION) -> AwsEmulator:
-    """Run a standalone emulator (e.g. for the demo sandbox); call ``.stop()`` when done."""
+def start_aws(
+    port: int = 0, region: str = DEFAULT_REGION, *, update_seconds: float | None = DEFAULT_UPDATE_SECONDS
+) -> AwsEmulator:
+    """Run a standalone emulator (e.g. for the demo sandbox); call ``.stop()`` when done. ``update_seconds``: how
+    long an EKS update runs before it lands, polled or not."""
     emulator = AwsEmulator(region).serve(port)
     emulator.warm_up()
+    emulator.update_timing = UpdateTiming(seconds=update_seconds)
     return emulator
 
 

@@ -1,11 +1,21 @@
 """A Service Quotas fake for EC2's GPU quotas (moto only knows a few VPC defaults).
 
 Shapes follow botocore's ``service-quotas`` model (``ServiceQuota``, ``RequestedServiceQuotaChange``) and the
-errors are the modelled ones: unknown service/quota -> ``NoSuchResourceException``; a desired value not above
-the current one -> ``IllegalArgumentException``; a second request while one is open (``PENDING`` or
-``CASE_OPENED``) -> ``ResourceAlreadyExistsException``. Quotas and requests are per region, values in vCPUs.
-Requests stay ``PENDING`` until the test hook :meth:`ServiceQuotasFake.resolve` moves them; ``APPROVED`` raises
-the quota to the desired value.
+errors are the modelled ones (plus AWS's generic input ``ValidationException``):
+
+- unknown service/quota/request -> ``NoSuchResourceException``; so is ``GetServiceQuota`` of a quota with no
+  *applied* value (a fresh account: only ``GetAWSDefaultServiceQuota`` answers, and ``ListServiceQuotas``
+  leaves it out; "If the applied quota value is not available for a quota, the quota is not retrieved");
+- a desired value not above the current one, or a quota that is not ``Adjustable`` ->
+  ``IllegalArgumentException``;
+- a second request while one is open (``PENDING`` or ``CASE_OPENED``) -> ``ResourceAlreadyExistsException``;
+- a ``Status`` filter outside the model's enum on either history list -> ``ValidationException``.
+
+Quotas and requests are per region, values in vCPUs. A request stays ``PENDING`` until the test or the sandbox
+decides it (:meth:`ServiceQuotasFake.decide` now or ``after_s`` later on the emulator's clock, or
+:meth:`ServiceQuotasFake.decide_next` for requests not filed yet), never because someone polled it. ``APPROVED``
+applies the desired value, or a lower ``value`` (a partial approval: the request keeps its ``DesiredValue``);
+``CASE_OPENED`` gives the request a support ``CaseId``.
 """
 
 from __future__ import annotations
@@ -26,8 +36,12 @@ Handler = Callable[[AwsCall, Passthrough], Reply]
 
 SERVICE_CODE = "ec2"
 SERVICE_NAME = "Amazon Elastic Compute Cloud (Amazon EC2)"
-STATUSES = frozenset({"PENDING", "CASE_OPENED", "APPROVED", "DENIED", "CASE_CLOSED", "NOT_APPROVED", "INVALID_REQUEST"})
+#: botocore's ``RequestStatus`` enum, in the model's order.
+_STATUS_ORDER = ("PENDING", "CASE_OPENED", "APPROVED", "DENIED", "CASE_CLOSED", "NOT_APPROVED", "INVALID_REQUEST")
+STATUSES = frozenset(_STATUS_ORDER)
 OPEN_STATUSES = frozenset({"PENDING", "CASE_OPENED"})
+_NO_QUOTA = "The request failed because the specified quota does not exist."
+_NO_SERVICE = "The request failed because the specified service does not exist."
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,7 @@ class QuotaSpec:
     name: str
     usage_class: str  # the AWS/Usage "Class" dimension
     default: float
+    adjustable: bool = True
 
 
 #: The EC2 vCPU quotas per instance family group; AWS defaults of a fresh account.
@@ -64,8 +79,7 @@ class QuotaRequest:
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
 
-    def to_json(self) -> dict[str, Any]:
-        spec = EC2_QUOTAS[self.code]
+    def to_json(self, spec: QuotaSpec) -> dict[str, Any]:
         body: dict[str, Any] = {
             "Id": self.id,
             "ServiceCode": SERVICE_CODE,
@@ -100,7 +114,7 @@ def _quota_json(region: str, spec: QuotaSpec, value: float) -> dict[str, Any]:
         "QuotaName": spec.name,
         "Value": value,
         "Unit": "None",
-        "Adjustable": True,
+        "Adjustable": spec.adjustable,
         "GlobalQuota": False,
         "UsageMetric": {
             "MetricNamespace": "AWS/Usage",
@@ -119,55 +133,116 @@ class _Refusal(Exception):
         self.code, self.message = code, message
 
 
-class ServiceQuotasFake:
-    """Thread-safe in-memory Service Quotas for ``ec2``; seed with :meth:`set_quota`, resolve with :meth:`resolve`."""
+@dataclass(frozen=True)
+class Decision:
+    """What support decides about a request: a status, and for ``APPROVED`` the value granted (None: as asked)."""
 
-    def __init__(self) -> None:
+    status: str
+    value: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown request status {self.status!r}; known: {sorted(STATUSES)}")
+        if self.value is not None and self.status != "APPROVED":
+            raise ValueError("only an APPROVED decision grants a value")
+
+
+class ServiceQuotasFake:
+    """Thread-safe in-memory Service Quotas for ``ec2``; seed with :meth:`set_quota`, decide with :meth:`decide`."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        wake_at: Callable[[float], None] = lambda deadline: None,
+    ) -> None:
         self._lock = threading.Lock()
-        self._values: dict[tuple[str, str], float] = {}  # (region, code) -> applied value, when not the default
+        self._clock = clock
+        self._wake_at = wake_at
+        self._specs: dict[str, QuotaSpec] = dict(EC2_QUOTAS)
+        self._values: dict[tuple[str, str], float] = {}  # (region, code) -> applied value
         self._requests: dict[str, QuotaRequest] = {}
+        self._scheduled: list[tuple[float, str, Decision]] = []  # (due on the clock, request id, decision)
+        self._next: list[tuple[str | None, float, Decision]] = []  # (quota code or any, after_s, decision)
 
     def reset(self) -> None:
         with self._lock:
+            self._specs = dict(EC2_QUOTAS)
             self._values.clear()
             self._requests.clear()
+            self._scheduled.clear()
+            self._next.clear()
 
     # --- test hooks ------------------------------------------------------------------------------------------
 
+    def define_quota(self, spec: QuotaSpec) -> None:
+        """Add (or redefine) a quota, e.g. one that is not ``Adjustable``."""
+        with self._lock:
+            self._specs[spec.code] = spec
+
     def set_quota(self, region: str, code: str, value: float) -> None:
-        if code not in EC2_QUOTAS:
-            raise KeyError(f"unknown EC2 quota code {code!r}; known: {sorted(EC2_QUOTAS)}")
+        """Give the quota an applied value in ``region`` (what GetServiceQuota and ListServiceQuotas answer)."""
+        if code not in self._specs:
+            raise KeyError(f"unknown EC2 quota code {code!r}; known: {sorted(self._specs)}")
         with self._lock:
             self._values[(region, code)] = float(value)
 
     def value(self, region: str, code: str) -> float:
+        """The value in force: the applied one, else the AWS default."""
         with self._lock:
             return self._value(region, code)
 
     def explicit_value(self, region: str, code: str) -> float | None:
-        """The value a test set (or an approved request applied); None while it is the account default."""
+        """The applied value (set by a test or by an approved request); None while there is none."""
         with self._lock:
             return self._values.get((region, code))
 
-    def resolve(self, request_id: str, status: str) -> QuotaRequest:
-        """Move a request to ``status`` as AWS support would; ``APPROVED`` applies the desired value."""
-        if status not in STATUSES:
-            raise ValueError(f"unknown request status {status!r}; known: {sorted(STATUSES)}")
+    def decide(self, request_id: str, status: str, value: float | None = None, after_s: float = 0.0) -> None:
+        """Support moves a request to ``status`` now, or ``after_s`` seconds from now on the emulator's clock
+        whether or not anyone looks. ``APPROVED`` applies ``value`` (default: the desired value; lower: a partial
+        approval); ``CASE_OPENED`` opens a support case."""
+        decision = Decision(status, value)
         with self._lock:
-            request = self._requests[request_id]
-            request.status = status
-            request.updated = time.time()
-            if status == "CASE_OPENED" and request.case_id is None:
-                request.case_id = (
-                    f"case-{ACCOUNT_ID}-{secrets.token_hex(2)}-{time.gmtime().tm_year}-{secrets.token_hex(8)}"
-                )
-            if status == "APPROVED":
-                self._values[(request.region, request.code)] = request.desired
-            return replace(request)
+            if request_id not in self._requests:
+                raise KeyError(f"no quota request {request_id!r}")
+            if after_s <= 0:
+                self._apply(self._requests[request_id], decision)
+                return
+            due = self._clock() + after_s
+            self._scheduled.append((due, request_id, decision))
+        self._wake_at(due)
+
+    def decide_next(
+        self, status: str, value: float | None = None, after_s: float = 0.0, code: str | None = None
+    ) -> None:
+        """The next request filed (for quota ``code``, or any) is decided ``after_s`` seconds after it was filed:
+        how a sandbox scripts support before the job runs. Queued decisions are used in order."""
+        decision = Decision(status, value)
+        with self._lock:
+            self._next.append((code, after_s, decision))
+
+    def tick(self) -> None:
+        """Apply the decisions whose time has come (the emulator runs this on every request and at each deadline)."""
+        with self._lock:
+            now = self._clock()
+            due = [entry for entry in self._scheduled if entry[0] <= now]
+            self._scheduled = [entry for entry in self._scheduled if entry[0] > now]
+            for _, request_id, decision in sorted(due, key=lambda entry: entry[0]):
+                request = self._requests.get(request_id)
+                if request is not None:
+                    self._apply(request, decision)
 
     def requests(self) -> list[QuotaRequest]:
         with self._lock:
             return [replace(r) for r in self._requests.values()]
+
+    def _apply(self, request: QuotaRequest, decision: Decision) -> None:
+        request.status = decision.status
+        request.updated = time.time()
+        if decision.status == "CASE_OPENED" and request.case_id is None:
+            request.case_id = f"case-{ACCOUNT_ID}-{secrets.token_hex(2)}-{time.gmtime().tm_year}-{secrets.token_hex(8)}"
+        if decision.status == "APPROVED":
+            granted = request.desired if decision.value is None else decision.value
+            self._values[(request.region, request.code)] = granted
 
     # --- API -------------------------------------------------------------------------------------------------
 
@@ -176,6 +251,7 @@ class ServiceQuotasFake:
             "GetServiceQuota": self._get_service_quota,
             "GetAWSDefaultServiceQuota": self._get_default_quota,
             "ListServiceQuotas": self._list_service_quotas,
+            "ListAWSDefaultServiceQuotas": self._list_default_quotas,
             "RequestServiceQuotaIncrease": self._request_increase,
             "GetRequestedServiceQuotaChange": self._get_request,
             "ListRequestedServiceQuotaChangeHistory": self._history,
@@ -194,43 +270,51 @@ class ServiceQuotasFake:
         return handler
 
     def _value(self, region: str, code: str) -> float:
-        return self._values.get((region, code), EC2_QUOTAS[code].default)
+        return self._values.get((region, code), self._specs[code].default)
 
-    @staticmethod
-    def _spec(body: dict[str, Any]) -> QuotaSpec:
+    def _spec(self, body: dict[str, Any]) -> QuotaSpec:
         if body.get("ServiceCode") != SERVICE_CODE:
-            raise _Refusal(
-                "NoSuchResourceException", "The request failed because the specified service does not exist."
-            )
-        spec = EC2_QUOTAS.get(str(body.get("QuotaCode")))
+            raise _Refusal("NoSuchResourceException", _NO_SERVICE)
+        spec = self._specs.get(str(body.get("QuotaCode")))
         if spec is None:
-            raise _Refusal("NoSuchResourceException", "The request failed because the specified quota does not exist.")
+            raise _Refusal("NoSuchResourceException", _NO_QUOTA)
         return spec
 
     def _get_service_quota(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
         spec = self._spec(body)
-        return {"Quota": _quota_json(call.region, spec, self._value(call.region, spec.code))}
+        applied = self._values.get((call.region, spec.code))
+        if applied is None:
+            raise _Refusal("NoSuchResourceException", _NO_QUOTA)
+        return {"Quota": _quota_json(call.region, spec, applied)}
 
     def _get_default_quota(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
         spec = self._spec(body)
         return {"Quota": _quota_json(call.region, spec, spec.default)}
 
-    def _list_service_quotas(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
+    def _check_service(self, body: dict[str, Any]) -> None:
         if body.get("ServiceCode") != SERVICE_CODE:
-            raise _Refusal(
-                "NoSuchResourceException", "The request failed because the specified service does not exist."
-            )
+            raise _Refusal("NoSuchResourceException", _NO_SERVICE)
+
+    def _list_service_quotas(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_service(body)
         wanted = body.get("QuotaCode")
         quotas = [
-            _quota_json(call.region, spec, self._value(call.region, spec.code))
-            for spec in EC2_QUOTAS.values()
-            if wanted in (None, spec.code)
+            _quota_json(call.region, spec, self._values[(call.region, spec.code)])
+            for spec in self._specs.values()
+            if wanted in (None, spec.code) and (call.region, spec.code) in self._values
         ]
         page, token = _page(quotas, body)
         return {"Quotas": page, **token}
 
+    def _list_default_quotas(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_service(body)
+        page, token = _page([_quota_json(call.region, s, s.default) for s in self._specs.values()], body)
+        return {"Quotas": page, **token}
+
     def _request_increase(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
         spec = self._spec(body)
+        if not spec.adjustable:
+            raise _Refusal("IllegalArgumentException", f"The quota {spec.code} is not adjustable.")
         desired = float(body.get("DesiredValue", 0))
         if desired <= self._value(call.region, spec.code):
             raise _Refusal(
@@ -245,7 +329,17 @@ class ServiceQuotasFake:
             )
         request = QuotaRequest(secrets.token_hex(16) + secrets.token_urlsafe(8)[:10], call.region, spec.code, desired)
         self._requests[request.id] = request
-        return {"RequestedQuota": request.to_json()}
+        for index, (code, after_s, decision) in enumerate(self._next):
+            if code in (None, spec.code):
+                del self._next[index]
+                if after_s <= 0:
+                    self._apply(request, decision)
+                else:
+                    due = self._clock() + after_s
+                    self._scheduled.append((due, request.id, decision))
+                    self._wake_at(due)
+                break
+        return {"RequestedQuota": request.to_json(spec)}
 
     def _get_request(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
         request = self._requests.get(str(body.get("RequestId")))
@@ -253,14 +347,12 @@ class ServiceQuotasFake:
             raise _Refusal(
                 "NoSuchResourceException", "The request failed because the specified request does not exist."
             )
-        return {"RequestedQuota": request.to_json()}
+        return {"RequestedQuota": request.to_json(self._specs[request.code])}
 
     def _history(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
         service = body.get("ServiceCode")
         if service not in (None, SERVICE_CODE):
-            raise _Refusal(
-                "NoSuchResourceException", "The request failed because the specified service does not exist."
-            )
+            raise _Refusal("NoSuchResourceException", _NO_SERVICE)
         return self._history_page(call, body, code=None)
 
     def _history_by_quota(self, call: AwsCall, body: dict[str, Any]) -> dict[str, Any]:
@@ -268,8 +360,15 @@ class ServiceQuotasFake:
 
     def _history_page(self, call: AwsCall, body: dict[str, Any], code: str | None) -> dict[str, Any]:
         status = body.get("Status")
+        if status is not None and status not in STATUSES:
+            # AWS's JSON front end checks enums before the service sees the request (botocore does not).
+            raise _Refusal(
+                "ValidationException",
+                f"1 validation error detected: Value '{status}' at 'status' failed to satisfy constraint: Member must"
+                f" satisfy enum value set: [{', '.join(_STATUS_ORDER)}]",
+            )
         matching = [
-            r.to_json()
+            r.to_json(self._specs[r.code])
             for r in reversed(self._requests.values())  # newest first
             if r.region == call.region and code in (None, r.code) and status in (None, r.status)
         ]

@@ -173,14 +173,15 @@ class AsyncOperation:
     id: str
     kind: str
     target: str
-    #: Status polls still to answer InProgress; ``None`` holds the operation until :meth:`finish` is called.
+    #: Test-only: status polls still to answer InProgress before it completes; ``None`` (the default): polls do
+    #: not count, only time (``finish_at``) or :meth:`finish` ends it.
     polls_left: int | None
     on_succeeded: Callable[[], None]
     on_failed: Callable[[], None]
     status: OperationStatus = "InProgress"
     error: ArmError | None = None
-    #: Monotonic instant after which the operation succeeds even if nobody polls it (a real one finishes on its
-    #: own: a client whose answer was lost never polls); ``None``: only polls finish it.
+    #: Monotonic instant at which the operation completes whether or not anyone polls it (a real one finishes on its
+    #: own: a client whose answer was lost never polls); ``None``: held until :meth:`finish` (or polls, if counted).
     finish_at: float | None = None
     start_time: str = field(default_factory=now_iso)
     end_time: str | None = None
@@ -232,9 +233,18 @@ class AsyncOperation:
 
 @dataclass
 class AsyncOperations:
-    """Every long-running operation an emulator started, by id. Callers hold the emulator's lock."""
+    """Every long-running operation an emulator started, by id. Callers hold the emulator's lock.
+
+    ``wake_at`` (the emulator's :meth:`~tests.emulators.base.Emulator.wake_at`) is told each deadline, so an
+    operation completes on time even if no request comes."""
 
     _by_id: dict[str, AsyncOperation] = field(default_factory=dict)
+    wake_at: Callable[[float], None] = lambda deadline: None
+
+    @staticmethod
+    def now() -> float:
+        """The clock deadlines are measured on (monotonic, as the emulator's)."""
+        return time.monotonic()
 
     def start(
         self,
@@ -246,14 +256,15 @@ class AsyncOperations:
         seconds: float | None = None,
     ) -> AsyncOperation:
         operation = AsyncOperation(str(uuid.uuid4()), kind, target, polls, on_succeeded, on_failed)
-        if polls is not None and seconds is not None:
-            operation.finish_at = time.monotonic() + seconds
+        if seconds is not None:
+            operation.finish_at = self.now() + seconds
+            self.wake_at(operation.finish_at)
         self._by_id[operation.id] = operation
         return operation
 
     def settle(self) -> None:
         """Finish the operations whose time is up (callers hold the emulator's lock)."""
-        now = time.monotonic()
+        now = self.now()
         for operation in self.running():
             if operation.finish_at is not None and operation.finish_at <= now:
                 operation.complete()
@@ -287,9 +298,9 @@ class Host(Protocol):
     """What a service module needs from the emulator that serves it (live settings, shared registry)."""
 
     operations: AsyncOperations
-    #: Status polls answering InProgress before an operation succeeds; ``None`` holds it until finished by hand.
+    #: Test-only: status polls answering InProgress before an operation completes; ``None``: polls do not count.
     operation_polls: int | None
-    #: An operation also succeeds this long after it started, polled or not.
+    #: An operation completes this long after it started, polled or not; ``None`` holds it until finished by hand.
     operation_seconds: float | None
     #: Delay announced in retry-after headers of LRO and 429 responses.
     retry_after_s: float

@@ -24,21 +24,26 @@ from tests.emulators.azure.arm import ArmError
 class VmSize:
     vcpus: int
     family: str  # the Microsoft.Compute quota resource name
+    name: str = ""  # as Azure spells it (Standard_NC24ads_A100_v4)
+    gpus: int = 0
+    memory_gb: float = 0.0
 
 
-#: The VM sizes the tests seed (vCPUs and quota family as Azure lists them).
-VM_SIZES: dict[str, VmSize] = {
-    "standard_nc24ads_a100_v4": VmSize(24, "standardNCADSA100v4Family"),
-    "standard_nc48ads_a100_v4": VmSize(48, "standardNCADSA100v4Family"),
-    "standard_nc96ads_a100_v4": VmSize(96, "standardNCADSA100v4Family"),
-    "standard_nc4as_t4_v3": VmSize(4, "standardNCASv3_T4Family"),
-    "standard_nc8as_t4_v3": VmSize(8, "standardNCASv3_T4Family"),
-    "standard_nc16as_t4_v3": VmSize(16, "standardNCASv3_T4Family"),
-    "standard_nc64as_t4_v3": VmSize(64, "standardNCASv3_T4Family"),
-    "standard_nd96amsr_a100_v4": VmSize(96, "standardNDAMSv4_A100Family"),
-    "standard_nv36ads_a10_v5": VmSize(36, "standardNVADSA10v5Family"),
-    "standard_d4s_v5": VmSize(4, "standardDSv5Family"),
-}
+_SIZES = (
+    VmSize(24, "standardNCADSA100v4Family", "Standard_NC24ads_A100_v4", 1, 220),
+    VmSize(48, "standardNCADSA100v4Family", "Standard_NC48ads_A100_v4", 2, 440),
+    VmSize(96, "standardNCADSA100v4Family", "Standard_NC96ads_A100_v4", 4, 880),
+    VmSize(4, "standardNCASv3_T4Family", "Standard_NC4as_T4_v3", 1, 28),
+    VmSize(8, "standardNCASv3_T4Family", "Standard_NC8as_T4_v3", 1, 56),
+    VmSize(16, "standardNCASv3_T4Family", "Standard_NC16as_T4_v3", 1, 110),
+    VmSize(64, "standardNCASv3_T4Family", "Standard_NC64as_T4_v3", 4, 440),
+    VmSize(96, "standardNDAMSv4_A100Family", "Standard_ND96amsr_A100_v4", 8, 1900),
+    VmSize(36, "standardNVADSA10v5Family", "Standard_NV36ads_A10_v5", 1, 440),
+    VmSize(4, "standardDSv5Family", "Standard_D4s_v5", 0, 16),
+)
+#: The VM sizes the tests seed (vCPUs, quota family, GPUs and memory as Azure's resource SKUs list them), by
+#: lower-case name.
+VM_SIZES: dict[str, VmSize] = {size.name.lower(): size for size in _SIZES}
 
 ALLOCATION_MESSAGES = {
     "AllocationFailed": (

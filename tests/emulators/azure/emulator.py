@@ -29,12 +29,16 @@ from tests.emulators.azure.arm import (
     fault_error,
 )
 from tests.emulators.azure.compute import ComputeService, VmState
-from tests.emulators.azure.quota import QuotaEntry, QuotaRequest, QuotaRequestState, QuotaService
+from tests.emulators.azure.quota import QuotaEntry, QuotaOutcome, QuotaRequest, QuotaService
+from tests.emulators.azure.skus import SkuService
 from tests.emulators.base import Emulator, RunningServer, start
 
 if TYPE_CHECKING:
     from tests.emulators.azure.sdk import AzureClients
 
+#: How long an AKS / VM operation and an undecided quota request run by default: real ones take minutes; a tenth of a
+#: second keeps the sandbox and tests quick while every "still InProgress" moment stays observable.
+DEFAULT_OPERATION_SECONDS = 0.1
 #: The variable the product reads to point its Azure SDK clients at a non-Azure endpoint (see :mod:`sdk`).
 ENDPOINT_ENV = "GPU_JOBS_AZURE_ENDPOINT"
 
@@ -45,45 +49,52 @@ class AzureEmulator(Emulator):
     def __init__(
         self,
         *,
-        operation_polls: int | None = 1,
-        operation_seconds: float | None = 5.0,
-        quota_request_polls: int | None = 1,
+        operation_polls: int | None = None,
+        operation_seconds: float | None = DEFAULT_OPERATION_SECONDS,
+        quota_request_seconds: float | None = DEFAULT_OPERATION_SECONDS,
         retry_after_s: float = 0.01,
         page_size: int | None = None,
     ) -> None:
         super().__init__()
-        #: Status polls that answer InProgress before an AKS / VM operation succeeds. ``None`` holds every
-        #: operation until :meth:`finish_operations`.
+        #: Test-only: status polls that answer InProgress before an AKS / VM operation completes (``None``, the
+        #: default: polls do not count).
         self.operation_polls = operation_polls
-        #: An AKS / VM operation also succeeds this long after it started, polled or not (``None``: polls only).
+        #: An AKS / VM operation completes this long after it started, polled or not (``None``: held until
+        #: :meth:`finish_operations`).
         self.operation_seconds = operation_seconds
         #: Delay announced by retry-after headers on LRO and 429 responses (see ``arm.retry_after_headers``).
         self.retry_after_s = retry_after_s
         #: Items per page of list responses (``nextLink`` paging); ``None`` = one page.
         self.page_size = page_size
-        self.operations = AsyncOperations()
+        self.operations = AsyncOperations(wake_at=self.wake_at)
         self.url = ""
         self._lock = threading.RLock()
         self.quotas = QuotaService(self, self._lock)
         self.aks = AksService(self, self._lock, self._quota_entry)
-        self.quotas.request_polls = quota_request_polls
+        self.quotas.request_seconds = quota_request_seconds
         self.compute = ComputeService(self, self._lock)
         self._routes = [
             (re.compile(route.pattern + "$", re.IGNORECASE), route)
-            for route in (*self.aks.routes(), *self.quotas.routes(), *self.compute.routes())
+            for route in (*self.aks.routes(), *self.quotas.routes(), *self.compute.routes(), *SkuService().routes())
         ]
         self._server: RunningServer | None = None
 
     # -- configuration ------------------------------------------------------------------------------------------
 
     @property
-    def quota_request_polls(self) -> int | None:
-        """Status reads answering InProgress before a quota request is approved; ``None`` = until resolved."""
-        return self.quotas.request_polls
+    def quota_request_seconds(self) -> float | None:
+        """How long an undecided quota request runs before it is approved on its own; ``None``: until decided."""
+        return self.quotas.request_seconds
 
-    @quota_request_polls.setter
-    def quota_request_polls(self, value: int | None) -> None:
-        self.quotas.request_polls = value
+    @quota_request_seconds.setter
+    def quota_request_seconds(self, value: float | None) -> None:
+        self.quotas.request_seconds = value
+
+    def tick(self) -> None:
+        """Complete the operations and apply the quota decisions whose time is up."""
+        with self._lock:
+            self.operations.settle()
+            self.quotas.tick()
 
     # -- seeding ------------------------------------------------------------------------------------------------
 
@@ -189,16 +200,22 @@ class AzureEmulator(Emulator):
         with self._lock:
             return list(self.quotas.requests.values())
 
-    def resolve_quota_request(self, request_id: str, state: QuotaRequestState) -> None:
-        """Approve (``Succeeded``) or deny (``Failed``/``Invalid``) a quota request, as support would."""
-        self.quotas.resolve(request_id, state)
+    def decide_quota_request(self, request_id: str, outcome: QuotaOutcome, after_s: float = 0.0) -> None:
+        """Support decides a quota request now (or ``after_s`` later on the emulator's clock, looked at or not):
+        ``Succeeded`` (the limit is raised), ``Failed`` (``ContactSupport``), ``Invalid``, or ``Escalated`` (still
+        open, waiting for support)."""
+        self.quotas.decide(request_id, outcome, after_s)
+
+    def decide_next_quota_request(self, outcome: QuotaOutcome, after_s: float = 0.0, family: str | None = None) -> None:
+        """The next quota request filed (for ``family``, or any) is decided ``after_s`` after it was filed."""
+        self.quotas.decide_next(outcome, after_s, family)
 
     def running_operations(self) -> list[AsyncOperation]:
         with self._lock:
             return self.operations.running()
 
     def finish_operations(self, status: OperationStatus = "Succeeded") -> int:
-        """Complete every running AKS/VM operation now (e.g. those held by ``operation_polls=None``)."""
+        """Complete every running AKS/VM operation now (e.g. those held by ``operation_seconds=None``)."""
         with self._lock:
             held = [op for op in self.operations.running() if op.kind != "quota.createOrUpdate"]
             for operation in held:
@@ -228,8 +245,7 @@ class AzureEmulator(Emulator):
         return response(environ, start_response)
 
     def _dispatch(self, request: Request) -> Response:
-        with self._lock:
-            self.operations.settle()
+        self.tick()
         route, groups = self._match(request.method, request.path)
         operation = route.operation if route else f"unknown:{request.method} {request.path}"
         fault = self.begin(request.method, request.path, operation, request.query_string.decode(), request.get_data())

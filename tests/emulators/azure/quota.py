@@ -5,9 +5,17 @@ Scope: ``subscriptions/{sub}/providers/Microsoft.Compute/locations/{loc}``; reso
 
 A PUT/PATCH of ``quotas/{family}`` opens a quota request and answers 202 with ``Location`` pointing at
 ``operationsStatus/{requestId}`` (the shape of the service's own examples): that monitor answers 202 while the
-request is InProgress, then 200 with the quota (new limit) on Succeeded, or 400 with the request's error on
+request is open, then 200 with the quota (new limit) on Succeeded, or 400 with the request's error on
 Failed, which azure-core's LRO poller raises as ``HttpResponseError``. The request is also readable through
-``quotaRequests/{id}``; reading either counts as a poll. The limit changes only when the request succeeds.
+``quotaRequests/{id}``. The limit changes only when the request succeeds.
+
+Nobody's polls decide a request. The test or the sandbox does (:meth:`QuotaService.decide`, now or ``after_s``
+later on the emulator's clock; :meth:`QuotaService.decide_next` for requests not filed yet): ``Succeeded``,
+``Failed`` (error ``ContactSupport``, the service's own example), ``Invalid``, or ``Escalated`` (still open: the
+monitor keeps answering 202 until support decides). A request nobody decides is approved ``request_seconds``
+after it was filed, looked at or not (``None``: it waits for a decision). While a request for a family is open
+(Accepted, InProgress, Escalated) a second one for it is refused: 409 ``Conflict`` (the code is the emulator's
+choice; the service's own wording is not documented).
 """
 
 from __future__ import annotations
@@ -34,7 +42,11 @@ from tests.emulators.azure.arm import (
 _SCOPE = r"/subscriptions/(?P<sub>[^/]+)/providers/(?P<provider>[^/]+)/locations/(?P<loc>[^/]+)"
 _QUOTA = _SCOPE + r"/providers/Microsoft\.Quota"
 
-QuotaRequestState = Literal["Accepted", "InProgress", "Succeeded", "Failed", "Invalid"]
+QuotaRequestState = Literal["Accepted", "InProgress", "Escalated", "Succeeded", "Failed", "Invalid"]
+#: What support can decide about a request.
+QuotaOutcome = Literal["Succeeded", "Failed", "Invalid", "Escalated"]
+OPEN_STATES: frozenset[str] = frozenset({"Accepted", "InProgress", "Escalated"})
+_OUTCOMES: frozenset[str] = frozenset({"Succeeded", "Failed", "Invalid", "Escalated"})
 
 #: Display names the service returns for the GPU families the product cares about.
 _LOCALIZED: dict[str, str] = {
@@ -149,8 +161,10 @@ class QuotaService:
         self.entries: dict[tuple[str, str, str, str], QuotaEntry] = {}
         self.requests: dict[str, QuotaRequest] = {}
         self._operations: dict[str, AsyncOperation] = {}
-        #: Status reads answering InProgress before a request is approved; ``None`` waits for :meth:`resolve`.
-        self.request_polls: int | None = 1
+        #: How long an undecided request runs before it is approved on its own; ``None``: until decided.
+        self.request_seconds: float | None = 0.1
+        self._scheduled: list[tuple[float, str, QuotaOutcome]] = []  # (due on the clock, request id, outcome)
+        self._next: list[tuple[str | None, float, QuotaOutcome]] = []  # (family or any, after_s, outcome)
 
     # -- seeding and inspection ---------------------------------------------------------------------------------
 
@@ -175,18 +189,48 @@ class QuotaService:
         with self._lock:
             return self._entry(subscription, provider, location, family)
 
-    def resolve(self, request_id: str, state: QuotaRequestState) -> None:
+    def decide(self, request_id: str, outcome: QuotaOutcome, after_s: float = 0.0) -> None:
+        """Support's decision on a request, now or ``after_s`` seconds from now (on the emulator's clock)."""
+        _check_outcome(outcome)
         with self._lock:
             operation = self._operations.get(request_id.lower())
             if operation is None:
                 raise KeyError(f"no quota request {request_id!r}")
-            if state == "Succeeded":
-                operation.finish("Succeeded")
-            elif state in ("Failed", "Invalid"):
-                self.requests[request_id.lower()].state = state
-                operation.finish("Failed", _denied())
-            else:
-                self.requests[request_id.lower()].state = state
+            operation.finish_at = None  # a decision replaces the approval that would come with time
+            if after_s <= 0:
+                self._apply(request_id, outcome)
+                return
+            due = self._host.operations.now() + after_s
+            self._scheduled.append((due, request_id, outcome))
+        self._host.operations.wake_at(due)
+
+    def decide_next(self, outcome: QuotaOutcome, after_s: float = 0.0, family: str | None = None) -> None:
+        """The next request filed (for ``family``, or any) is decided ``after_s`` seconds after it was filed."""
+        _check_outcome(outcome)
+        with self._lock:
+            self._next.append((family.lower() if family else None, after_s, outcome))
+
+    def tick(self) -> None:
+        """Apply the decisions whose time has come (callers hold the emulator's lock)."""
+        now = self._host.operations.now()
+        due = sorted((entry for entry in self._scheduled if entry[0] <= now), key=lambda entry: entry[0])
+        self._scheduled = [entry for entry in self._scheduled if entry[0] > now]
+        for _, request_id, outcome in due:
+            self._apply(request_id, outcome)
+
+    def _apply(self, request_id: str, outcome: QuotaOutcome) -> None:
+        request = self.requests[request_id.lower()]
+        operation = self._operations[request_id.lower()]
+        if not operation.running:
+            return
+        if outcome == "Succeeded":
+            operation.finish("Succeeded")
+        elif outcome == "Escalated":
+            request.state = "Escalated"
+            request.message = "The request has been escalated to support for review."
+        else:
+            request.state = outcome
+            operation.finish("Failed", _denied())
 
     # -- internals ----------------------------------------------------------------------------------------------
 
@@ -255,8 +299,7 @@ class QuotaService:
 
     def _get_request(self, ctx: RequestContext, m: dict[str, str]) -> Response:
         with self._lock:
-            request, operation = self._request(m)
-            operation.poll()
+            request, _ = self._request(m)
             return json_response(request_body(request))
 
     def _put_quota(self, ctx: RequestContext, m: dict[str, str]) -> Response:
@@ -264,25 +307,44 @@ class QuotaService:
         with self._lock:
             entry = self._entry(m["sub"], m["provider"], m["loc"], m["name"])
             requested = _requested_limit(body, entry.family)
+            open_request = next(
+                (r for r in self.requests.values() if r.entry is entry and r.state in OPEN_STATES), None
+            )
+            if open_request is not None:
+                raise ArmError(
+                    409,
+                    "Conflict",
+                    f"A quota request for '{entry.family}' is already in progress (request {open_request.id}):"
+                    " wait for it to complete before submitting another.",
+                )
+            scripted = next((i for i, n in enumerate(self._next) if n[0] in (None, entry.family.lower())), None)
             operation = self._host.operations.start(
                 "quota.createOrUpdate",
                 f"{entry.scope}/providers/Microsoft.Quota/quotas/{entry.family}",
-                self.request_polls,
+                None,  # polls never decide a quota request
                 lambda: None,
                 lambda: None,
+                self.request_seconds if scripted is None else None,
             )
             request = QuotaRequest(operation.id, entry, requested)
             operation.on_succeeded = lambda: _approve(request)
             operation.on_failed = lambda: _deny(request, operation.error)
             self.requests[request.id.lower()] = request
             self._operations[request.id.lower()] = operation
+            if scripted is not None:
+                _, after_s, outcome = self._next.pop(scripted)
+                if after_s <= 0:
+                    self._apply(request.id, outcome)
+                else:
+                    due = self._host.operations.now() + after_s
+                    self._scheduled.append((due, request.id, outcome))
+                    self._host.operations.wake_at(due)
         monitor = ctx.absolute(f"{entry.scope}/providers/Microsoft.Quota/operationsStatus/{request.id}")
         return empty_response(202, {"Location": monitor, **retry_after_headers(self._host.retry_after_s)})
 
     def _operation_status(self, ctx: RequestContext, m: dict[str, str]) -> Response:
         with self._lock:
             request, operation = self._request(m)
-            operation.poll()
             if operation.running:
                 headers = {"Location": ctx.absolute(ctx.request.path), **retry_after_headers(self._host.retry_after_s)}
                 return json_response(request_body(request), 202, headers)
@@ -312,6 +374,11 @@ def _requested_limit(body: dict[str, Any], family: str) -> int:
             target="name",
         )
     return value
+
+
+def _check_outcome(outcome: str) -> None:
+    if outcome not in _OUTCOMES:
+        raise ValueError(f"unknown quota request outcome {outcome!r}; known: {sorted(_OUTCOMES)}")
 
 
 def _approve(request: QuotaRequest) -> None:

@@ -43,7 +43,7 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.containerservice import ContainerServiceClient
 from azure.mgmt.quota import QuotaMgmtClient
 
-from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
+from jobs.adapters.azure.auth import AllowHttpPolicy, StaticTokenCredential
 
 EMULATOR_TOKEN = "gpu-jobs-emulator-token"
 

@@ -15,10 +15,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--project", default="demo-project")
-    parser.add_argument("--operation-polls", type=int, default=2)
+    parser.add_argument("--operation-seconds", type=float, default=0.1, help="how long an operation runs")
     parser.add_argument("--seed-demo", action="store_true", help="a GPU node pool, GPU instances, GPU quotas")
     args = parser.parse_args()
-    gcp = start_gcp(args.port, args.operation_polls)
+    gcp = start_gcp(args.port, operation_seconds=args.operation_seconds)
     if args.seed_demo:
         zones = ["us-central1-a", "us-central1-b"]
         gcp.add_node_pool(args.project, "us-central1", "ml", "l4-pool", zones=zones, per_zone_count=2)

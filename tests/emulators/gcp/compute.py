@@ -150,11 +150,17 @@ class Compute:
     def __init__(
         self,
         lock: threading.RLock,
-        operation_polls: Callable[[], int],
+        operation_polls: Callable[[], int | None],
         gke: Gke,
         operation_seconds: Callable[[], float | None] = lambda: None,
+        wake_at: Callable[[float], None] = lambda deadline: None,
     ) -> None:
+        # compute_v1 takes seconds to import on a busy machine: pay that here, not inside the first request, where
+        # it outlasts the client's read timeout (the handlers import it lazily, cheaply from then on).
+        from google.cloud import compute_v1  # noqa: F401
+
         self._lock = lock
+        self._wake_at = wake_at
         self._polls = operation_polls
         self._seconds = operation_seconds
         self._gke = gke
@@ -215,6 +221,8 @@ class Compute:
 
     def _start(self, instance: Instance, op_type: str, apply: Callable[[], None]) -> ComputeOperation:
         staged = StagedOperation(operation_id(), self._polls(), apply, self._seconds())
+        if staged.deadline is not None and staged.status != "DONE":
+            self._wake_at(staged.deadline)
         op = ComputeOperation(instance.project, instance.zone, op_type, instance, staged)
         self.operations[(instance.project, instance.zone, staged.name)] = op
         return op

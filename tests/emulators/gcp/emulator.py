@@ -31,10 +31,11 @@ from tests.emulators.gcp.quotas import COMPUTE_SERVICE, Quotas
 from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route, permission_403, rate_limit_403
 
 ENV_VAR = "GPU_JOBS_GCP_ENDPOINT"
-DEFAULT_OPERATION_POLLS = 2
-#: Real operations finish with time whether polled or not; a few seconds here (minutes on GKE) keeps every
-#: "still RUNNING" moment of a test intact while an operation nobody polls still completes.
-DEFAULT_OPERATION_SECONDS = 5.0
+#: Operations finish with time, not polls: counting polls is a test-only shortcut (``operation_polls=N``).
+DEFAULT_OPERATION_POLLS: int | None = None
+#: Real operations take minutes and finish whether polled or not; a tenth of a second keeps the sandbox and tests quick
+#: while every "still RUNNING" moment stays observable.
+DEFAULT_OPERATION_SECONDS = 0.1
 
 _FaultRenderer = Callable[[FaultKind, str, re.Match[str]], ApiError]
 
@@ -44,20 +45,26 @@ class GcpEmulator(Emulator):
 
     def __init__(
         self,
-        operation_polls: int = DEFAULT_OPERATION_POLLS,
+        operation_polls: int | None = DEFAULT_OPERATION_POLLS,
         operation_seconds: float | None = DEFAULT_OPERATION_SECONDS,
     ) -> None:
         super().__init__()
-        #: GETs of an operation until it is DONE (0: writes answer DONE at once). Read at each write.
+        #: Test-only: GETs of an operation until it is DONE (0: writes answer DONE at once; None: polls do not
+        #: count, the default). Read at each write.
         self.operation_polls = operation_polls
-        #: Seconds after which an operation is DONE, polled or not (None: only polls finish it). Read at each write.
+        #: Seconds after which an operation is DONE, polled or not (None: only polls or :meth:`finish_operations`
+        #: finish it). Read at each write.
         self.operation_seconds = operation_seconds
         self.url = ""
         self._server: RunningServer | None = None
         lock = self._lock = threading.RLock()
-        self.quotas = Quotas(lock)
-        self.gke = Gke(lock, lambda: self.operation_polls, lambda: self.operation_seconds, self._gpu_quota)
-        self.compute = Compute(lock, lambda: self.operation_polls, self.gke, lambda: self.operation_seconds)
+        self.quotas = Quotas(lock, self.wake_at)
+        self.gke = Gke(
+            lock, lambda: self.operation_polls, lambda: self.operation_seconds, self._gpu_quota, self.wake_at
+        )
+        self.compute = Compute(
+            lock, lambda: self.operation_polls, self.gke, lambda: self.operation_seconds, self.wake_at
+        )
         # Errors armed per operation beyond the shared fault kinds (e.g. a 403 rate limit): operation -> queue.
         self._errors: dict[str, list[ApiError]] = {}
         self._routes: list[tuple[Route, _FaultRenderer]] = [
@@ -65,6 +72,12 @@ class GcpEmulator(Emulator):
         ]
 
     # ----- wiring -----
+
+    def tick(self) -> None:
+        """Finish the operations and apply the quota decisions whose time is up (short instance groups retry)."""
+        self.gke.refresh()
+        self.compute.refresh()
+        self.quotas.tick()
 
     def env(self) -> dict[str, str]:
         """Environment for a subprocess running product code against this emulator."""
@@ -217,12 +230,33 @@ class GcpEmulator(Emulator):
     ) -> int:
         return self.quotas.quota_value(project, quota_id, _dims(region, dimensions), service)
 
-    def grant(self, preference_name: str, value: int | None = None) -> None:
-        """Approve a pending preference (fully, or partially with ``value``); raises the QuotaInfo limit."""
-        self.quotas.grant(preference_name, value)
+    def set_quota_usage(
+        self,
+        project: str,
+        quota_id: str,
+        region: str | None,
+        usage: int,
+        *,
+        dimensions: Mapping[str, str] | None = None,
+        service: str = COMPUTE_SERVICE,
+    ) -> None:
+        """What the project uses of a quota: a decrease below it needs ``QUOTA_DECREASE_BELOW_USAGE`` waived."""
+        self.quotas.set_usage(project, quota_id, _dims(region, dimensions), usage, service)
 
-    def deny(self, preference_name: str) -> None:
-        self.quotas.deny(preference_name)
+    def grant(self, preference_name: str, value: int | None = None, after_s: float = 0.0) -> None:
+        """Approve an open increase (fully, or partially with ``value``), now or ``after_s`` later on the
+        emulator's clock, looked at or not; raises the QuotaInfo limit."""
+        self.quotas.grant(preference_name, value, after_s)
+
+    def deny(self, preference_name: str, after_s: float = 0.0) -> None:
+        self.quotas.deny(preference_name, after_s)
+
+    def decide_next_preference(
+        self, grant: bool, value: int | None = None, after_s: float = 0.0, quota_id: str | None = None
+    ) -> None:
+        """The next increase written (for ``quota_id``, or any) is granted (``value``: partially) or denied
+        ``after_s`` after it was written: how a sandbox scripts the reviewers before the job runs."""
+        self.quotas.decide_next(grant, value, after_s, quota_id)
 
     def start_cluster_operation(
         self, project: str, location: str, cluster: str, op_type: str = "UPGRADE_MASTER"
@@ -244,8 +278,7 @@ class GcpEmulator(Emulator):
 
     def _answer(self, call: Call) -> Response:
         # Operations whose time is up are done before anything is read or written.
-        self.gke.refresh()
-        self.compute.refresh()
+        self.tick()
         for candidate, render_fault in self._routes:
             match = candidate.pattern.match(call.path)
             if match is None or candidate.method != call.method:
@@ -284,7 +317,7 @@ def _json(status: int, body: dict[str, Any]) -> Response:
 
 def start_gcp(
     port: int = 0,
-    operation_polls: int = DEFAULT_OPERATION_POLLS,
+    operation_polls: int | None = DEFAULT_OPERATION_POLLS,
     operation_seconds: float | None = DEFAULT_OPERATION_SECONDS,
 ) -> GcpEmulator:
     """Serve a fresh emulator on 127.0.0.1 (for the demo sandbox); call ``.stop()`` when done."""

@@ -5,8 +5,9 @@ Provider rules enforced here:
 - A node pool reports no live node count: ``initialNodeCount`` stays the creation value. The live per-zone
   size is visible only where the real API shows it: the ``targetSize`` of the pool's per-zone instance group
   managers (``instanceGroupUrls``), served by the Compute part of this emulator.
-- Writes return an Operation (PENDING -> RUNNING -> DONE over ``operation_polls`` GETs, or once
-  ``operation_seconds`` have passed, polled or not, as real operations run on their own); the change lands at DONE.
+- Writes return an Operation (PENDING, RUNNING, then DONE once ``operation_seconds`` have passed, polled or not,
+  as real operations run on their own; ``operation_polls`` is a test-only shortcut, off by default); the change
+  lands at DONE, in the emulator even if no request comes (a deadline wakes it).
 - GKE runs "one cluster-level operation at a time, or one operation per node pool" (GKE docs, Troubleshoot
   concurrent operations): a node pool write while that pool, or the cluster itself, has an operation not DONE
   answers 400 FAILED_PRECONDITION with ErrorInfo reason ``CLUSTER_ALREADY_HAS_OPERATION`` (the REST client raises
@@ -205,11 +206,13 @@ class Gke:
     def __init__(
         self,
         lock: threading.RLock,
-        operation_polls: Callable[[], int],
+        operation_polls: Callable[[], int | None],
         operation_seconds: Callable[[], float | None] = lambda: None,
         quota: QuotaLookup = lambda project, quota_id, region: None,
+        wake_at: Callable[[float], None] = lambda deadline: None,
     ) -> None:
         self._lock = lock
+        self._wake_at = wake_at
         self.capacity = ZoneCapacity(quota)
         self._polls = operation_polls
         self._seconds = operation_seconds
@@ -378,6 +381,8 @@ class Gke:
                 f"{MAX_CONCURRENT_OPERATIONS}, please try again later.",
             )
         staged = StagedOperation(operation_id(), self._polls(), apply, self._seconds())
+        if staged.deadline is not None and staged.status != "DONE":
+            self._wake_at(staged.deadline)
         op = GkeOperation(project, location, cluster, pool, op_type, staged)
         self.operations[(project, location, staged.name)] = op
         return op

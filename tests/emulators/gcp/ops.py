@@ -1,5 +1,5 @@
-"""Long-running operations, as GKE and Compute operations run: they advance per poll, and also finish on their own
-once their time is up, polled or not (a real operation runs on the server, whoever watches it)."""
+"""Long-running operations, as GKE and Compute operations run: they finish once their time is up, polled or not (a
+real operation runs on the server, whoever watches it). Counting polls is a test-only shortcut, off by default."""
 
 from __future__ import annotations
 
@@ -15,15 +15,16 @@ OpStatus = Literal["PENDING", "RUNNING", "DONE"]
 
 @dataclass
 class StagedOperation:
-    """PENDING when created, RUNNING on early polls, DONE on poll number ``polls_to_done`` or once
-    ``seconds_to_done`` have passed since creation, whichever comes first (``None``: no time limit).
+    """PENDING when created, RUNNING once looked at, DONE once ``seconds_to_done`` have passed since creation
+    (``None``: only :meth:`finish` ends it). ``polls_to_done`` (tests only; ``None`` by default) also ends it on that
+    poll, and ``0`` at once.
 
     The change the operation stands for is applied (``on_done``) only when it reaches DONE, so a client that
     reads the resource before its operation finished sees the old state, as on the real cloud.
     """
 
     name: str
-    polls_to_done: int
+    polls_to_done: int | None
     on_done: Callable[[], None]
     seconds_to_done: float | None = None
     status: OpStatus = "PENDING"
@@ -33,8 +34,13 @@ class StagedOperation:
     ended_at: str = ""
 
     def __post_init__(self) -> None:
-        if self.polls_to_done <= 0:
+        if self.polls_to_done is not None and self.polls_to_done <= 0:
             self.finish()
+
+    @property
+    def deadline(self) -> float | None:
+        """When the operation is DONE on the monotonic clock, polled or not (None: never by itself)."""
+        return None if self.seconds_to_done is None else self.created + self.seconds_to_done
 
     @property
     def done(self) -> bool:
@@ -52,7 +58,7 @@ class StagedOperation:
         if self.done:
             return
         self.polls += 1
-        if self.polls >= self.polls_to_done:
+        if self.polls_to_done is not None and self.polls >= self.polls_to_done:
             self.finish()
         else:
             self.status = "RUNNING"

@@ -3,6 +3,7 @@ EKS extension), with its records, Lease and Events in the Kubernetes API emulato
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,7 +126,9 @@ def test_the_first_run_files_one_request_remembers_it_and_a_second_run_follows_w
 def test_outcomes_are_tracked_with_the_clouds_ids(job: Job, aws: AwsEmulator) -> None:
     job.run()
     (request,) = aws.quotas.requests()
-    case = aws.quotas.resolve(request.id, "CASE_OPENED").case_id
+    aws.quotas.decide(request.id, "CASE_OPENED")
+    (opened,) = aws.quotas.requests()
+    case = opened.case_id
     ran = job.run()
     assert ran.quota("p-spot")["action"] == "pending"
     assert ran.quota("p-spot")["request"] == {"id": request.id, "status": "CASE_OPENED", "value": 768, "case": case}
@@ -133,7 +136,7 @@ def test_outcomes_are_tracked_with_the_clouds_ids(job: Job, aws: AwsEmulator) ->
     (outcome,) = ran.events("cloud_quota.outcome")
     assert (outcome["request_id"], outcome["case"]) == (request.id, case)
 
-    aws.quotas.resolve(request.id, "APPROVED")
+    aws.quotas.decide(request.id, "APPROVED")
     done = job.run()
     assert (done.code, done.quota("p-spot")["action"], done.quota("p-spot")["limit"]) == (0, "none", 768)
     assert (job.record("p-spot") or {})["outcome"] == "approved"
@@ -147,7 +150,7 @@ def test_a_denied_request_fails_the_run_and_is_not_filed_again_until_the_target_
 ) -> None:
     job.run()
     (request,) = aws.quotas.requests()
-    aws.quotas.resolve(request.id, status)
+    aws.quotas.decide(request.id, status)
     denied = job.run()
     assert (denied.code, denied.quota("p-spot")["action"]) == (1, "denied")
     assert denied.summary["failed"] == 1
@@ -170,7 +173,7 @@ def test_no_request_when_the_limit_is_enough_or_raised_by_hand(job: Job, aws: Aw
     aws.quotas.set_quota(REGION, P_SPOT, 96)
     job.run()
     (request,) = aws.quotas.requests()
-    aws.quotas.resolve(request.id, "DENIED")
+    aws.quotas.decide(request.id, "DENIED")
     aws.quotas.set_quota(REGION, P_SPOT, 1000)  # a person raised it through support since the denial
     after = job.run()
     assert (after.code, after.quota("p-spot")["action"], len(aws.quotas.requests())) == (0, "none", 1)
@@ -267,7 +270,7 @@ def test_text_report_reads_for_people(job: Job) -> None:
 
 
 def test_the_job_calls_only_what_the_iam_document_grants(job: Job, aws: AwsEmulator) -> None:
-    from jobs.adapters.aws.quotas import IAM_ACTIONS
+    from jobs.adapters.aws.quotas import PERMISSIONS
     from tests.unit.test_permissions import aws_actions, aws_policy
 
     job.write(
@@ -275,13 +278,31 @@ def test_the_job_calls_only_what_the_iam_document_grants(job: Job, aws: AwsEmula
     )
     job.run()
     job.run()
-    assert aws.iam_actions() <= set(IAM_ACTIONS) <= set(aws_actions(aws_policy()))
+    assert aws.iam_actions() <= set(PERMISSIONS.actions) <= set(aws_actions(aws_policy()))
     # Every other call is exercised here. Not yet: the launch template and ASG reads (EKS groups with instanceTypes
-    # here), the request by id (only once it left the open list), and the default quota (the current emulator
-    # answers GetServiceQuota for every quota, never NoSuchResourceException).
-    assert set(IAM_ACTIONS) - aws.iam_actions() <= {
+    # here) and the request by id (only once it left the open list).
+    assert set(PERMISSIONS.actions) - aws.iam_actions() <= {
         "ec2:DescribeLaunchTemplateVersions",
         "autoscaling:DescribeAutoScalingGroups",
         "servicequotas:GetRequestedServiceQuotaChange",
-        "servicequotas:GetAWSDefaultServiceQuota",
     }
+
+
+def test_a_partial_approval_fails_the_run_and_is_not_filed_again(job: Job, aws: AwsEmulator) -> None:
+    job.run()
+    (request,) = aws.quotas.requests()
+    aws.quotas.decide(request.id, "APPROVED", value=384)  # support grants half
+    partial = job.run()
+    p = partial.quota("p-spot")
+    assert (partial.code, p["action"], p["limit"]) == (1, "partial", 384)
+    assert (job.record("p-spot") or {})["outcome"] == "partial"
+    assert (job.run().quota("p-spot")["action"], len(aws.quotas.requests())) == ("partial", 1)
+
+
+def test_a_quota_that_is_not_adjustable_is_a_plan_error(job: Job, aws: AwsEmulator) -> None:
+    from tests.emulators.aws.service_quotas import EC2_QUOTAS
+
+    aws.quotas.define_quota(replace(EC2_QUOTAS[P_SPOT], adjustable=False))
+    ran = job.run()
+    assert (ran.code, ran.quota("p-spot")["action"], requests(aws)) == (1, "error", [])
+    assert ran.quota("p-spot")["message"] == f"limit 96 is below target 768, and {P_SPOT} is not Adjustable"

@@ -128,7 +128,7 @@ def test_gcp_limit_enough_means_no_write(gcp_job: Job, gcp: GcpEmulator) -> None
 @pytest.fixture
 def azure_job(job: Job, azure: AzureEmulator) -> Job:
     job.env(azure.env())
-    azure.quota_request_polls = None  # support decides, not the number of polls
+    azure.quota_request_seconds = None  # support decides, not the passing of time
     azure.set_quota(SUB, LOCATION, FAMILY, limit=48, usage=24)
     job.write(AZURE_POLICY.replace("TARGET", "192"))
     return job
@@ -145,7 +145,7 @@ def test_azure_request_is_filed_followed_by_id_and_contact_support_fails_the_run
 
     assert (azure_job.run().quota("a100")["action"], len(azure.quota_requests())) == ("pending", 1)
 
-    azure.resolve_quota_request(request.id, "Failed")
+    azure.decide_quota_request(request.id, "Failed")
     failed = azure_job.run()
     assert (failed.code, failed.quota("a100")["action"]) == (1, "denied")
     assert failed.quota("a100")["request"]["status"] == "Failed: ContactSupport"
@@ -161,7 +161,7 @@ def test_azure_headroom_raises_ahead_of_demand_capped_at_max(azure_job: Job, azu
 def test_azure_approval_raises_the_limit(azure_job: Job, azure: AzureEmulator) -> None:
     azure_job.run()
     (request,) = azure.quota_requests()
-    azure.resolve_quota_request(request.id, "Succeeded")
+    azure.decide_quota_request(request.id, "Succeeded")
     done = azure_job.run()
     assert (done.code, done.quota("a100")["action"], done.quota("a100")["limit"]) == (0, "none", 192)
 

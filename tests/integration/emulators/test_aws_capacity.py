@@ -97,7 +97,7 @@ def test_an_eks_update_succeeds_while_its_node_group_goes_degraded(aws: AwsEmula
     update = eks.update_nodegroup_config(
         clusterName="ml", nodegroupName="gpu", scalingConfig={"minSize": 2, "desiredSize": 2, "maxSize": 4}
     )["update"]
-    aws.eks.settle()
+    aws.eks.finish_now()
     status = eks.describe_update(name="ml", nodegroupName="gpu", updateId=update["id"])["update"]["status"]
     group = eks.describe_nodegroup(clusterName="ml", nodegroupName="gpu")["nodegroup"]
 
@@ -118,7 +118,7 @@ def test_a_degraded_node_group_recovers_when_capacity_comes_back(aws: AwsEmulato
     eks.update_nodegroup_config(
         clusterName="ml", nodegroupName="gpu", scalingConfig={"minSize": 1, "desiredSize": 1, "maxSize": 4}
     )
-    aws.eks.settle()
+    aws.eks.finish_now()
     degraded = eks.describe_nodegroup(clusterName="ml", nodegroupName="gpu")["nodegroup"]
 
     aws.restock()
@@ -140,7 +140,7 @@ def test_an_eks_update_can_end_failed_with_errors(aws: AwsEmulator) -> None:
     update = eks.update_nodegroup_config(
         clusterName="ml", nodegroupName="gpu", scalingConfig={"minSize": 1, "desiredSize": 1, "maxSize": 4}
     )["update"]
-    aws.eks.settle()
+    aws.eks.finish_now()
     done = eks.describe_update(name="ml", nodegroupName="gpu", updateId=update["id"])["update"]
     group = eks.describe_nodegroup(clusterName="ml", nodegroupName="gpu")["nodegroup"]
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
-from tests.emulators.aws import AwsEmulator, UpdateTiming
+from tests.emulators.aws import AwsEmulator, UpdateTiming, moto_state
 
 pytestmark = pytest.mark.integration
 
@@ -121,15 +121,18 @@ def test_partial_scaling_config_is_checked_against_the_current_one(aws: AwsEmula
 
 def test_update_is_asynchronous_then_applied(aws: AwsEmulator, eks: Any) -> None:
     _gpu_group(aws)
+    aws.update_timing = UpdateTiming(seconds=0.3)
 
     update = _scale(eks, 0, 0, 1)
 
     assert update["status"] == "InProgress"
     assert update["type"] == "ConfigUpdate"
     assert {p["type"]: p["value"] for p in update["params"]} == {"MinSize": "0", "DesiredSize": "0", "MaxSize": "1"}
-    # Default timing: two polls still see the update running, the third sees it done.
-    assert _describe(eks)["status"] == "UPDATING"
+    # Describing does not hurry it: any number of polls inside the duration still sees it running.
+    for _ in range(5):
+        assert _describe(eks)["status"] == "UPDATING"
     assert _describe(eks)["scalingConfig"] == {"minSize": 0, "desiredSize": 2, "maxSize": 4}
+    time.sleep(0.35)
     done = _describe(eks)
     assert done["status"] == "ACTIVE"
     assert done["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 1}
@@ -138,9 +141,29 @@ def test_update_is_asynchronous_then_applied(aws: AwsEmulator, eks: Any) -> None
     assert eks.list_updates(name="ml", nodegroupName="gpu-a10g")["updateIds"] == [update["id"]]
 
 
-def test_describe_update_polls_count_too(aws: AwsEmulator, eks: Any) -> None:
+def test_an_update_nobody_polls_reaches_the_asg_after_its_duration(aws: AwsEmulator, eks: Any) -> None:
+    """A person runs update_nodegroup_config and walks away: EKS still applies it, with time."""
+    seeded = _gpu_group(aws)  # 0 / 2 / 4
+    aws.update_timing = UpdateTiming(seconds=0.2)
+
+    _scale(eks, 1, 3, 5)
+    before = moto_state.find_asg(REGION, seeded.asg_name)
+    assert before is not None
+    sizes_meanwhile = (before.min_size, before.desired_capacity, before.max_size)
+    time.sleep(0.4)  # no request of any kind reaches the emulator meanwhile
+    asg = moto_state.find_asg(REGION, seeded.asg_name)
+
+    assert sizes_meanwhile == (0, 2, 4)
+    assert asg is not None
+    assert (asg.min_size, asg.desired_capacity, asg.max_size) == (1, 3, 5)
+    assert len(asg.instance_states) == 3
+    assert aws.log.operations() == ["UpdateNodegroupConfig"]  # not one describe in between
+    assert _describe(eks)["status"] == "ACTIVE"
+
+
+def test_describe_update_polls_count_only_when_a_test_asks(aws: AwsEmulator, eks: Any) -> None:
     _gpu_group(aws)
-    aws.update_timing = UpdateTiming(polls=1)
+    aws.update_timing = UpdateTiming(polls=1, seconds=None)  # test-only shortcut: done on the second poll
     update = _scale(eks, 1, 1, 2)
 
     first = eks.describe_update(name="ml", updateId=update["id"], nodegroupName="gpu-a10g")["update"]
@@ -150,13 +173,16 @@ def test_describe_update_polls_count_too(aws: AwsEmulator, eks: Any) -> None:
     assert _describe(eks)["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 2}
 
 
-def test_update_completes_after_a_duration(aws: AwsEmulator, eks: Any) -> None:
+def test_a_held_update_finishes_only_when_the_test_says(aws: AwsEmulator, eks: Any) -> None:
     _gpu_group(aws)
-    aws.update_timing = UpdateTiming(polls=None, seconds=0.2)
+    aws.update_timing = UpdateTiming(seconds=None)
     _scale(eks, 0, 1, 2)
 
-    assert _describe(eks)["status"] == "UPDATING"
-    time.sleep(0.25)
+    time.sleep(0.1)
+    held = _describe(eks)["status"]
+    aws.eks.finish_now()
+
+    assert held == "UPDATING"
     assert _describe(eks)["status"] == "ACTIVE"
 
 
@@ -169,7 +195,7 @@ def test_second_update_while_updating_is_resource_in_use(aws: AwsEmulator, eks: 
 
     assert busy.value.response["Error"]["Code"] == "ResourceInUseException"
     assert busy.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
-    aws.eks.settle()
+    aws.eks.finish_now()
     assert _describe(eks)["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 1}
     assert _scale(eks, 0, 1, 1)["status"] == "InProgress"  # accepted again once ACTIVE
 
@@ -226,7 +252,7 @@ def test_backing_asg_has_discovery_tags_and_follows_the_nodegroup(aws: AwsEmulat
     _scale(eks, 0, 0, 1)
     unchanged = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0]
     assert unchanged["DesiredCapacity"] == 2  # not before the update completes
-    aws.eks.settle()
+    aws.eks.finish_now()
     asg = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0]
     assert (asg["MinSize"], asg["DesiredCapacity"], asg["MaxSize"]) == (0, 0, 1)
     assert asg["Instances"] == []

@@ -34,6 +34,7 @@ def _call_ec2(aws: AwsEmulator, **config: Any) -> None:
 
 
 def _call_quotas(aws: AwsEmulator, **config: Any) -> None:
+    aws.set_quota(REGION, "L-DB2E81BA", 8)  # an applied value: GetServiceQuota answers only those
     aws.client("service-quotas", REGION, **config).get_service_quota(ServiceCode="ec2", QuotaCode="L-DB2E81BA")
 
 

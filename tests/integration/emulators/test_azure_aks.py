@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from azure.core import MatchConditions
 from azure.core.exceptions import (
@@ -83,7 +85,7 @@ def test_put_is_a_long_running_operation_whose_change_applies_only_at_succeeded(
     azure: AzureEmulator, azure_clients: AzureClients
 ) -> None:
     seed(azure)
-    azure.operation_polls = None  # hold the operation until the test finishes it
+    azure.operation_seconds = None  # hold the operation until the test finishes it
     pool = get(azure_clients, "t4spot")
     pool.count = 1
 
@@ -116,11 +118,48 @@ def test_poller_polls_the_async_operation_the_configured_number_of_times(
     assert azure.log.operations()[-1] == "agentPools.get"
 
 
+def test_a_scale_nobody_polls_reaches_the_pool_after_its_duration(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    """A person's begin_create_or_update, and nobody polls: AKS still scales the pool, with time."""
+    seed(azure)
+    azure.operation_seconds = 0.2
+    pool = get(azure_clients, "t4spot")
+    pool.count = 5
+    azure.log.clear()
+
+    azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "t4spot", pool, polling=False)
+    meanwhile = azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "t4spot")
+    time.sleep(0.4)  # no request reaches the emulator meanwhile
+    after = azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "t4spot")  # the stored pool, read without any settling
+
+    assert (meanwhile.count, meanwhile.provisioning_state) == (3, "Updating")
+    assert (after.count, after.provisioning_state) == (5, "Succeeded")
+    assert azure.log.operations() == ["agentPools.createOrUpdate"]
+
+
+def test_polls_do_not_finish_an_operation_by_default(azure: AzureEmulator, azure_clients: AzureClients) -> None:
+    seed(azure)
+    assert azure.operation_polls is None
+    azure.operation_seconds = 0.4
+    pool = get(azure_clients, "t4spot")
+    pool.count = 2
+
+    poller = azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "t4spot", pool)
+    time.sleep(0.2)  # the SDK polls every 10 ms meanwhile
+    polls, running = azure.log.count("containerService.operationStatus"), not poller.done()
+    result = poller.result()
+
+    assert polls >= 3
+    assert running
+    assert (result.count, result.provisioning_state) == (2, "Succeeded")
+
+
 def test_second_put_in_the_cluster_while_one_runs_is_refused_as_busy(
     azure: AzureEmulator, azure_clients: AzureClients
 ) -> None:
     seed(azure)
-    azure.operation_polls = None
+    azure.operation_seconds = None
     spot = get(azure_clients, "t4spot")
     spot.count = 1
     system = get(azure_clients, "system")
@@ -330,7 +369,7 @@ def test_put_with_a_stale_etag_is_refused(azure: AzureEmulator, azure_clients: A
 
 def test_failed_operation_keeps_the_old_values(azure: AzureEmulator, azure_clients: AzureClients) -> None:
     seed(azure)
-    azure.operation_polls = None
+    azure.operation_seconds = None
     pool = get(azure_clients, "t4spot")
     pool.count = 0
     poller = azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "t4spot", pool)

@@ -50,7 +50,7 @@ def test_list_all_and_by_resource_group_show_sizes_tags_and_power(
 
 def test_deallocate_is_a_long_running_operation(azure: AzureEmulator, azure_clients: AzureClients) -> None:
     seed(azure)
-    azure.operation_polls = None
+    azure.operation_seconds = None
 
     poller = azure_clients.compute.virtual_machines.begin_deallocate("ml-rg", "untagged-gpu")
     during = azure_clients.compute.virtual_machines.instance_view("ml-rg", "untagged-gpu")
@@ -87,7 +87,7 @@ def test_delete_removes_the_vm_when_the_operation_succeeds(azure: AzureEmulator,
 
 def test_operations_on_a_vm_being_deleted_are_refused(azure: AzureEmulator, azure_clients: AzureClients) -> None:
     seed(azure)
-    azure.operation_polls = None
+    azure.operation_seconds = None
     poller = azure_clients.compute.virtual_machines.begin_delete("ml-rg", "untagged-gpu")
 
     with pytest.raises(ResourceExistsError) as refused:

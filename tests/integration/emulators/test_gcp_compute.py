@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from google.api_core import exceptions
 from google.cloud import compute_v1
@@ -82,6 +84,7 @@ def test_stop_goes_through_stopping_to_terminated(fleet: GcpEmulator) -> None:
     assert instances.get(project=PROJECT, zone=ZONE_A, instance="trainer-1").status == "STOPPING"
     polled = operations.get(project=PROJECT, zone=ZONE_A, operation=op.name)
     assert polled.status == compute_v1.Operation.Status.RUNNING
+    time.sleep(fleet.operation_seconds or 0)
     polled = operations.get(project=PROJECT, zone=ZONE_A, operation=op.name)
     assert polled.status == compute_v1.Operation.Status.DONE
     assert instances.get(project=PROJECT, zone=ZONE_A, instance="trainer-1").status == "TERMINATED"

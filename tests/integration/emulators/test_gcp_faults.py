@@ -56,7 +56,7 @@ INVOKE: dict[str, Invoke] = {
                 "service": "compute.googleapis.com",
                 "quota_id": QUOTA,
                 "dimensions": {"region": REGION},
-                "quota_config": {"preferred_value": 1},
+                "quota_config": {"preferred_value": 4},  # the current limit: neither increase nor decrease
             },
         },
         retry=None,

@@ -80,6 +80,7 @@ def test_node_pool_shape(gcp: GcpEmulator, pool: str) -> None:
 
 def test_set_size_changes_the_pool_only_when_its_operation_is_done(gcp: GcpEmulator, pool: str) -> None:
     client = clients.gke(gcp.url)
+    gcp.operation_seconds = 0.3
 
     op = _resize(client, pool, 0)
 
@@ -89,9 +90,11 @@ def test_set_size_changes_the_pool_only_when_its_operation_is_done(gcp: GcpEmula
     assert client.get_node_pool(name=pool).status == container_v1.NodePool.Status.RECONCILING
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 2
 
-    assert _poll(client, op).status == Status.RUNNING
+    for _ in range(5):  # polling does not hurry it
+        assert _poll(client, op).status == Status.RUNNING
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 2
 
+    time.sleep(0.35)
     done = _poll(client, op)
     assert done.status == Status.DONE
     assert done.end_time
@@ -307,6 +310,23 @@ def test_finish_operations_hook_completes_pending_work(gcp: GcpEmulator, pool: s
 # ----- operations finish with time, polled or not -------------------------------------------------------------
 
 
+def test_a_resize_nobody_polls_reaches_the_pool_after_its_duration(gcp: GcpEmulator, pool: str) -> None:
+    """A person's set_node_pool_size over REST, then silence: GKE still resizes the pool, with time."""
+    gcp.operation_seconds = 0.2
+    client = clients.gke(gcp.url)
+    stored = gcp.gke.find_pool(PROJECT, REGION, CLUSTER, "a100")
+    assert stored is not None
+
+    op = _resize(client, pool, 0)
+    meanwhile = stored.size
+    time.sleep(0.4)  # no request of any kind reaches the emulator meanwhile
+
+    assert (meanwhile, stored.size) == (2, 0)  # the stored pool itself, read without any refresh
+    assert stored.running == dict.fromkeys(ZONES, 0)
+    assert gcp.log.operations() == ["nodePools.setSize"]
+    assert _poll(client, op).status == Status.DONE
+
+
 def test_an_operation_nobody_polls_finishes_once_its_time_is_up(gcp: GcpEmulator, pool: str) -> None:
     gcp.operation_polls = 1_000_000  # polls alone would never finish it
     gcp.operation_seconds = 0.05
@@ -326,7 +346,7 @@ def test_an_operation_nobody_polls_finishes_once_its_time_is_up(gcp: GcpEmulator
     assert "operations.get" not in gcp.log.operations()[:-1]
 
 
-def test_polls_still_finish_an_operation_before_its_time(gcp: GcpEmulator, pool: str) -> None:
+def test_polls_finish_an_operation_early_only_when_a_test_asks(gcp: GcpEmulator, pool: str) -> None:
     gcp.operation_polls = 1
     gcp.operation_seconds = 3600.0
     client = clients.gke(gcp.url)
@@ -335,6 +355,13 @@ def test_polls_still_finish_an_operation_before_its_time(gcp: GcpEmulator, pool:
     assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 0
 
 
-def test_operations_have_a_small_default_time_limit(gcp: GcpEmulator) -> None:
+def test_operations_finish_with_time_by_default(gcp: GcpEmulator, pool: str) -> None:
+    assert gcp.operation_polls is None
     assert gcp.operation_seconds is not None
-    assert 0 < gcp.operation_seconds <= 10
+    assert 0 < gcp.operation_seconds <= 1
+    client = clients.gke(gcp.url)
+
+    op = _resize(client, pool, 1)
+    polls = [_poll(client, op).status for _ in range(5)]
+
+    assert polls == [Status.RUNNING] * 5  # five polls in a row do not finish it

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jobs.adapters.aws_nodegroups import IAM_ACTIONS, AwsNodeGroups
+from jobs.adapters.aws.nodegroups import PERMISSIONS, AwsNodeGroups
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import CloudGroup, GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
@@ -339,7 +339,7 @@ def test_eks_down_then_up_restores_sizes_and_tags_exactly(aws: AwsEmulator, adap
     assert adapter.describe(group) == original
     assert asg_tags(aws, asg) == original_tags
     assert steps_between("eks", adapter.describe(group), original) == []  # a second run plans nothing
-    assert set(aws.iam_actions()) <= set(IAM_ACTIONS)
+    assert set(aws.iam_actions()) <= set(PERMISSIONS.actions)
 
 
 def test_eks_down_with_autoscaler_wake_up_keeps_the_tags(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
@@ -451,7 +451,7 @@ def test_discover_finds_gpu_groups_listed_or_not(aws: AwsEmulator, adapter: AwsN
         CloudGroup(cloud="aws", locator={**locator, "nodegroup": "gpu-a10g"}, instance_type="g5.xlarge"),
         CloudGroup(cloud="aws", locator={**locator, "nodegroup": "gpu-h100"}, instance_type="p5.48xlarge"),
     ]
-    assert aws.iam_actions() <= set(IAM_ACTIONS)  # seeding goes straight to moto: these are the adapter's calls
+    assert aws.iam_actions() <= set(PERMISSIONS.actions)  # seeding goes straight to moto: these are the adapter's calls
 
 
 def test_discover_recognises_a_gpu_ami_without_gpu_instance_types(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
@@ -490,7 +490,7 @@ def test_discover_finds_a_launch_template_gpu_group_by_its_template(aws: AwsEmul
 
     assert found == [CloudGroup(cloud="aws", locator={**LOCATOR, "nodegroup": "lt-gpu"}, instance_type="p4d.24xlarge")]
     assert aws.log.count("DescribeLaunchTemplateVersions") == 1
-    assert aws.iam_actions() <= set(IAM_ACTIONS)
+    assert aws.iam_actions() <= set(PERMISSIONS.actions)
 
 
 def test_discover_skips_a_launch_template_cpu_group(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:

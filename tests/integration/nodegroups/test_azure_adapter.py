@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.adapters.azure_nodegroups import AZURE_ACTIONS, AksAgentPools
+from jobs.adapters.azure.nodegroups import PERMISSIONS, AksAgentPools
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import (
@@ -96,7 +96,7 @@ def test_registry_builds_the_adapter_and_it_names_its_provider_and_node_label(az
     assert adapter.kind(group("a100")) == "aks"
     assert adapter.node_label(group("a100")) == ("kubernetes.azure.com/agentpool", "a100")
     assert NODE_LABEL == "kubernetes.azure.com/agentpool"
-    assert "Microsoft.ContainerService/managedClusters/agentPools/write" in AZURE_ACTIONS
+    assert "Microsoft.ContainerService/managedClusters/agentPools/write" in PERMISSIONS.actions
 
 
 # -- describe -------------------------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def test_describe_reads_each_pool_in_one_request(azure: AzureEmulator, adapter: 
 def test_describe_reports_busy_while_an_operation_runs_on_the_pool(
     azure: AzureEmulator, adapter: AksAgentPools
 ) -> None:
-    azure.operation_polls = None  # hold the operation until the test finishes it
+    azure.operation_seconds = None  # hold the operation until the test finishes it
     worker = threading.Thread(target=adapter.apply, args=(group("t4"), SetSize(0, 1, 0)))
     worker.start()
     _wait_for(lambda: bool(azure.running_operations()))
@@ -332,7 +332,7 @@ def test_busy_409_is_busy(azure: AzureEmulator, adapter: AksAgentPools) -> None:
 def test_a_put_while_another_pool_of_the_cluster_is_updating_is_busy(
     azure: AzureEmulator, adapter: AksAgentPools
 ) -> None:
-    azure.operation_polls = None
+    azure.operation_seconds = None
     worker = threading.Thread(target=adapter.apply, args=(group("t4"), SetSize(0, 1, 0)))
     worker.start()
     _wait_for(lambda: bool(azure.running_operations()))
@@ -351,7 +351,7 @@ def test_a_put_while_another_pool_of_the_cluster_is_updating_is_busy(
 def test_a_pool_with_its_own_operation_running_is_busy_without_a_write(
     azure: AzureEmulator, adapter: AksAgentPools
 ) -> None:
-    azure.operation_polls = None
+    azure.operation_seconds = None
     worker = threading.Thread(target=adapter.apply, args=(group("t4"), SetSize(0, 1, 0)))
     worker.start()
     _wait_for(lambda: bool(azure.running_operations()))
@@ -416,8 +416,21 @@ def test_each_fault_kind_raises_the_matching_error(
     assert azure.log.count(operation) == 1  # the SDK's own retries are off
 
 
+@pytest.mark.parametrize(("wait_s", "kept_s"), [(0.01, 0.01), (2.0, 2.0)])  # retry-after-ms, Retry-After
+def test_a_throttled_call_keeps_how_long_arm_asked_to_wait(
+    azure: AzureEmulator, adapter: AksAgentPools, wait_s: float, kept_s: float
+) -> None:
+    azure.retry_after_s = wait_s
+    azure.faults.inject(GET, "throttle")
+
+    with pytest.raises(Throttled) as raised:
+        adapter.describe(group("t4"))
+
+    assert (raised.value.status, raised.value.retry_after_s) == (429, kept_s)
+
+
 def test_operation_that_ends_failed_is_unavailable(azure: AzureEmulator, adapter: AksAgentPools) -> None:
-    azure.operation_polls = None
+    azure.operation_seconds = None
     worker_error: list[BaseException] = []
 
     def apply() -> None:
@@ -440,7 +453,7 @@ def test_operation_that_ends_failed_is_unavailable(azure: AzureEmulator, adapter
 
 def test_operation_that_outlasts_the_timeout_is_unavailable(azure: AzureEmulator) -> None:
     seed(azure)
-    azure.operation_polls = None
+    azure.operation_seconds = None
     aks = AksAgentPools(settings_for(azure, operation_timeout_s=0.2))
 
     with pytest.raises(Unavailable) as late:

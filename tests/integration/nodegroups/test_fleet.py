@@ -107,8 +107,8 @@ class World:
 @pytest.fixture
 def world(kube: KubeHandle, _research_api: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, tmp_path: Path) -> World:
     _research_api.reset()
-    aws.update_timing = type(aws.update_timing)(polls=1, seconds=None)
-    gcp.operation_polls = 1
+    aws.update_timing = type(aws.update_timing)(seconds=0.05)  # updates finish with time, as in EKS
+    gcp.operation_seconds = 0.05
     aws.add_eks_nodegroup("eu-west-1", "ml-prod", "gpu-a100", 1, 1, 8, instance_types=("p4d.24xlarge",))
     gcp.add_node_pool(
         "ml-research",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from google.api_core import exceptions
 
-from jobs.adapters.gcp_nodegroups import GCP_PERMISSIONS, GkeNodePools
+from jobs.adapters.gcp.nodegroups import PERMISSIONS, GkeNodePools
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.nodegroups import (
@@ -101,7 +101,7 @@ def test_registry_builds_the_adapter_and_the_permissions_cover_its_calls(gcp: Gc
     assert isinstance(built, GkeNodePools)
     assert built.kind(group) == "gke"
     assert built.node_label(group) == ("cloud.google.com/gke-nodepool", "a100")
-    assert set(GCP_PERMISSIONS) == {
+    assert set(PERMISSIONS.actions) == {
         "container.clusters.get",
         "container.clusters.update",
         "container.operations.get",
@@ -432,7 +432,9 @@ def test_a_write_while_the_cluster_runs_a_cluster_operation_is_busy(gcp: GcpEmul
 def test_writes_to_two_pools_of_one_cluster_go_through_at_once(gcp: GcpEmulator, adapter: GkeNodePools) -> None:
     group = _seed(gcp, "a100")
     _seed(gcp, "l4")
+    gcp.operation_seconds = 60  # the l4 operation outlasts the test; the a100 one below is quick
     running = clients.gke(gcp.url).set_node_pool_size(request={"name": _path("l4"), "node_count": 0})
+    gcp.operation_seconds = 0.05
 
     adapter.apply(group, SetSize(0, 0, 0))  # not Busy: one operation per node pool, not per cluster
 

@@ -165,8 +165,8 @@ def make_fleet(
     for key, value in aws.env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig))
-    aws.update_timing = type(aws.update_timing)(polls=1, seconds=None)
-    gcp.operation_polls = 1
+    aws.update_timing = type(aws.update_timing)(seconds=0.05)  # updates finish with time, as in EKS
+    gcp.operation_seconds = 0.05
     seed(kube, aws, gcp, azure)
     settings = AdapterSettings(
         poll_interval_s=0.01,

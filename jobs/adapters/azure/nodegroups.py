@@ -12,8 +12,8 @@ AKS rules checked here, before any write, so a refusal names the rule instead of
   with its autoscaler on: AKS stops the autoscaler with the pool and restarts it on start.
 - A pool whose own operation is still running is ``Busy`` without sending a doomed PUT.
 
-The SDK's retries are off (``retry_total=0``): the job retries Busy/Throttled/Unavailable itself with backoff
-and a deadline.
+The SDK's retries are off (``retry_total=0``, see ``azure.auth``): the job retries Busy/Throttled/Unavailable
+itself with backoff and a deadline.
 """
 
 from __future__ import annotations
@@ -25,31 +25,29 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
-from azure.core.credentials import TokenCredential
-from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
-    HttpResponseError,
-    ResourceNotFoundError,
-)
-from azure.identity import DefaultAzureCredential
+from azure.core.exceptions import AzureError
 from azure.mgmt.containerservice import ContainerServiceClient
 from azure.mgmt.containerservice.models import AgentPool, PowerState
 
-from jobs.adapters.azure_auth import AllowHttpPolicy, StaticTokenCredential
+from jobs.adapters.azure import errors, operations
+from jobs.adapters.azure.auth import ArmAuth
+from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetAutoscaling, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.core.providers import PROVIDERS, ProviderKind
-from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.errors import Busy, CloudError, Denied, Invalid
 from jobs.labels import AKS_AGENTPOOL_LABEL
 
 #: Exactly the ARM actions this module calls: the pool GET and list, the PUT, and the GETs of the PUT's
 #: ``Azure-AsyncOperation`` status monitor (``/providers/Microsoft.ContainerService/locations/*/operations/*``).
-AZURE_ACTIONS = (
-    "Microsoft.ContainerService/managedClusters/agentPools/read",
-    "Microsoft.ContainerService/managedClusters/agentPools/write",
-    "Microsoft.ContainerService/locations/operations/read",
+PERMISSIONS = Permissions(
+    "azure",
+    (
+        "Microsoft.ContainerService/managedClusters/agentPools/read",
+        "Microsoft.ContainerService/managedClusters/agentPools/write",
+        "Microsoft.ContainerService/locations/operations/read",
+    ),
 )
 
 #: Azure's GPU VM families all start with N: NC (compute), ND (deep learning), NV (visualisation), NG.
@@ -85,9 +83,9 @@ class AksAgentPools:
 
     def __init__(self, settings: AdapterSettings) -> None:
         self._settings = settings
+        self._auth = ArmAuth(settings)
         self._lock = threading.Lock()
         self._clients: dict[str, ContainerServiceClient] = {}
-        self._credential: TokenCredential | None = None
 
     # -- NodeGroupCloud -----------------------------------------------------------------------------------------
 
@@ -122,17 +120,7 @@ class AksAgentPools:
                 **conditions,
             ),
         )
-        timeout = self._settings.operation_timeout_s
-        self._call(group, _OP_PUT, lambda: poller.result(timeout=timeout))
-        if not poller.done():
-            # The SDK's polling thread carries on in the background and ends with the operation; the job
-            # treats the group as failed for this run and converges on the next.
-            raise Unavailable(
-                f"{_path(loc)}: {step.describe()} did not complete within {timeout:g}s "
-                f"(operation status {poller.status()})",
-                operation=_OP_PUT,
-                code="OperationTimeout",
-            )
+        operations.finish(poller, self._settings, _path(loc), _OP_PUT, step.describe(), translate=translate)
 
     def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
         return AKS_AGENTPOOL_LABEL, _locator(group).agent_pool
@@ -195,33 +183,14 @@ class AksAgentPools:
             return client
 
     def _new_client(self, subscription: str) -> ContainerServiceClient:
-        settings = self._settings
-        options: dict[str, Any] = {
-            "retry_total": 0,
-            "connection_timeout": min(10.0, settings.request_timeout_s),
-            "read_timeout": settings.request_timeout_s,
-            "polling_interval": settings.poll_interval_s,
-        }
-        if settings.azure_endpoint:
-            options["base_url"] = settings.azure_endpoint  # a private ARM endpoint, a proxy or the local emulator
-        if settings.emulator_credentials:
-            credential: TokenCredential = StaticTokenCredential()
-            options["per_call_policies"] = [AllowHttpPolicy()]
-        else:
-            if self._credential is None:
-                self._credential = DefaultAzureCredential()
-            credential = self._credential
-        return ContainerServiceClient(credential, subscription, **options)
+        return ContainerServiceClient(self._auth.credential(), subscription, **self._auth.client_options())
 
     def _call(self, group: NodeGroup, operation: str, call: Callable[[], T]) -> T:
         return self._call_at(_path(_locator(group)), operation, call)
 
     @staticmethod
     def _call_at(where: str, operation: str, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except AzureError as error:
-            raise translate(error, operation, where) from error
+        return errors.call(where, operation, call, translate=translate)
 
 
 # -- pure helpers -------------------------------------------------------------------------------------------------
@@ -312,38 +281,11 @@ def _change(pool: AgentPool, step: Step) -> None:
 
 
 def translate(error: AzureError, operation: str, where: str) -> CloudError:
-    """An azure-core exception as one of ``jobs.errors``; ``code`` is ARM's error code where there is one."""
-    message = f"{where}: {operation}: {_message(error)}"
-    if isinstance(error, HttpResponseError):
-        status = error.status_code or 0
-        code = (error.error.code if error.error else None) or str(status or type(error).__name__)
-        # Quota refusals also come as OperationNotAllowed ("... results in exceeding approved ... quota"): not busy.
-        over_quota = code == "OperationNotAllowed" and "exceeding approved" in message
-        if code in NOT_DELIVERED_CODES or over_quota:
-            return NotDelivered(f"{where}: {operation}: {code}: {_message(error)}", operation=operation, code=code)
-        if status == 409:
-            # AKS's busy signal; any other 409 is a genuine conflict.
-            kind: type[CloudError] = Busy if code == "OperationNotAllowed" else Conflict
-            return kind(message, operation=operation, code=code)
-        if status == 412:
-            return Conflict(message, operation=operation, code=code)
-        if status == 429:
-            return Throttled(message, operation=operation, code=code)
-        if status in (401, 403) or isinstance(error, ClientAuthenticationError):
-            return Denied(message, operation=operation, code=code)
-        if status == 404 or isinstance(error, ResourceNotFoundError):
-            return NotFound(message, operation=operation, code=code)
-        if 400 <= status < 500 and status != 408:
-            return Invalid(message, operation=operation, code=code)
-        # 5xx, 408, and a long-running operation that ended Failed/Canceled (reported on a 2xx status poll):
-        # the PUT is a declarative read-modify-write, so trying it again later is safe.
-        return Unavailable(message, operation=operation, code=code)
-    # ServiceRequestError / ServiceResponseError (connection failures, timeouts) and anything else from
-    # azure-core that carries no HTTP answer: the call may or may not have happened.
-    return Unavailable(message, operation=operation, code=type(error).__name__)
-
-
-def _message(error: AzureError) -> str:
-    if isinstance(error, HttpResponseError) and error.error is not None and error.error.message:
-        return str(error.error.message)
-    return str(error.message or error)
+    """ARM's errors as ``jobs.errors``, with the node groups' own reading: a scale-up Azure accepted and could not
+    carry out (no capacity, no quota) is ``NotDelivered``."""
+    code = errors.arm_code(error)
+    # Quota refusals also come as OperationNotAllowed ("... results in exceeding approved ... quota"): not busy.
+    over_quota = code == "OperationNotAllowed" and "exceeding approved" in errors.message(error)
+    if code in NOT_DELIVERED_CODES or over_quota:
+        return NotDelivered(f"{where}: {operation}: {code}: {errors.message(error)}", operation=operation, code=code)
+    return errors.translate(error, operation, where)

@@ -5,51 +5,43 @@ One class serves both kinds (``kind`` tells them apart by locator). Sizes go thr
 ``autoscaling:UpdateAutoScalingGroup`` (synchronous). The Cluster Autoscaler is switched off and on by removing and
 re-creating its discovery tags on the Auto Scaling group (for EKS: the group backing the node group).
 
-boto3 finds its endpoint, region and credentials the standard way (``AWS_ENDPOINT_URL``, the credential chain);
-its own retries are off because the job retries Busy/Throttled/Unavailable itself, with backoff and a deadline.
+Clients, calls and paging come from ``aws.session``, error codes from ``aws.errors``.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
-# boto3/botocore ship no type information and no stubs are installed: their clients are typed ``Any`` here.
-import boto3  # type: ignore[import-untyped]
-from botocore.config import Config  # type: ignore[import-untyped]
-from botocore.exceptions import (  # type: ignore[import-untyped]
-    BotoCoreError,
-    ClientError,
-    HTTPClientError,
-    NoCredentialsError,
-    ParamValidationError,
-)
-from botocore.exceptions import ConnectionError as BotoConnectionError
-
+from jobs.adapters.aws.session import AwsClients, call, paged
+from jobs.adapters.permissions import Permissions
+from jobs.adapters.polling import poll_until
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetPower, SetSize, Step
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.core.providers import PROVIDERS, ProviderKind
-from jobs.errors import Busy, CloudError, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.errors import CloudError, Invalid, NotFound, Unavailable
 from jobs.labels import CA_ENABLED_TAG, CA_TAG_PREFIX, EKS_NODEGROUP_LABEL
 
 #: Every API action this module calls, for checking the shipped IAM policy against the code.
-IAM_ACTIONS = (
-    "eks:DescribeNodegroup",
-    "eks:UpdateNodegroupConfig",
-    "eks:DescribeUpdate",
-    "eks:ListNodegroups",
-    "autoscaling:DescribeAutoScalingGroups",
-    "autoscaling:DescribeTags",
-    "autoscaling:DescribeScalingActivities",
-    "autoscaling:UpdateAutoScalingGroup",
-    "autoscaling:CreateOrUpdateTags",
-    "autoscaling:DeleteTags",
-    "ec2:DescribeLaunchTemplateVersions",
+PERMISSIONS = Permissions(
+    "aws",
+    (
+        "eks:DescribeNodegroup",
+        "eks:UpdateNodegroupConfig",
+        "eks:DescribeUpdate",
+        "eks:ListNodegroups",
+        "autoscaling:DescribeAutoScalingGroups",
+        "autoscaling:DescribeTags",
+        "autoscaling:DescribeScalingActivities",
+        "autoscaling:UpdateAutoScalingGroup",
+        "autoscaling:CreateOrUpdateTags",
+        "autoscaling:DeleteTags",
+        "ec2:DescribeLaunchTemplateVersions",
+    ),
 )
 
 ASG_RESOURCE_TYPE = "auto-scaling-group"
@@ -58,45 +50,6 @@ ASG_RESOURCE_TYPE = "auto-scaling-group"
 _GPU_AMI = re.compile(r"GPU|NVIDIA", re.IGNORECASE)
 # GPU instance families: g4dn, g5, g5g, g6e, gr6, p4d, p5... (inf/trn are accelerators, not GPUs).
 _GPU_FAMILY = re.compile(r"^(g|gr|p)\d")
-
-_THROTTLED = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestLimitExceeded",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "SlowDown",
-    }
-)
-_UNAVAILABLE = frozenset(
-    {"ServiceUnavailable", "ServiceUnavailableException", "InternalFailure", "InternalError", "ServerException"}
-)
-# ScalingActivityInProgress / ResourceContention: Auto Scaling's "another change is running, try again".
-_BUSY = frozenset({"ResourceInUseException", "ScalingActivityInProgress", "ResourceContention"})
-_NOT_FOUND = frozenset(
-    {
-        "ResourceNotFoundException",
-        "NotFoundException",
-        "InvalidLaunchTemplateId.NotFound",
-        "InvalidLaunchTemplateName.NotFoundException",
-        "InvalidLaunchTemplateId.VersionNotFound",
-    }
-)
-_INVALID = frozenset(
-    {
-        "InvalidParameterException",
-        "InvalidParameterValue",
-        "InvalidParameterCombination",
-        "InvalidRequestException",
-        "ValidationError",
-        "ValidationException",
-        "LimitExceeded",
-    }
-)
-_DENIED_PREFIXES = ("AccessDenied", "UnauthorizedOperation", "UnrecognizedClient", "InvalidClientTokenId", "Expired")
 
 # EKS node group health issue codes that mean nodes could not be launched (API reference, ``Issue.code``).
 LAUNCH_ISSUES = frozenset(
@@ -119,10 +72,10 @@ LAUNCH_ISSUES = frozenset(
 _UPDATE_DELIVERY_ERRORS = frozenset(
     {"NodeCreationFailure", "InsufficientFreeAddresses", "IpNotAvailable", "EniLimitReached", "SubnetNotFound"}
 )
+# DescribeUpdate statuses after which the update changes nothing more.
+_UPDATE_ENDED = frozenset({"Successful", "Failed", "Cancelled"})
 # A plain ASG's instances that count as launched (Pending ones are booting, not missing).
 _LAUNCHED_STATES = ("Pending", "InService")
-
-T = TypeVar("T")
 
 #: The instance type reported for a node group whose type cannot be found out (see ``discover``).
 UNKNOWN_INSTANCE_TYPE = "unknown"
@@ -130,48 +83,6 @@ UNKNOWN_INSTANCE_TYPE = "unknown"
 _ASG_NAMES_PER_CALL = 50
 
 _TemplateKey = tuple[str, str, str]  # (region, "id" or "name", value)
-
-# One boto3 session per process, shared by every adapter instance: a session loads the service models on its first
-# client (~0.5 s each), and sessions are not thread-safe, so clients are created from it under this lock only.
-# The clients themselves are thread-safe.
-_SESSION_LOCK = threading.Lock()
-_SESSION: dict[str, Any] = {}
-
-
-def _new_client(service: str, region: str, config: Config) -> Any:
-    with _SESSION_LOCK:
-        if "session" not in _SESSION:
-            _SESSION["session"] = boto3.session.Session()
-        return _SESSION["session"].client(service, region_name=region, config=config)
-
-
-def translate(error: Exception, operation: str) -> CloudError:
-    """The ``jobs.errors`` exception for a botocore error."""
-    if isinstance(error, ClientError):
-        code = str(error.response.get("Error", {}).get("Code", ""))
-        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        message = str(error.response.get("Error", {}).get("Message", "")) or str(error)
-        text = f"{operation}: {code}: {message}"
-        if code in _THROTTLED:
-            return Throttled(text, operation=operation, code=code)
-        if code in _BUSY:
-            return Busy(text, operation=operation, code=code)
-        if code in _NOT_FOUND or (code == "ValidationError" and "not found" in message.lower()):
-            # Auto Scaling reports an unknown group name as ValidationError "... name not found".
-            return NotFound(text, operation=operation, code=code)
-        if code.startswith(_DENIED_PREFIXES):
-            return Denied(text, operation=operation, code=code)
-        if code in _UNAVAILABLE or status >= 500:
-            return Unavailable(text, operation=operation, code=code or str(status))
-        return Invalid(text, operation=operation, code=code or str(status))
-    if isinstance(error, BotoConnectionError | HTTPClientError):
-        # Connection refused/reset, connect or read timeout: the call may or may not have happened.
-        return Unavailable(f"{operation}: {error}", operation=operation, code=type(error).__name__)
-    if isinstance(error, ParamValidationError):
-        return Invalid(f"{operation}: {error}", operation=operation, code="ParamValidationError")
-    if isinstance(error, NoCredentialsError):
-        return Denied(f"{operation}: {error}", operation=operation, code="NoCredentials")
-    return Unavailable(f"{operation}: {error}", operation=operation, code=type(error).__name__)
 
 
 def is_discovery_tag(key: str, cluster: str | None = None) -> bool:
@@ -206,13 +117,8 @@ class AwsNodeGroups:
 
     def __init__(self, settings: AdapterSettings) -> None:
         self._settings = settings
-        self._config = Config(
-            retries={"total_max_attempts": 1},  # one attempt in all: the job does the retrying
-            connect_timeout=settings.request_timeout_s,
-            read_timeout=settings.request_timeout_s,
-        )
+        self._clients = AwsClients(settings)
         self._lock = threading.Lock()
-        self._clients: dict[tuple[str, str], Any] = {}
         # What describe learnt and apply/discover reuse, so they need no extra reads.
         self._backing_asg: dict[_Eks, str] = {}  # the ASG EKS created for a node group
 
@@ -268,12 +174,10 @@ class AwsNodeGroups:
         clusters = sorted({(t.region, t.cluster) for t in map(self._target, groups) if isinstance(t, _Eks)})
         described: list[tuple[str, str, dict[str, Any]]] = []
         for region, cluster in clusters:
-            eks = self._client("eks", region)
-            names = self._paged("ListNodegroups", eks.list_nodegroups, "nodegroups", "nextToken", clusterName=cluster)
+            eks = self._clients.client("eks", region)
+            names = paged("ListNodegroups", eks.list_nodegroups, "nodegroups", "nextToken", clusterName=cluster)
             for name in names:
-                nodegroup = self._call(
-                    "DescribeNodegroup", eks.describe_nodegroup, clusterName=cluster, nodegroupName=name
-                )
+                nodegroup = call("DescribeNodegroup", eks.describe_nodegroup, clusterName=cluster, nodegroupName=name)
                 described.append((region, cluster, nodegroup["nodegroup"]))
         types = self._instance_types(described)
         found: list[CloudGroup] = []
@@ -321,10 +225,10 @@ class AwsNodeGroups:
     def _template_types(self, key: _TemplateKey, versions: set[str]) -> dict[str, str | None]:
         """Version ("$Latest", "$Default", "3") -> the InstanceType it launches, None if it sets none."""
         region, by, value = key
-        ec2 = self._client("ec2", region)
+        ec2 = self._clients.client("ec2", region)
         selector = {"LaunchTemplateId": value} if by == "id" else {"LaunchTemplateName": value}
         try:
-            found = self._paged(
+            found = paged(
                 "DescribeLaunchTemplateVersions",
                 ec2.describe_launch_template_versions,
                 "LaunchTemplateVersions",
@@ -357,10 +261,10 @@ class AwsNodeGroups:
             if types[index] is None and names:
                 asgs.setdefault(region, {})[str(names[0]["name"])] = index
         for region, wanted in sorted(asgs.items()):
-            autoscaling = self._client("autoscaling", region)
+            autoscaling = self._clients.client("autoscaling", region)
             names = sorted(wanted)
             for start in range(0, len(names), _ASG_NAMES_PER_CALL):
-                found = self._paged(
+                found = paged(
                     "DescribeAutoScalingGroups",
                     autoscaling.describe_auto_scaling_groups,
                     "AutoScalingGroups",
@@ -378,8 +282,8 @@ class AwsNodeGroups:
     # --- EKS --------------------------------------------------------------------------------------------------
 
     def _describe_eks(self, target: _Eks) -> GroupConfig:
-        eks = self._client("eks", target.region)
-        facts = self._call(
+        eks = self._clients.client("eks", target.region)
+        facts = call(
             "DescribeNodegroup", eks.describe_nodegroup, clusterName=target.cluster, nodegroupName=target.nodegroup
         )["nodegroup"]
         scaling = facts.get("scalingConfig") or {}
@@ -417,8 +321,8 @@ class AwsNodeGroups:
         _check_sizes(
             step, floor_max=PROVIDERS["eks"].min_max_size, where=f"EKS node group {target.cluster}/{target.nodegroup}"
         )
-        eks = self._client("eks", target.region)
-        update = self._call(
+        eks = self._clients.client("eks", target.region)
+        update = call(
             "UpdateNodegroupConfig",
             eks.update_nodegroup_config,
             clusterName=target.cluster,
@@ -429,45 +333,44 @@ class AwsNodeGroups:
 
     def _follow_update(self, target: _Eks, update: Mapping[str, Any]) -> None:
         """Poll ``DescribeUpdate`` until the update is Successful; raise if it failed or took too long."""
-        eks = self._client("eks", target.region)
-        deadline = time.monotonic() + self._settings.operation_timeout_s
+        eks = self._clients.client("eks", target.region)
         update_id = str(update["id"])
-        while True:
-            status = str(update.get("status", ""))
-            if status == "Successful":
-                return
-            if status in ("Failed", "Cancelled"):
-                errors = "; ".join(
-                    f"{e.get('errorCode', '?')}: {e.get('errorMessage', '')}" for e in update.get("errors") or []
-                )
-                codes = {str(e.get("errorCode", "")) for e in update.get("errors") or []}
-                kind: type[CloudError] = NotDelivered if codes & _UPDATE_DELIVERY_ERRORS else Invalid
-                raise kind(
-                    f"EKS update {update_id} of {target.cluster}/{target.nodegroup} {status.lower()}: "
-                    f"{errors or 'no details'}",
-                    operation="DescribeUpdate",
-                    code=f"Update{status}",
-                )
-            if time.monotonic() >= deadline:
-                raise Unavailable(
-                    f"EKS update {update_id} of {target.cluster}/{target.nodegroup} still {status or 'pending'} after "
-                    f"{self._settings.operation_timeout_s:g} s",
-                    operation="DescribeUpdate",
-                    code="OperationTimeout",
-                )
-            time.sleep(self._settings.poll_interval_s)
-            try:
-                update = self._call(
-                    "DescribeUpdate",
-                    eks.describe_update,
-                    name=target.cluster,
-                    nodegroupName=target.nodegroup,
-                    updateId=update_id,
-                )["update"]
-            except (Throttled, Unavailable):
-                # A failed poll says nothing about the update, which is already running: keep polling until the
-                # deadline rather than make the job re-send a change EKS would now refuse as busy.
-                continue
+        where = f"EKS update {update_id} of {target.cluster}/{target.nodegroup}"
+
+        def timed_out(last: Mapping[str, Any]) -> CloudError:
+            return Unavailable(
+                f"{where} still {last.get('status') or 'pending'} after {self._settings.operation_timeout_s:g} s",
+                operation="DescribeUpdate",
+                code="OperationTimeout",
+            )
+
+        def poll() -> Mapping[str, Any]:
+            found: Mapping[str, Any] = call(
+                "DescribeUpdate",
+                eks.describe_update,
+                name=target.cluster,
+                nodegroupName=target.nodegroup,
+                updateId=update_id,
+            )["update"]
+            return found
+
+        final = poll_until(
+            update,
+            lambda u: str(u.get("status", "")) in _UPDATE_ENDED,
+            poll,
+            interval_s=self._settings.poll_interval_s,
+            timeout_s=self._settings.operation_timeout_s,
+            timed_out=timed_out,
+        )
+        status = str(final.get("status", ""))
+        if status == "Successful":
+            return
+        errors = "; ".join(f"{e.get('errorCode', '?')}: {e.get('errorMessage', '')}" for e in final.get("errors") or [])
+        codes = {str(e.get("errorCode", "")) for e in final.get("errors") or []}
+        kind: type[CloudError] = NotDelivered if codes & _UPDATE_DELIVERY_ERRORS else Invalid
+        raise kind(
+            f"{where} {status.lower()}: {errors or 'no details'}", operation="DescribeUpdate", code=f"Update{status}"
+        )
 
     # --- plain Auto Scaling groups ---------------------------------------------------------------------------
 
@@ -491,8 +394,8 @@ class AwsNodeGroups:
     def _failed_launch(self, target: _Asg) -> str | None:
         """Why the group's latest launch failed (InsufficientInstanceCapacity, VcpuLimitExceeded, ...), in Auto
         Scaling's words; None when the latest launch succeeded or is still going (missing nodes may be booting)."""
-        autoscaling = self._client("autoscaling", target.region)
-        activities = self._call(
+        autoscaling = self._clients.client("autoscaling", target.region)
+        activities = call(
             "DescribeScalingActivities",
             autoscaling.describe_scaling_activities,
             AutoScalingGroupName=target.name,
@@ -507,8 +410,8 @@ class AwsNodeGroups:
         return None
 
     def _describe_auto_scaling_group(self, target: _Asg) -> dict[str, Any]:
-        autoscaling = self._client("autoscaling", target.region)
-        found = self._call(
+        autoscaling = self._clients.client("autoscaling", target.region)
+        found = call(
             "DescribeAutoScalingGroups",
             autoscaling.describe_auto_scaling_groups,
             AutoScalingGroupNames=[target.name],
@@ -524,8 +427,8 @@ class AwsNodeGroups:
 
     def _resize_asg(self, target: _Asg, step: SetSize) -> None:
         _check_sizes(step, floor_max=0, where=f"Auto Scaling group {target.name}")  # a plain ASG may be 0/0/0
-        autoscaling = self._client("autoscaling", target.region)
-        self._call(
+        autoscaling = self._clients.client("autoscaling", target.region)
+        call(
             "UpdateAutoScalingGroup",
             autoscaling.update_auto_scaling_group,
             AutoScalingGroupName=target.name,
@@ -542,8 +445,8 @@ class AwsNodeGroups:
         with self._lock:
             name = self._backing_asg.get(target)
         if name is None:  # apply without a describe first (the job always describes; be safe anyway)
-            eks = self._client("eks", target.region)
-            facts = self._call(
+            eks = self._clients.client("eks", target.region)
+            facts = call(
                 "DescribeNodegroup", eks.describe_nodegroup, clusterName=target.cluster, nodegroupName=target.nodegroup
             )["nodegroup"]
             return self._remember_backing_asg(target, facts)
@@ -553,11 +456,11 @@ class AwsNodeGroups:
         self, asg: _Asg, cluster: str | None, keys: Iterable[str] = ()
     ) -> tuple[dict[str, str], frozenset[str]]:
         """The ASG's discovery tags, through ``DescribeTags`` filtered by group (and by key when known)."""
-        autoscaling = self._client("autoscaling", asg.region)
+        autoscaling = self._clients.client("autoscaling", asg.region)
         filters: list[dict[str, Any]] = [{"Name": ASG_RESOURCE_TYPE, "Values": [asg.name]}]
         if keys:
             filters.append({"Name": "key", "Values": list(keys)})
-        tags = self._paged("DescribeTags", autoscaling.describe_tags, "Tags", "NextToken", Filters=filters)
+        tags = paged("DescribeTags", autoscaling.describe_tags, "Tags", "NextToken", Filters=filters)
         return _discovery(tags, cluster)
 
     def _create_tags(self, asg: _Asg, tags: Mapping[str, str], propagate: frozenset[str], cluster: str | None) -> None:
@@ -575,8 +478,8 @@ class AwsNodeGroups:
                 operation="CreateOrUpdateTags",
                 code="NotDiscoveryTag",
             )
-        autoscaling = self._client("autoscaling", asg.region)
-        self._call(
+        autoscaling = self._clients.client("autoscaling", asg.region)
+        call(
             "CreateOrUpdateTags",
             autoscaling.create_or_update_tags,
             Tags=[
@@ -596,8 +499,8 @@ class AwsNodeGroups:
         present, _ = self._discovery_tags(asg, cluster)
         if not present:
             return
-        autoscaling = self._client("autoscaling", asg.region)
-        self._call(
+        autoscaling = self._clients.client("autoscaling", asg.region)
+        call(
             "DeleteTags",
             autoscaling.delete_tags,
             Tags=[
@@ -617,33 +520,6 @@ class AwsNodeGroups:
         if locator.auto_scaling_group:
             return _Asg(locator.region, locator.auto_scaling_group)
         raise Invalid(f"{group.name}: needs cluster+nodegroup or autoScalingGroup", code="BadLocator")
-
-    def _client(self, service: str, region: str) -> Any:
-        with self._lock:
-            client = self._clients.get((service, region))
-            if client is None:
-                client = self._clients[(service, region)] = _new_client(service, region, self._config)
-            return client
-
-    @staticmethod
-    def _call(operation: str, method: Callable[..., T], **kwargs: Any) -> T:
-        try:
-            return method(**kwargs)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, operation) from error
-
-    def _paged(
-        self, operation: str, method: Callable[..., Any], items: str, token_key: str, **kwargs: Any
-    ) -> list[Any]:
-        """Every item of a paginated list call (``token_key`` names the token in both request and response)."""
-        results: list[Any] = []
-        token: dict[str, str] = {}
-        while True:
-            page = self._call(operation, method, **kwargs, **token)
-            results.extend(page.get(items) or [])
-            if not page.get(token_key):
-                return results
-            token = {token_key: str(page[token_key])}
 
 
 def _launched(asg: Mapping[str, Any]) -> int:

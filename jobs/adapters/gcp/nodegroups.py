@@ -15,62 +15,40 @@ from __future__ import annotations
 import math
 import re
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-import google.auth
-import google.auth.exceptions as auth_exceptions
-import requests
-from google.api_core import exceptions as api_exceptions
-from google.auth.credentials import AnonymousCredentials, Credentials
-from google.auth.transport.requests import AuthorizedSession
 from google.cloud import container_v1
 
+from jobs.adapters.gcp import operations
+from jobs.adapters.gcp.errors import RESOURCE_EXHAUSTED, translated
+from jobs.adapters.gcp.session import GcpSession
+from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetAutoscaling, SetPower, SetSize, Step
 from jobs.core.policy import GcpLocator, NodeGroup
 from jobs.core.providers import PROVIDERS, ProviderKind
-from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.errors import Invalid
 from jobs.labels import GKE_NODEPOOL_LABEL
 
-COMPUTE_ENDPOINT = "https://compute.googleapis.com"
-_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
-
 #: Exactly the IAM permissions behind the calls below (nodePools.get/list are authorised by clusters.get).
-GCP_PERMISSIONS = (
-    "container.clusters.get",  # nodePools.get, nodePools.list
-    "container.clusters.update",  # nodePools.setSize, nodePools.setAutoscaling
-    "container.operations.get",  # operations.get
-    "compute.instanceGroupManagers.get",  # instanceGroupManagers.get (live size)
+PERMISSIONS = Permissions(
+    "gcp",
+    (
+        "container.clusters.get",  # nodePools.get, nodePools.list
+        "container.clusters.update",  # nodePools.setSize, nodePools.setAutoscaling
+        "container.operations.get",  # operations.get
+        "compute.instanceGroupManagers.get",  # instanceGroupManagers.get (live size)
+    ),
 )
 
-BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"
-# 403 reasons that mean "slow down", not "not allowed" (Compute Engine rate quotas; RATE_LIMIT_EXCEEDED is the
-# ErrorInfo spelling of newer APIs).
-_RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
 MAX_NODES_PER_ZONE = PROVIDERS["gke"].node_limit  # per zone
 
 _Status = container_v1.NodePool.Status
 _BUSY_STATUSES = frozenset({_Status.PROVISIONING, _Status.RECONCILING, _Status.STOPPING})
-_DONE = container_v1.Operation.Status.DONE
 # The Compute errors behind "Not all instances running in IGM": a stockout or a quota, not a bad request.
 _DELIVERY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "QUOTA_EXCEEDED", "Not all instances running in IGM")
-_RESOURCE_EXHAUSTED = 8  # google.rpc.Code
 _IGM_URL = re.compile(r"/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instanceGroupManagers/(?P<name>[^/]+)$")
-
-# google.rpc.Code of a failed operation -> our error; anything else counts as Unavailable (it may work later).
-_RPC_CODE_ERRORS: dict[int, type[CloudError]] = {
-    3: Invalid,  # INVALID_ARGUMENT
-    5: NotFound,
-    6: Conflict,  # ALREADY_EXISTS
-    7: Denied,  # PERMISSION_DENIED
-    9: Invalid,  # FAILED_PRECONDITION
-    10: Conflict,  # ABORTED
-    16: Denied,  # UNAUTHENTICATED
-}
 
 
 @dataclass(frozen=True)
@@ -105,9 +83,9 @@ class GkeNodePools:
 
     def __init__(self, settings: AdapterSettings) -> None:
         self._settings = settings
+        self._session = GcpSession(settings)
         self._lock = threading.Lock()
         self._gke: container_v1.ClusterManagerClient | None = None
-        self._authorized: AuthorizedSession | None = None
 
     # ----- NodeGroupCloud -----
 
@@ -119,7 +97,7 @@ class GkeNodePools:
 
     def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
         ref = _PoolRef.of(group)
-        with _translated("nodePools.get", ref.path):
+        with translated("nodePools.get", ref.path):
             pool = self._gke_client().get_node_pool(name=ref.path, **self._call_options())
         zones = len(pool.locations) or 1
         low, high = _bounds(pool.autoscaling, zones)
@@ -144,7 +122,7 @@ class GkeNodePools:
         if isinstance(step, SetSize):
             operation = "nodePools.setSize"
             _check_size(step.desired, ref)
-            with _translated(operation, ref.path):
+            with translated(operation, ref.path):
                 op = client.set_node_pool_size(
                     request={"name": ref.path, "node_count": step.desired}, **self._call_options()
                 )
@@ -156,7 +134,7 @@ class GkeNodePools:
                 autoscaling = {"enabled": True, "min_node_count": step.min, "max_node_count": step.max}
                 if step.profile:
                     autoscaling["location_policy"] = step.profile
-            with _translated(operation, ref.path):
+            with translated(operation, ref.path):
                 op = client.set_node_pool_autoscaling(
                     request={"name": ref.path, "autoscaling": autoscaling}, **self._call_options()
                 )
@@ -174,7 +152,7 @@ class GkeNodePools:
         clusters = sorted({_PoolRef.of(g).cluster_path: _PoolRef.of(g) for g in groups if g.cloud == "gcp"}.items())
         found: list[CloudGroup] = []
         for path, ref in clusters:
-            with _translated("nodePools.list", path):
+            with translated("nodePools.list", path):
                 listing = self._gke_client().list_node_pools(parent=path, **self._call_options())
             for pool in listing.node_pools:
                 accelerators = list(pool.config.accelerators)
@@ -194,33 +172,14 @@ class GkeNodePools:
     # ----- internals -----
 
     def _call_options(self) -> dict[str, Any]:
-        # retry=None: the job retries Busy/Throttled/Unavailable with its own backoff and deadline.
-        return {"retry": None, "timeout": self._settings.request_timeout_s}
-
-    def _client_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}  # Application Default Credentials (Workload Identity in the cluster)
-        if self._settings.gcp_endpoint:
-            # A private endpoint, a proxy or the local emulator: "http://" is kept as is by the REST transports.
-            kwargs["client_options"] = {"api_endpoint": self._settings.gcp_endpoint}
-        if self._settings.emulator_credentials:
-            anonymous: Credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]  # untyped in google-auth
-            kwargs["credentials"] = anonymous
-        return kwargs
+        return self._session.call_options()
 
     def _gke_client(self) -> container_v1.ClusterManagerClient:
         with self._lock:
             if self._gke is None:
-                with _translated("client", "container.googleapis.com"):
-                    self._gke = container_v1.ClusterManagerClient(transport="rest", **self._client_kwargs())
+                with translated("client", "container.googleapis.com"):
+                    self._gke = container_v1.ClusterManagerClient(transport="rest", **self._session.client_kwargs())
             return self._gke
-
-    def _session(self) -> AuthorizedSession:
-        with self._lock:
-            if self._authorized is None:
-                with _translated("client", "compute.googleapis.com"):
-                    credentials = self._client_kwargs().get("credentials") or google.auth.default(scopes=_SCOPES)[0]
-                    self._authorized = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
-            return self._authorized
 
     def _live_size(self, ref: _PoolRef, pool: container_v1.NodePool) -> tuple[int | None, int]:
         """The pool's per-zone size: its instance group managers' target size (the max if zones differ), and the
@@ -229,7 +188,6 @@ class GkeNodePools:
         One GET of Compute's instanceGroupManagers.get through google-auth's authorised session, not the
         compute_v1 SDK: importing that SDK costs ~150 MiB and ~6 s (every Compute service and type) for one field.
         """
-        base = (self._settings.gcp_endpoint or COMPUTE_ENDPOINT).rstrip("/")
         sizes: list[int] = []
         creating = 0
         for url in pool.instance_group_urls:
@@ -239,33 +197,29 @@ class GkeNodePools:
             path = (
                 f"/compute/v1/projects/{match['project']}/zones/{match['zone']}/instanceGroupManagers/{match['name']}"
             )
-            with _translated("instanceGroupManagers.get", url):
-                response = self._session().get(base + path, timeout=self._settings.request_timeout_s)
-                if response.status_code >= 400:
-                    raise api_exceptions.from_http_response(response)  # type: ignore[no-untyped-call]
-                igm = response.json()
-                sizes.append(int(igm.get("targetSize", 0)))
-                creating += int((igm.get("currentActions") or {}).get("creating", 0))
+            igm = self._session.get_json("instanceGroupManagers.get", path, url)
+            sizes.append(int(igm.get("targetSize", 0)))
+            creating += int((igm.get("currentActions") or {}).get("creating", 0))
         return (max(sizes) if sizes else None), creating
 
     def _wait(self, ref: _PoolRef, op: container_v1.Operation, what: str) -> None:
-        """Poll the operation until DONE; a failed poll is only a read, so keep polling until the deadline."""
+        """Follow the operation until DONE, then raise if it failed."""
         name = ref.operation_path(op.name)
-        deadline = time.monotonic() + self._settings.operation_timeout_s
-        while op.status != _DONE:
-            if time.monotonic() >= deadline:
-                raise Unavailable(
-                    f"{ref.path}: {what} not DONE after {self._settings.operation_timeout_s:g}s (operation {name})",
-                    operation="operations.get",
-                    code="OPERATION_TIMEOUT",
-                )
-            time.sleep(self._settings.poll_interval_s)
-            try:
-                with _translated("operations.get", name):
-                    op = self._gke_client().get_operation(name=name, **self._call_options())
-            except (Throttled, Unavailable):
-                continue
-        _raise_if_failed(ref, op, what)
+
+        def poll() -> container_v1.Operation:
+            with translated("operations.get", name):
+                return self._gke_client().get_operation(name=name, **self._call_options())
+
+        done = operations.wait(op, poll, self._settings, f"{ref.path}: {what}", name)
+        failed = operations.failure(done)
+        if failed is None:
+            return
+        code, message = failed
+        error = operations.error_for(code)
+        if code == RESOURCE_EXHAUSTED or any(marker in message for marker in _DELIVERY_ERRORS):
+            error = NotDelivered  # the size is set; the instance groups keep trying, resending changes nothing
+        text = f"{ref.path}: {what} failed: {message or f'code {code}'}"
+        raise error(text, operation="operations.get", code=str(code) if code else "OPERATION_FAILED")
 
 
 def _location_policy(autoscaling: container_v1.NodePoolAutoscaling) -> str | None:
@@ -303,84 +257,3 @@ def _check_bounds(low: int, high: int, ref: _PoolRef) -> None:
             operation="nodePools.setAutoscaling",
             code="INVALID_ARGUMENT",
         )
-
-
-def _raise_if_failed(ref: _PoolRef, op: container_v1.Operation, what: str) -> None:
-    code = op.error.code if "error" in op else 0
-    message = (op.error.message if code else "") or op.status_message
-    if not code and not message:
-        return
-    error = _RPC_CODE_ERRORS.get(code, Unavailable)
-    if code == _RESOURCE_EXHAUSTED or any(marker in message for marker in _DELIVERY_ERRORS):
-        error = NotDelivered  # the size is set; the instance groups keep trying, resending changes nothing
-    text = f"{ref.path}: {what} failed: {message or f'code {code}'}"
-    raise error(text, operation="operations.get", code=str(code) if code else "OPERATION_FAILED")
-
-
-@contextmanager
-def _translated(operation: str, target: str) -> Iterator[None]:
-    """Turn every SDK, auth and transport error into ``jobs.errors``: nothing from the SDK escapes."""
-    try:
-        yield
-    except api_exceptions.GoogleAPICallError as err:
-        raise _from_api_error(err, operation, target) from err
-    except api_exceptions.GoogleAPIError as err:  # RetryError and friends
-        raise Unavailable(f"{target}: {err}", operation=operation, code=type(err).__name__) from err
-    except (requests.exceptions.RequestException, auth_exceptions.TransportError) as err:
-        # The REST transport does not wrap these: a client-side timeout or a refused connection.
-        raise Unavailable(f"{target}: {err}", operation=operation, code=type(err).__name__) from err
-    except auth_exceptions.GoogleAuthError as err:
-        raise Denied(f"{target}: credentials: {err}", operation=operation, code=type(err).__name__) from err
-
-
-def _from_api_error(err: api_exceptions.GoogleAPICallError, operation: str, target: str) -> CloudError:
-    status = _rpc_status(err)
-    reason = err.reason or ""
-    code = reason or status or str(err.code)
-    message = f"{target}: {err.message}"
-    # The ErrorInfo reason is the contract; the message check covers answers that carry no ErrorInfo.
-    if reason == BUSY_REASON or BUSY_REASON in err.message or "running incompatible operation" in err.message:
-        return Busy(message, operation=operation, code=BUSY_REASON)
-    if isinstance(err, api_exceptions.Forbidden):
-        # Compute Engine (and GKE's v1 API) answer a rate limit with 403, not 429: the reason tells it from a
-        # real permission refusal, which stays Denied.
-        limited = sorted(_RATE_LIMIT_REASONS.intersection(_reasons(err)))
-        if limited:
-            return Throttled(message, operation=operation, code=limited[0])
-    kinds: list[tuple[type[api_exceptions.GoogleAPICallError], type[CloudError]]] = [
-        (api_exceptions.TooManyRequests, Throttled),  # 429 RESOURCE_EXHAUSTED
-        (api_exceptions.ServerError, Unavailable),  # 5xx incl. 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED
-        (api_exceptions.NotFound, NotFound),
-        (api_exceptions.Forbidden, Denied),
-        (api_exceptions.Unauthorized, Denied),
-        (api_exceptions.Conflict, Conflict),  # 409 ABORTED / ALREADY_EXISTS
-        (api_exceptions.PreconditionFailed, Conflict),  # 412: a stale fingerprint/etag
-    ]
-    for sdk_error, ours in kinds:
-        if isinstance(err, sdk_error):
-            return ours(message, operation=operation, code=code)
-    return Invalid(message, operation=operation, code=code)  # 400 INVALID_ARGUMENT, other FAILED_PRECONDITION
-
-
-def _reasons(err: api_exceptions.GoogleAPICallError) -> set[str]:
-    """Every reason the error carries: the ErrorInfo one and those of the legacy ``errors`` list."""
-    found = {err.reason} if err.reason else set()
-    for item in err.errors or ():
-        reason = item.get("reason") if isinstance(item, dict) else None
-        if isinstance(reason, str):
-            found.add(reason)
-    return found
-
-
-def _rpc_status(err: api_exceptions.GoogleAPICallError) -> str:
-    """The google.rpc status name from the REST error body (``FAILED_PRECONDITION``), if there is one."""
-    response = err.response
-    if not isinstance(response, requests.Response):
-        return ""
-    try:
-        body = response.json()
-    except ValueError:
-        return ""
-    error = body.get("error") if isinstance(body, dict) else None
-    status = error.get("status") if isinstance(error, dict) else None
-    return status if isinstance(status, str) else ""

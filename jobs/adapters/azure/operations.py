@@ -1,0 +1,33 @@
+"""ARM long-running operations (an SDK ``LROPoller``) followed to the end, within the adapters' timeout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azure.core.polling import LROPoller
+
+from jobs.adapters.azure.errors import Translate, call, translate
+from jobs.adapters.settings import AdapterSettings
+from jobs.errors import Unavailable
+
+
+def finish(
+    poller: LROPoller[Any],
+    settings: AdapterSettings,
+    where: str,
+    operation: str,
+    what: str,
+    *,
+    translate: Translate = translate,
+) -> None:
+    """Wait for the operation; its failure is translated, a timeout is ``Unavailable``. On a timeout the SDK's
+    polling thread carries on in the background and ends with the operation; the job treats the item as failed for
+    this run and converges on the next."""
+    timeout = settings.operation_timeout_s
+    call(where, operation, lambda: poller.result(timeout=timeout), translate=translate)
+    if not poller.done():
+        raise Unavailable(
+            f"{where}: {what} did not complete within {timeout:g}s (operation status {poller.status()})",
+            operation=operation,
+            code="OperationTimeout",
+        )

@@ -1,0 +1,1 @@
+"""``gpu-jobs diff``: what a policy change does, rendered for a pull request, a terminal or a tool."""
