@@ -171,3 +171,25 @@ def test_an_unknown_azure_family_is_a_plan_error(azure_job: Job) -> None:
     ran = azure_job.run()
     assert (ran.code, ran.quota("a100")["action"]) == (1, "error")
     assert "standardNoSuchFamily: no such VM family" in ran.quota("a100")["message"]
+
+
+@pytest.mark.parametrize(
+    ("traits", "why"),
+    [
+        pytest.param({"is_fixed": True}, "is fixed (isFixed)", id="fixed"),
+        pytest.param(
+            {"eligible": False, "reason": "NO_VALID_BILLING_ACCOUNT"},
+            "cannot be raised (quotaIncreaseEligibility: NO_VALID_BILLING_ACCOUNT)",
+            id="not eligible",
+        ),
+    ],
+)
+def test_gcp_a_quota_that_cannot_be_raised_is_a_plan_error(
+    gcp_job: Job, gcp: GcpEmulator, traits: dict[str, object], why: str
+) -> None:
+    from tests.emulators.gcp.quotas import Traits
+
+    gcp.quotas.set_traits(QUOTA_ID, Traits(**traits))  # type: ignore[arg-type]
+    ran = gcp_job.run()
+    assert (ran.code, ran.quota("h100")["action"], gcp.quotas.preferences) == (1, "error", {})
+    assert ran.quota("h100")["message"] == f"limit 8 is below target 16, and {QUOTA_ID} {why}"
