@@ -1,6 +1,6 @@
 """``gpu-jobs cloud-quotas`` on GCP (google-cloud-quotas over REST) and Azure (azure-mgmt-quota 3.x) against their
-emulators, with the records in the Kubernetes API emulator. Targets here are numbers in the quota's unit: the
-current emulators serve neither Compute machine types nor resource SKUs (see the report)."""
+emulators, with the records in the Kubernetes API emulator. GCP targets are numbers in the quota's unit: the GCP
+emulator serves no Compute machine types yet; Azure VM sizes are converted with its resource SKUs."""
 
 from __future__ import annotations
 
@@ -193,3 +193,11 @@ def test_gcp_a_quota_that_cannot_be_raised_is_a_plan_error(
     ran = gcp_job.run()
     assert (ran.code, ran.quota("h100")["action"], gcp.quotas.preferences) == (1, "error", {})
     assert ran.quota("h100")["message"] == f"limit 8 is below target 16, and {QUOTA_ID} {why}"
+
+
+def test_azure_instances_are_converted_with_the_resource_skus(azure_job: Job, azure: AzureEmulator) -> None:
+    azure_job.write(AZURE_POLICY.replace("TARGET", "{instances: 2, vmSize: Standard_NC96ads_A100_v4}"))
+    ran = azure_job.run("--dry-run")
+    a100 = ran.quota("a100")
+    assert (a100["target"], a100["demand"]) == (192, "instances: 2 x Standard_NC96ads_A100_v4 x 96 vCPU = 192")
+    assert a100["action"] == "request"
