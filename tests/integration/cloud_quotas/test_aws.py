@@ -306,3 +306,17 @@ def test_a_quota_that_is_not_adjustable_is_a_plan_error(job: Job, aws: AwsEmulat
     ran = job.run()
     assert (ran.code, ran.quota("p-spot")["action"], requests(aws)) == (1, "error", [])
     assert ran.quota("p-spot")["message"] == f"limit 96 is below target 768, and {P_SPOT} is not Adjustable"
+
+
+def test_a_bad_section_or_none_at_all_is_exit_2_and_nothing_is_asked(job: Job, aws: AwsEmulator) -> None:
+    job.write(policy().replace("target: {nodeGroups: [training-a100]}", "target: {nodeGroups: [training-h100]}"))
+    ran = job.run()
+    assert (ran.code, ran.summary["exit_code"]) == (2, 2)
+    (invalid,) = ran.events("policy.invalid")
+    assert any(
+        p.endswith('policy.yaml:13: cloudQuotas[0].target.nodeGroups[0]: unknown node group "training-h100"')
+        for p in invalid["problems"]
+    )
+    job.write("nodeGroups: []\n")
+    assert job.run().code == 2
+    assert requests(aws) == []
