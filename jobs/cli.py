@@ -23,6 +23,7 @@ COMMANDS = {
     "diff": "what a policy change does: hours and GPU-hours, quotas, every other section (for a pull request)",
     "nodegroups": "scale GPU node groups to zero outside working hours and back (EKS, ASG, GKE, AKS)",
     "quotas": "make every namespace's GPU ResourceQuota what the policy says, in each cluster",
+    "cloud-quotas": "request cloud GPU quota increases (AWS, GCP, Azure) before the node groups need them",
     "schema": "print the policy's JSON Schema (generated from the models)",
 }
 

@@ -34,3 +34,15 @@ def nodegroups_lease(cluster: str) -> str:
     """The Lease that serialises runs acting on ``cluster`` (a per-cluster and a central install exclude each
     other in that cluster's API; clusters of one central run never wait for each other)."""
     return f"{NODEGROUPS_LEASE}-{cluster}"
+
+
+# The cloud-quotas job's records of what it asked, one ConfigMap per policy entry in the install's namespace.
+CLOUD_QUOTA_RECORD_KIND = "cloud-quota-request"
+CLOUD_QUOTA_LABEL = "gpu-jobs.dev/cloud-quota"
+CLOUD_QUOTA_KEY = "request.json"
+CLOUD_QUOTAS_LEASE = "gpu-jobs-cloud-quotas"
+
+
+def cloud_quota_record(entry: str) -> str:
+    """The ConfigMap that remembers what was asked for one ``cloudQuotas`` entry (names are unique in the policy)."""
+    return f"gpu-jobs-cloud-quota-{entry}"

@@ -50,7 +50,8 @@ def _counts(policy: Policy) -> str:
     quotas = policy.namespace_quotas
     return (
         f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
-        f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')}"
+        f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')},"
+        f" {n(len(policy.cloud_quotas), 'cloud quota')}"
     )
 
 

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
+from jobs.core.cloud_quota_policy import CloudQuota, cloud_quota_problems
 from jobs.core.policy_fields import (
     MAX_SETTING_DURATION,
     MAX_YEAR,
@@ -132,6 +133,7 @@ class Policy(Model):
     node_groups: tuple[NodeGroup, ...] = Field(default=(), max_length=500)
     overrides: tuple[Override, ...] = Field(default=(), max_length=500)
     namespace_quotas: NamespaceQuotas | None = None
+    cloud_quotas: tuple[CloudQuota, ...] = Field(default=(), max_length=200)
 
     def group(self, name: str) -> NodeGroup:
         for group in self.node_groups:
@@ -194,7 +196,7 @@ def cross_reference_problems(policy: Policy) -> list[Problem]:
     for i, override in enumerate(policy.overrides):
         if override.node_group not in seen:
             problems.append((("overrides", i, "nodeGroup"), f'unknown node group "{override.node_group}"'))
-    return problems + declared_cluster_problems(policy.clusters) + policy._fleet.problems
+    return problems + declared_cluster_problems(policy.clusters) + policy._fleet.problems + cloud_quota_problems(policy)
 
 
 def effective_schedule(

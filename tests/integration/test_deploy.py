@@ -21,7 +21,10 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kv_utils
 
+from jobs.adapters.aws import nodegroups as aws_nodegroup_adapter
+from jobs.adapters.aws import quotas as aws_quota_adapter
 from jobs.adapters.kube import rbac
+from jobs.commands import cloud_quotas as cloud_quotas_command
 from jobs.commands import nodegroups as nodegroups_command
 from jobs.commands import quotas as quotas_command
 
@@ -64,7 +67,13 @@ CLOUD_IDENTITY_LABEL = "gpu-jobs.dev/cloud-identity"
 #: The cluster label the per-cluster installs choose the overlay by.
 CLOUD_LABEL = "gpu-jobs.dev/cloud"
 #: Each CronJob (named after its job) and the kube adapter modules its command wires it with.
-JOBS = {"nodegroups": nodegroups_command.KUBE_PORTS, "quotas": quotas_command.KUBE_PORTS}
+JOBS = {
+    "nodegroups": nodegroups_command.KUBE_PORTS,
+    "quotas": quotas_command.KUBE_PORTS,
+    "cloud-quotas": cloud_quotas_command.KUBE_PORTS,
+}
+#: The jobs every install runs every ten minutes (cloud-quotas runs daily, in one install only).
+EVERY_TEN_MINUTES = ("nodegroups", "quotas")
 
 Obj = dict[str, Any]
 
@@ -159,7 +168,8 @@ def test_renders_and_every_object_passes_strict_validation(target: str) -> None:
 
     kinds = sorted(o["kind"] for o in objects)
     per_job = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "CronJob"]
-    assert kinds == sorted(["Namespace", "ConfigMap", *(per_job * len(JOBS))])
+    in_its_namespace = ["ServiceAccount", "Role", "RoleBinding", "CronJob"]  # cloud-quotas: nothing cluster-wide
+    assert kinds == sorted(["Namespace", "ConfigMap", *(per_job * (len(JOBS) - 1)), *in_its_namespace])
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "CronJob"} == set(JOBS)
     for obj in objects:
         for version in K8S_VERSIONS:
@@ -243,7 +253,7 @@ def test_each_job_has_its_own_service_account_and_nothing_else_is_bound(target: 
 # --- the CronJob -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", JOBS)
+@pytest.mark.parametrize("name", EVERY_TEN_MINUTES)
 @pytest.mark.parametrize("target", TARGETS)
 def test_cronjob_schedule_and_job_settings(target: str, name: str) -> None:
     cron = named(render(target), "CronJob", name)
@@ -257,6 +267,14 @@ def test_cronjob_schedule_and_job_settings(target: str, name: str) -> None:
     assert job["backoffLimit"] == 0  # the next run converges; exit codes are the alert
     assert 0 < job["activeDeadlineSeconds"] < 30 * 60  # inside the jobs' Lease (30 min)
     assert job["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_cloud_quotas_runs_daily_and_is_suspended_in_the_base() -> None:
+    cron = named(render("base"), "CronJob", "cloud-quotas")
+    spec, job = cron["spec"], cron["spec"]["jobTemplate"]["spec"]
+    assert (spec["schedule"], spec["suspend"], spec["concurrencyPolicy"]) == ("17 5 * * *", True, "Forbid")
+    assert job["backoffLimit"] == 0
+    assert 0 < job["activeDeadlineSeconds"] < 30 * 60
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -290,7 +308,10 @@ def test_cronjob_security_context_and_resources(target: str, job: str) -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert security["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert main["resources"]["requests"] == {"cpu": "100m", "memory": {"nodegroups": "256Mi", "quotas": "128Mi"}[job]}
+    assert main["resources"]["requests"] == {
+        "cpu": "100m",
+        "memory": {"nodegroups": "256Mi", "quotas": "128Mi", "cloud-quotas": "256Mi"}[job],
+    }
     assert set(main["resources"]["limits"]) == {"cpu", "memory"}
     assert "hostNetwork" not in pod
     assert "hostPID" not in pod
@@ -914,7 +935,9 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
 
     # Seeding goes straight to moto, so these are the adapter's calls only. Equality: the document grants
     # nothing this run did not need (every action is exercised), and nothing needed is missing.
-    assert aws.iam_actions() == set(aws_actions(aws_policy()))
+    # The document also grants the cloud-quotas job's calls (checked by tests/integration/cloud_quotas).
+    quota_only = set(aws_quota_adapter.PERMISSIONS.actions) - set(aws_nodegroup_adapter.PERMISSIONS.actions)
+    assert aws.iam_actions() == set(aws_actions(aws_policy())) - quota_only
 
 
 def rendered_allow_list(target: str, job: str = "nodegroups") -> set[tuple[str, str]]:

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from jobs.adapters.permissions import Cloud, Permissions, union
+from jobs.commands.cloud_quotas import QUOTA_ADAPTERS
 from jobs.commands.nodegroup_clouds import NODEGROUP_ADAPTERS
 
 IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
@@ -24,9 +25,12 @@ IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
 
 def wired() -> dict[Cloud, frozenset[str]]:
     """Cloud -> the permissions of every cloud adapter module a command is wired with."""
-    modules = [importlib.import_module(path.partition(":")[0]) for path in NODEGROUP_ADAPTERS.values()]
-    declared: list[Permissions] = [module.PERMISSIONS for module in modules]
-    assert sorted(p.cloud for p in declared) == sorted(NODEGROUP_ADAPTERS)  # each module declares its own cloud's
+    declared: list[Permissions] = []
+    for adapters in (NODEGROUP_ADAPTERS, QUOTA_ADAPTERS):
+        modules = [importlib.import_module(path.partition(":")[0]) for path in adapters.values()]
+        found = [module.PERMISSIONS for module in modules]
+        assert sorted(p.cloud for p in found) == sorted(adapters)  # each module declares its own cloud's
+        declared += found
     return union(declared)
 
 
@@ -69,7 +73,7 @@ def test_aws_policy_scopes_every_write_to_its_resource_type() -> None:
     writes = {
         s["Resource"]: set(s["Action"])
         for s in aws_policy()["Statement"]
-        if any(not a.split(":")[1].startswith(("Describe", "List")) for a in s["Action"])
+        if any(not a.split(":")[1].startswith(("Describe", "List", "Get")) for a in s["Action"])
     }
 
     assert writes == {
@@ -79,6 +83,7 @@ def test_aws_policy_scopes_every_write_to_its_resource_type() -> None:
             "autoscaling:CreateOrUpdateTags",
             "autoscaling:DeleteTags",
         },
+        "arn:aws:servicequotas:*:*:ec2/*": {"servicequotas:RequestServiceQuotaIncrease"},
     }
 
 

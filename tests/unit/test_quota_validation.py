@@ -124,7 +124,7 @@ def test_validate_prints_warnings_and_still_exits_0_while_an_error_exits_2(
         f'{warned}:4: namespaceQuotas.default.example.com/fpga: warning: "example.com/fpga" is not a known GPU'
         " resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<n>g.<m>gb, amd.com/gpu): it is written as"
         " requests.example.com/fpga, which limits only pods that request exactly this name",
-        f"{warned}: valid: 0 node groups in 0 clusters, 0 overrides, 0 namespace quota rules",
+        f"{warned}: valid: 0 node groups in 0 clusters, 0 overrides, 0 namespace quota rules, 0 cloud quotas",
     ]
     broken = tmp_path / "broken.yaml"
     broken.write_text(HEAD + 'namespaceQuotas:\n  default: {nvidia.com/gpu: "1.5"}\n')

@@ -1,0 +1,228 @@
+"""GCP GPU quotas through Cloud Quotas (``google-cloud-quotas``, ``cloudquotas_v1``) over REST, and the Compute
+machine types that convert instances into GPUs or vCPUs.
+
+Cloud Quotas facts this module is shaped by:
+- The limit is in the quota's ``QuotaInfo``, one value per dimension combination (the empty one is the default).
+- A request is a ``QuotaPreference``: one per quota + dimensions, upserted (``allow_missing``, the current
+  ``etag``), so a resent write changes nothing; ``contact_email`` is input only and sent with every increase.
+- ``reconciling`` while the service decides; then ``granted_value`` below ``preferred_value`` is a partial grant,
+  or a denial when ``state_detail`` says so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from google.auth.credentials import AnonymousCredentials, Credentials
+from google.cloud import cloudquotas_v1, container_v1
+
+from jobs.adapters.gcp.errors import translated as _translated
+from jobs.adapters.permissions import Permissions
+from jobs.adapters.settings import AdapterSettings
+from jobs.core.cloud_quota_policy import CloudQuota
+from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
+from jobs.core.policy import GcpLocator, NodeGroup
+from jobs.errors import NotFound
+
+#: Exactly the IAM permissions behind the calls below.
+PERMISSIONS = Permissions(
+    "gcp",
+    (
+        "cloudquotas.quotas.get",  # quotaInfos.get
+        "cloudquotas.quotas.update",  # quotaPreferences.patch (allowMissing: also creates)
+        "cloudquotas.quotaPreferences.list",  # quotaPreferences.list (dimensions are matched here)
+        "compute.machineTypes.list",  # machineTypes.aggregatedList (instances, node pools)
+        "container.clusters.get",  # nodePools.get
+    ),
+)
+
+SERVICE = "compute.googleapis.com"
+COMPUTE_ENDPOINT = "https://compute.googleapis.com"
+
+
+def unit_of(quota_id: str) -> str:
+    """GPU quotas count GPUs, the others (CPUS-per-project-region...) vCPUs."""
+    return "GPU" if "GPU" in quota_id.upper() else "vCPU"
+
+
+def preference_id(entry: CloudQuota) -> str:
+    return f"gpu-jobs-{entry.name}"
+
+
+class GcpQuotas:
+    """``QuotaCloud`` for GCP; one client per API, built on first use under a lock; SDK retries off."""
+
+    def __init__(self, settings: AdapterSettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._quotas: cloudquotas_v1.CloudQuotasClient | None = None
+        self._gke: container_v1.ClusterManagerClient | None = None
+
+    # --- QuotaCloud ---------------------------------------------------------------------------------------------
+
+    def read(self, entry: CloudQuota, remembered: Asked | None) -> QuotaFacts:
+        quota_id, unit = str(entry.quota_id), unit_of(str(entry.quota_id))
+        name = f"projects/{entry.project}/locations/global/services/{SERVICE}/quotaInfos/{quota_id}"
+        try:
+            with _translated("quotaInfos.get", name):
+                info = self._client().get_quota_info(name=name, **self._options())
+        except NotFound as exc:
+            return QuotaFacts(unit, None, error=f"{quota_id}: no such quota in project {entry.project} ({exc})")
+        wanted = entry.gcp_dimensions
+        values = {frozenset(d.dimensions.items()): int(d.details.value) for d in info.dimensions_infos}
+        limit = values.get(frozenset(wanted.items()), values.get(frozenset(), 0))
+        fixed = None
+        if info.is_fixed:
+            fixed = f"{quota_id} is fixed (isFixed)"
+        elif "quota_increase_eligibility" in info and not info.quota_increase_eligibility.is_eligible:
+            why = info.quota_increase_eligibility.ineligibility_reason.name
+            fixed = f"{quota_id} cannot be raised (quotaIncreaseEligibility: {why})"
+        preference = self._preference(entry)
+        request = _request(preference) if preference is not None else None
+        return QuotaFacts(
+            unit,
+            limit,
+            fixed=fixed,
+            open_request=request if request is not None and request.outcome == "open" else None,
+            followed=request if remembered is not None else None,
+        )
+
+    def shapes(self, entry: CloudQuota, names: Sequence[str]) -> Mapping[str, Shape | str]:
+        unit = unit_of(str(entry.quota_id))
+        out: dict[str, Shape | str] = {}
+        for name in names:
+            found = self._machine_type(str(entry.project), entry.region, name)
+            if found is None:
+                out[name] = f"{name}: not a machine type in {entry.region or 'the project'}"
+                continue
+            gpus = sum(int(a.get("guestAcceleratorCount", 0)) for a in found.get("accelerators") or [])
+            family = next((str(a.get("guestAcceleratorType")) for a in found.get("accelerators") or []), None)
+            per = gpus if unit == "GPU" else int(found.get("guestCpus", 0))
+            out[name] = Shape(name, per, unit, family=family)
+        return out
+
+    def group(self, group: NodeGroup) -> GroupSize | str:
+        loc = group.locator
+        if not isinstance(loc, GcpLocator):
+            return f"node group {group.name} is not a GKE node pool"
+        path = f"projects/{loc.project}/locations/{loc.location}/clusters/{loc.cluster}/nodePools/{loc.node_pool}"
+        with _translated("nodePools.get", path):
+            pool = self._gke_client().get_node_pool(name=path, **self._options())
+        zones = max(1, len(pool.locations))
+        per_zone = pool.autoscaling.max_node_count if pool.autoscaling.enabled else pool.initial_node_count
+        spot = pool.config.spot or pool.config.preemptible
+        # GKE counts nodes per zone: the group's working maximum is that times its zones.
+        return GroupSize(group.name, pool.config.machine_type, per_zone * zones, "spot" if spot else "on-demand")
+
+    def file(self, entry: CloudQuota, value: int) -> CloudRequest:
+        current = self._preference(entry)
+        name = (
+            current.name
+            if current is not None
+            else f"projects/{entry.project}/locations/global/quotaPreferences/{preference_id(entry)}"
+        )
+        preference = cloudquotas_v1.QuotaPreference(
+            name=name,
+            service=SERVICE,
+            quota_id=str(entry.quota_id),
+            dimensions=entry.gcp_dimensions,
+            quota_config=cloudquotas_v1.QuotaConfig(preferred_value=value),
+            contact_email=str(entry.contact_email),  # never echoed back: sent with every increase
+            justification=entry.justification or "",
+            etag=current.etag if current is not None else "",
+        )
+        with _translated("quotaPreferences.patch", name):
+            stored = self._client().update_quota_preference(
+                request=cloudquotas_v1.UpdateQuotaPreferenceRequest(quota_preference=preference, allow_missing=True),
+                **self._options(),
+            )
+        return _request(stored)
+
+    # --- internals ----------------------------------------------------------------------------------------------
+
+    def _preference(self, entry: CloudQuota) -> cloudquotas_v1.QuotaPreference | None:
+        """The one preference for this quota and dimensions, whoever made it (ours, or one made in the console)."""
+        parent = f"projects/{entry.project}/locations/global"
+        wanted = entry.gcp_dimensions
+        with _translated("quotaPreferences.list", parent):
+            found = [
+                p
+                for p in self._client().list_quota_preferences(
+                    request={"parent": parent, "filter": f'quotaId="{entry.quota_id}"'}, **self._options()
+                )
+                if p.service == SERVICE and dict(p.dimensions) == wanted
+            ]
+        ours = [p for p in found if p.name.endswith("/" + preference_id(entry))]
+        return next(iter(ours or found), None)
+
+    def _machine_type(self, project: str, region: str | None, name: str) -> dict[str, Any] | None:
+        """One machine type of the region (the same in all its zones), via Compute's aggregated list."""
+        from google.auth.transport.requests import AuthorizedSession  # noqa: PLC0415
+
+        base = (self._settings.gcp_endpoint or COMPUTE_ENDPOINT).rstrip("/")
+        url = f"{base}/compute/v1/projects/{project}/aggregated/machineTypes"
+        with _translated("machineTypes.aggregatedList", url):
+            session = AuthorizedSession(self._credentials())  # type: ignore[no-untyped-call]
+            response = session.get(url, params={"filter": f"name = {name}"}, timeout=self._settings.request_timeout_s)
+            if response.status_code >= 400:
+                from google.api_core import exceptions  # noqa: PLC0415
+
+                raise exceptions.from_http_response(response)  # type: ignore[no-untyped-call]
+            for zone, scoped in sorted((response.json().get("items") or {}).items()):
+                if region is None or zone.removeprefix("zones/").startswith(region + "-"):
+                    for machine in scoped.get("machineTypes") or []:
+                        if machine.get("name") == name:
+                            return dict(machine)
+        return None
+
+    def _options(self) -> dict[str, Any]:
+        return {"retry": None, "timeout": self._settings.request_timeout_s}
+
+    def _credentials(self) -> Credentials:
+        if self._settings.emulator_credentials:
+            anonymous: Credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
+            return anonymous
+        import google.auth  # noqa: PLC0415
+
+        found: Credentials = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])[0]
+        return found
+
+    def _kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if self._settings.gcp_endpoint:
+            kwargs["client_options"] = {"api_endpoint": self._settings.gcp_endpoint}
+        if self._settings.emulator_credentials:
+            kwargs["credentials"] = self._credentials()
+        return kwargs
+
+    def _client(self) -> cloudquotas_v1.CloudQuotasClient:
+        with self._lock:
+            if self._quotas is None:
+                with _translated("client", "cloudquotas.googleapis.com"):
+                    self._quotas = cloudquotas_v1.CloudQuotasClient(transport="rest", **self._kwargs())
+            return self._quotas
+
+    def _gke_client(self) -> container_v1.ClusterManagerClient:
+        with self._lock:
+            if self._gke is None:
+                with _translated("client", "container.googleapis.com"):
+                    self._gke = container_v1.ClusterManagerClient(transport="rest", **self._kwargs())
+            return self._gke
+
+
+def _request(preference: cloudquotas_v1.QuotaPreference) -> CloudRequest:
+    config = preference.quota_config
+    preferred, granted = int(config.preferred_value), int(config.granted_value)
+    outcome: Outcome
+    if preference.reconciling:
+        outcome, status = "open", "reconciling"
+    elif granted >= preferred:
+        outcome, status = "approved", "granted"
+    elif "denied" in config.state_detail.lower():
+        outcome, status = "denied", "denied"
+    else:
+        outcome, status = "partial", "partially granted"
+    ids = {"traceId": config.trace_id} if config.trace_id else {}
+    return CloudRequest(preference.name, status, outcome, preferred, granted, ids)

@@ -1,0 +1,290 @@
+"""The cloud-quotas job on one account scope (an AWS region, a GCP project, an Azure subscription): observe each
+quota of the scope (limit, requests, conversion data) and the records of what was asked, plan (pure), then under
+the scope's Lease file the requests and remember the outcomes, each entry on its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from jobs.cloud_quotas.ports import QuotaCloud, QuotaEvents, RequestStore
+from jobs.core.cloud_quota_policy import CloudQuota, NodeGroupsTarget
+from jobs.core.cloud_quotas import (
+    Asked,
+    CloudRequest,
+    Demand,
+    GroupSize,
+    QuotaFacts,
+    QuotaPlan,
+    Shape,
+    Unreadable,
+    asked,
+    demand_of,
+    plan_quota,
+)
+from jobs.core.policy import Policy
+from jobs.errors import Busy, CloudError, Conflict, OutcomeUnknown, Throttled, Unavailable
+from jobs.lease import RunLock
+from jobs.retry import Backoff
+from jobs.runner import ScopeReport, ScopeWork, Tally
+from jobs.scopes import Scope
+
+ItemStatus = Literal["requested", "recorded", "failed"]
+
+#: Event reasons per outcome, so ``kubectl describe configmap`` reads like the cloud's console.
+REASONS = {
+    "open": "QuotaRequestOpen",
+    "approved": "QuotaRequestApproved",
+    "partial": "QuotaRequestPartiallyGranted",
+    "denied": "QuotaRequestDenied",
+}
+
+
+@dataclass(frozen=True)
+class Ports:
+    cloud: QuotaCloud
+    store: RequestStore
+    lock: RunLock
+    events: QuotaEvents
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One entry as observed: the quota, its demand in the quota's unit, and what was asked before."""
+
+    entry: CloudQuota
+    facts: QuotaFacts
+    demand: Demand
+    remembered: Asked | Unreadable | None
+
+
+@dataclass(frozen=True)
+class Observation:
+    seen: tuple[Seen, ...]
+
+
+@dataclass(frozen=True)
+class Planned:
+    plans: tuple[QuotaPlan, ...]
+
+    @property
+    def items(self) -> tuple[QuotaPlan, ...]:
+        return tuple(p for p in self.plans if p.writes)
+
+    @property
+    def changes(self) -> int:
+        """Requests count against the limit; remembering an outcome is bookkeeping."""
+        return sum(p.action == "request" for p in self.plans)
+
+    @property
+    def considered(self) -> int:
+        return len(self.plans)
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    plan: QuotaPlan
+    status: ItemStatus
+    message: str = ""
+    request: CloudRequest | None = None
+
+
+@dataclass(frozen=True)
+class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
+    """The cloud-quotas job on one account scope, as the runner drives it."""
+
+    scope: Scope
+    policy: Policy
+    entries: tuple[CloudQuota, ...]
+    now: datetime
+    backoff: Backoff
+    ports: Ports
+    log: Any
+
+    @property
+    def lock(self) -> RunLock:
+        return self.ports.lock
+
+    def observe(self, first: Observation | None) -> Observation:
+        remembered = self.backoff.call(self.ports.store.load)
+        earlier = {s.entry.name: s.demand for s in first.seen} if first is not None else {}
+        seen = []
+        for entry in self.entries:
+            memory = remembered.get(entry.name)
+            facts = self._facts(entry, memory if isinstance(memory, Asked) else None)
+            # The conversion data (instance types, node groups) is read once per run, not again under the Lease.
+            demand = earlier.get(entry.name) or self._demand(entry)
+            seen.append(Seen(entry, facts, demand, memory))
+        return Observation(tuple(seen))
+
+    def plan(self, observed: Observation) -> Planned:
+        return Planned(tuple(plan_quota(s.entry, s.facts, s.demand, s.remembered, self.now) for s in observed.seen))
+
+    def apply(self, item: QuotaPlan, fence: Callable[[str], None]) -> ItemResult:
+        entry = item.entry
+        if item.action != "request":
+            assert item.record is not None
+            fence(f"record the outcome of {entry.name}")
+            self.backoff.call(lambda: self.ports.store.save(entry.name, item.record))  # type: ignore[arg-type]
+            self._tell(item, item.record, item.request)
+            return ItemResult(item, "recorded", item.reason, item.request)
+        assert item.file is not None
+        value = item.file
+        fence(f"request {value} {item.unit} for {entry.name}")
+        try:
+            # Throttled and busy mean the request was not taken: resent. A lost answer is looked for, never resent.
+            request = self.backoff.call(
+                lambda: self.ports.cloud.file(entry, value), retryable=lambda e: isinstance(e, Throttled | Busy)
+            )
+        except (Conflict, Unavailable, OutcomeUnknown) as exc:
+            found = self._found_again(entry, exc)
+            if found is None:
+                self.backoff.call(lambda: self.ports.store.save(entry.name, asked(item, None, self.now)))
+                message = f"{exc}: no request for {entry.name} is seen in the cloud; the next run looks again"
+                self.log.error("cloud_quota.request_unknown", quota=entry.name, error=str(exc))
+                return ItemResult(item, "failed", message)
+            request = found
+        except CloudError as exc:
+            self.log.error("cloud_quota.request_failed", quota=entry.name, error=str(exc))
+            return ItemResult(item, "failed", str(exc))
+        record = asked(item, request, self.now)
+        self.backoff.call(lambda: self.ports.store.save(entry.name, record))
+        message = (
+            f"{entry.name}: asked for {value} {item.unit} in {entry.where} (limit {item.limit}, {item.reason}"
+            + (f"; {item.demand}" if item.demand else "")
+            + f"): {request.describe()}"
+        )
+        self.log.info(
+            "cloud_quota.requested",
+            quota=entry.name,
+            scope=entry.where,
+            value=value,
+            request_id=request.id,
+            status=request.status,
+            **dict(request.ids),
+        )
+        self._emit(entry.name, "QuotaRequested", message)
+        return ItemResult(item, "requested", message, request)
+
+    def failed(self, item: QuotaPlan, message: str) -> ItemResult:
+        return ItemResult(item, "failed", message)
+
+    # --- internals ----------------------------------------------------------------------------------------------
+
+    def _facts(self, entry: CloudQuota, remembered: Asked | None) -> QuotaFacts:
+        try:
+            return self.backoff.call(lambda: self.ports.cloud.read(entry, remembered))
+        except CloudError as exc:  # that entry cannot be judged; the others go on
+            self.log.error("cloud_quota.unreadable", quota=entry.name, error=str(exc))
+            return QuotaFacts("", None, error=f"the quota cannot be read: {exc}")
+
+    def _demand(self, entry: CloudQuota) -> Demand:
+        target = entry.target
+        if isinstance(target, int):
+            return Demand()
+        try:
+            groups: dict[str, GroupSize | str] = {}
+            if isinstance(target, NodeGroupsTarget):
+                for name in target.node_groups:
+                    group = self.policy.group(name)
+                    found = self.backoff.call(lambda g=group: self.ports.cloud.group(g))  # type: ignore[misc]
+                    # The policy's working maximum when it gives one (what the PR says), else the live max size.
+                    if isinstance(found, GroupSize) and group.up is not None:
+                        found = replace(found, max=group.up.max)
+                    groups[name] = found
+                names = sorted({g.shape for g in groups.values() if isinstance(g, GroupSize)})
+            else:
+                names = [target.shape]
+            shapes: dict[str, Shape | str] = dict(self.backoff.call(lambda: self.ports.cloud.shapes(entry, names)))
+        except CloudError as exc:
+            self.log.error("cloud_quota.conversion_unreadable", quota=entry.name, error=str(exc))
+            return Demand(error=f"the conversion data cannot be read: {exc}")
+        return demand_of(entry, groups, shapes)
+
+    def _found_again(self, entry: CloudQuota, exc: CloudError) -> CloudRequest | None:
+        """After a lost answer (or "one is open already"): the open request the cloud shows now, if any."""
+        self.log.warning("cloud_quota.looking_again", quota=entry.name, error=str(exc))
+        try:
+            facts = self.backoff.call(lambda: self.ports.cloud.read(entry, None))
+        except CloudError as again:
+            self.log.error("cloud_quota.unreadable", quota=entry.name, error=str(again))
+            return None
+        return facts.open_request
+
+    def _tell(self, item: QuotaPlan, record: Asked, request: CloudRequest | None) -> None:
+        entry = item.entry
+        what = request.describe() if request is not None else f"request {record.request_id} ({record.status})"
+        message = f"{entry.name} in {entry.where}: {what}; limit {item.limit} {item.unit}, target {item.target}"
+        self.log.info(
+            "cloud_quota.outcome",
+            quota=entry.name,
+            request_id=record.request_id,
+            status=record.status,
+            outcome=record.outcome,
+            **(dict(request.ids) if request else {}),
+        )
+        self._emit(entry.name, REASONS[record.outcome], message, warning=record.outcome in ("denied", "partial"))
+
+    def _emit(self, entry: str, reason: str, message: str, *, warning: bool = False) -> None:
+        try:
+            self.ports.events.emit(entry, reason, message, warning=warning)
+        except CloudError as exc:  # an Event is a courtesy
+            self.log.warning("event.failed", quota=entry, error=str(exc))
+
+
+# --- the job's view of one scope's envelope ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    plan: QuotaPlan
+    action: str  # the contract's action; a request that failed is "error"
+    request: CloudRequest | None
+    message: str
+    failed: bool
+
+
+@dataclass(frozen=True)
+class Report:
+    scope: Scope
+    at: datetime
+    dry_run: bool
+    state: str
+    rows: tuple[Row, ...] = ()
+    reason: str | None = None  # refused, locked (the holder), failed
+
+
+Envelope = ScopeReport[Planned, ItemResult]
+
+
+def report_of(envelope: Envelope) -> Report:
+    report = Report(envelope.scope, envelope.at, envelope.dry_run, envelope.state, reason=envelope.reason)
+    if envelope.plan is None:
+        return report
+    done = {r.plan.entry.name: r for r in envelope.results}
+    rows = []
+    for plan in envelope.plan.plans:
+        result = done.get(plan.entry.name)
+        if result is None:
+            rows.append(Row(plan, plan.action, plan.request, plan.reason, plan.failed))
+        elif result.status == "failed":
+            rows.append(Row(plan, "error", result.request or plan.request, result.message, True))
+        else:
+            rows.append(Row(plan, plan.action, result.request or plan.request, result.message, plan.failed))
+    return replace(report, rows=tuple(rows))
+
+
+def tally(report: Report) -> Tally:
+    """Denied, partial and errors are failed items (the limit stays below its target); so is a scope that could
+    not be read or whose Lease was overdue."""
+    writes = [r for r in report.rows if r.plan.writes]
+    applied = report.state == "applied"
+    return Tally(
+        planned=sum(r.plan.action == "request" for r in report.rows),
+        applied=sum(1 for r in writes if applied and not r.failed and r.action == r.plan.action),
+        failed=sum(r.failed for r in report.rows) + (report.state == "failed"),
+        skipped=sum(r.action in ("none", "pending") for r in report.rows),
+        refused=report.state == "refused",
+    )

@@ -1,0 +1,106 @@
+"""``gpu-jobs cloud-quotas``: keep each cloud GPU quota of ``cloudQuotas`` at or above its target by filing
+increase requests before they are needed, and follow them until the cloud decides."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from jobs.adapters.settings import AdapterSettings
+from jobs.cloud_quotas import job
+from jobs.cloud_quotas import report as render
+from jobs.cloud_quotas.ports import QuotaCloud
+from jobs.cloud_quotas.records import RequestCodec
+from jobs.commands.reconcile import JobSpec, Run
+from jobs.core.cloud_quota_policy import CloudQuota
+from jobs.labels import CLOUD_QUOTAS_LEASE
+from jobs.retry import Backoff
+from jobs.scopes import Scope, account
+from jobs.settings import DEFAULT_POLICY, SettingsError, env, seconds_setting
+
+#: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
+#: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
+KUBE_PORTS = ("state", "record_events", "lease")
+#: Which adapter serves which cloud; imported on first use, so an AWS-only policy never imports the Google SDK.
+QUOTA_ADAPTERS = {
+    "aws": "jobs.adapters.aws.quotas:AwsQuotas",
+    "gcp": "jobs.adapters.gcp.quotas:GcpQuotas",
+    "azure": "jobs.adapters.azure.quotas:AzureQuotas",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # No --cluster: cloud quotas belong to accounts, and their state lives in this install's own cluster.
+    parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
+    parser.add_argument(
+        "--dry-run", action="store_true", default=None, help="plan and report, request nothing [GPU_JOBS_DRY_RUN]"
+    )
+    parser.add_argument("--output", metavar="text|json", help="[GPU_JOBS_OUTPUT]")
+    parser.add_argument("--at", default=env("AT"), help="the instant the report is made for [GPU_JOBS_AT]")
+    parser.add_argument(
+        "--max-changes",
+        metavar="N|P%",
+        help="refuse a plan filing more quota requests than this, a number or a percentage of the quotas"
+        " (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
+    )
+    parser.add_argument(
+        "--workers", metavar="N", help="quotas worked on at once, per account (default 4) [GPU_JOBS_WORKERS]"
+    )
+
+
+def quota_cloud(cloud: str, settings: AdapterSettings) -> QuotaCloud:
+    module_name, _, class_name = QUOTA_ADAPTERS[cloud].partition(":")
+    adapter: QuotaCloud = getattr(importlib.import_module(module_name), class_name)(settings)
+    return adapter
+
+
+def scopes_of(entries: tuple[CloudQuota, ...]) -> dict[Scope, tuple[CloudQuota, ...]]:
+    """The account scopes the entries name, each with its entries in policy order."""
+    found: dict[Scope, list[CloudQuota]] = {}
+    for entry in entries:
+        found.setdefault(account(entry.cloud, entry.scope_name), []).append(entry)
+    return {scope: tuple(found[scope]) for scope in sorted(found)}
+
+
+def _wire(run: Run, log: Any) -> dict[Scope, job.AccountRun]:
+    policy = run.policy
+    if not policy.cloud_quotas:
+        raise SettingsError(f"{run.args.policy} has no cloudQuotas: nothing for the cloud-quotas job to do")
+    # The Kubernetes client and the cloud SDKs are imported only by the jobs, not by validate or calendar.
+    from jobs.adapters.kube import client, lease, record_events, state  # noqa: PLC0415
+
+    adapters = AdapterSettings.from_env()
+    try:
+        api = client.api_client(adapters.request_timeout_s)  # the install's own cluster: account state lives there
+    except client.ConfigException as exc:
+        raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
+    namespace = client.job_namespace()
+    backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0))
+    scoped = scopes_of(policy.cloud_quotas)
+    clouds = {cloud: quota_cloud(cloud, adapters) for cloud in sorted({s.cloud for s in scoped if s.cloud})}
+    work = {}
+    for scope, entries in scoped.items():
+        assert scope.cloud is not None
+        codec = RequestCodec(e.name for e in entries)
+        ports = job.Ports(
+            clouds[scope.cloud],
+            state.ConfigMapState(api, namespace, codec),
+            lease.LeaseLock(api, namespace, f"{CLOUD_QUOTAS_LEASE}-{scope.slug}"),
+            record_events.RecordEvents(api, namespace, "cloud-quotas", codec.keys()),
+        )
+        work[scope] = job.AccountRun(scope, policy, entries, run.now, backoff, ports, log.bind(scope=scope.name))
+    return work
+
+
+SPEC = JobSpec(
+    name="cloud-quotas",
+    noun="quota requests",
+    default_workers=4,
+    wire=_wire,
+    view=lambda envelope, run: job.report_of(envelope),
+    tally=job.tally,
+    to_text=render.to_text,
+    to_json=render.to_json,
+)
+run = SPEC.run

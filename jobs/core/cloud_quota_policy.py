@@ -1,0 +1,318 @@
+"""The ``cloudQuotas:`` section of the policy: cloud GPU quotas the ``cloud-quotas`` job keeps at or above a target.
+
+Each entry is one quota in one account scope (an AWS region, a GCP project, an Azure subscription). Fields that
+belong to another cloud are refused with their own line (``cloud_quota_problems``), as are rules that span entries
+or the node groups: a ``nodeGroups`` name not in the policy, a group of another cloud or scope, a target above
+``max``, two entries for the same quota and scope, a GCP increase without ``contactEmail``.
+
+The model imports nothing from ``jobs.core.policy`` (the root model imports it), so its base repeats the policy's
+model configuration.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+if TYPE_CHECKING:
+    from jobs.core.policy import NodeGroup, Policy
+
+Problem = tuple[tuple[str | int, ...], str]
+Cloud = Literal["aws", "gcp", "azure"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_AWS_CODE = re.compile(r"^L-[0-9A-F]{8}$")
+_PERCENT = re.compile(r"^(\d{1,3}(\.\d{1,2})?)%$")
+
+
+def _check_name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise ValueError(f'"{value}" is not a valid name (lowercase letters, digits and "-", at most 63)')
+    return value
+
+
+def _check_code(value: str) -> str:
+    if not _AWS_CODE.fullmatch(value):
+        raise ValueError(f'"{value}" is not a Service Quotas code (L- and 8 hex digits, e.g. L-7212CCBC)')
+    return value
+
+
+def _check_percent(value: str) -> str:
+    matched = _PERCENT.fullmatch(value)
+    if not matched or not 0 < Fraction(matched.group(1)) <= 1000:
+        raise ValueError(f'"{value}" is not a percentage above 0 (e.g. "80%")')
+    return value
+
+
+def percent(value: str) -> Fraction:
+    """ "80%" as 4/5."""
+    return Fraction(value.removesuffix("%")) / 100
+
+
+QuotaName = Annotated[str, AfterValidator(_check_name), WithJsonSchema({"type": "string", "pattern": _NAME.pattern})]
+Percent = Annotated[
+    str, AfterValidator(_check_percent), WithJsonSchema({"type": "string", "pattern": _PERCENT.pattern})
+]
+
+#: The EC2 vCPU quotas of GPU instances per (family, capacity), as Service Quotas codes them.
+AWS_GPU_QUOTAS: dict[tuple[str, str], str] = {
+    ("G", "on-demand"): "L-DB2E81BA",  # Running On-Demand G and VT instances
+    ("P", "on-demand"): "L-417A185B",  # Running On-Demand P instances
+    ("G", "spot"): "L-3819A6DF",  # All G and VT Spot Instance Requests
+    ("P", "spot"): "L-7212CCBC",  # All P Spot Instance Requests
+}
+AWS_QUOTA_KINDS = {code: kind for kind, code in AWS_GPU_QUOTAS.items()}
+
+
+class AwsQuotaKind(_Model):
+    """An EC2 GPU quota by instance family group and capacity type."""
+
+    family: Literal["G", "P"]
+    capacity: Literal["on-demand", "spot"]
+
+
+def _check_quota(value: Any) -> Any:
+    """One clean message whichever form is wrong (a plain union would report both forms' errors)."""
+    if isinstance(value, str):
+        return _check_code(value)
+    if isinstance(value, dict):
+        try:
+            return AwsQuotaKind.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError(
+                "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            ) from None
+    raise ValueError("a Service Quotas code (e.g. L-7212CCBC) or {family: G|P, capacity: on-demand|spot}")
+
+
+AwsQuota = Annotated[
+    AwsQuotaKind | str,
+    BeforeValidator(_check_quota),
+    WithJsonSchema(
+        {
+            "oneOf": [
+                {"type": "string", "pattern": _AWS_CODE.pattern},
+                {
+                    "type": "object",
+                    "properties": {"family": {"enum": ["G", "P"]}, "capacity": {"enum": ["on-demand", "spot"]}},
+                    "required": ["family", "capacity"],
+                    "additionalProperties": False,
+                },
+            ]
+        }
+    ),
+]
+
+
+class Headroom(_Model):
+    """Raise ahead of demand: once usage is above ``whenUsageAbove`` of the limit, ask for the limit plus
+    ``raiseBy``."""
+
+    when_usage_above: Percent
+    raise_by: Percent
+
+
+class InstancesTarget(_Model):
+    """Enough for ``instances`` of one shape, converted with the cloud's own data for that shape."""
+
+    instances: StrictInt = Field(ge=1)
+    instance_type: str | None = Field(default=None, description="AWS, e.g. p4d.24xlarge")
+    machine_type: str | None = Field(default=None, description="GCP, e.g. a3-highgpu-8g")
+    vm_size: str | None = Field(default=None, description="Azure, e.g. Standard_NC96ads_A100_v4")
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> InstancesTarget:
+        given = [s for s in (self.instance_type, self.machine_type, self.vm_size) if s is not None]
+        if len(given) != 1:
+            raise ValueError("needs exactly one of instanceType (AWS), machineType (GCP) or vmSize (Azure)")
+        return self
+
+    @property
+    def shape(self) -> str:
+        found = self.instance_type or self.machine_type or self.vm_size
+        assert found is not None  # guaranteed by _one_shape
+        return found
+
+
+class NodeGroupsTarget(_Model):
+    """Enough for these node groups of the policy at their working maximum (``up.max``, else their live max size)."""
+
+    node_groups: tuple[str, ...] = Field(min_length=1, max_length=50)
+
+
+Target = Annotated[
+    StrictInt | InstancesTarget | NodeGroupsTarget,
+    Field(description="a number in the quota's unit, {instances: N, instanceType|machineType|vmSize}, or {nodeGroups}"),
+]
+
+#: The fields of each cloud (beside name, cloud, target, headroom, max).
+_CLOUD_FIELDS: dict[str, frozenset[str]] = {
+    "aws": frozenset({"region", "quota"}),
+    "gcp": frozenset({"project", "region", "quota_id", "dimensions", "contact_email", "justification"}),
+    "azure": frozenset({"subscription", "location", "family", "justification"}),
+}
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "aws": ("region", "quota"),
+    "gcp": ("project", "quota_id"),
+    "azure": ("subscription", "location", "family"),
+}
+
+
+class CloudQuota(_Model):
+    """One cloud quota in one scope, kept at or above ``target`` (never above ``max``)."""
+
+    name: QuotaName = Field(description="unique id for logs, outputs and records")
+    cloud: Cloud
+    region: str | None = Field(default=None, description="AWS region; GCP: the region dimension")
+    project: str | None = Field(default=None, description="GCP project")
+    subscription: str | None = Field(default=None, description="Azure subscription id")
+    location: str | None = Field(default=None, description="Azure location, e.g. westeurope")
+    quota: AwsQuota | None = Field(
+        default=None, description="AWS: {family: G|P, capacity: on-demand|spot} or a Service Quotas code"
+    )
+    quota_id: str | None = Field(default=None, description="GCP quota id, e.g. GPUS-PER-GPU-FAMILY-per-project-region")
+    dimensions: dict[str, str] = Field(default_factory=dict, description="GCP dimensions besides region")
+    contact_email: str | None = Field(default=None, description="GCP: required for increases")
+    family: str | None = Field(default=None, description="Azure VM family, or lowPriorityCores (spot)")
+    justification: str | None = Field(default=None, max_length=500, description="GCP and Azure")
+    target: Target
+    headroom: Headroom | None = None
+    max: StrictInt | None = Field(default=None, ge=1, description="never ask for more than this")
+
+    @property
+    def scope_name(self) -> str:
+        """The account: AWS region, GCP project, Azure subscription (as in ``jobs.scopes``)."""
+        found = {"aws": self.region, "gcp": self.project, "azure": self.subscription}[self.cloud]
+        assert found is not None  # guaranteed by cloud_quota_problems
+        return found
+
+    @property
+    def where(self) -> str:
+        """The scope as the report shows it: "eu-west-1", "ml-research/europe-west4", "<sub>/westeurope"."""
+        if self.cloud == "aws":
+            return str(self.region)
+        if self.cloud == "gcp":
+            return f"{self.project}/{self.region}" if self.region else str(self.project)
+        return f"{self.subscription}/{self.location}"
+
+    @property
+    def aws_code(self) -> str | None:
+        if isinstance(self.quota, AwsQuotaKind):
+            return AWS_GPU_QUOTAS[(self.quota.family, self.quota.capacity)]
+        return self.quota
+
+    @property
+    def aws_kind(self) -> tuple[str, str] | None:
+        """(family, capacity) of an AWS quota, when known (a code outside the four GPU quotas is not)."""
+        code = self.aws_code
+        return AWS_QUOTA_KINDS.get(code) if code else None
+
+    @property
+    def gcp_dimensions(self) -> dict[str, str]:
+        """The dimensions as the QuotaPreference carries them: ``region`` plus the others."""
+        return {**({"region": self.region} if self.region else {}), **self.dimensions}
+
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """What makes two entries the same quota in the same scope."""
+        if self.cloud == "aws":
+            return ("aws", str(self.region), str(self.aws_code))
+        if self.cloud == "gcp":
+            dims = ",".join(f"{k}={v}" for k, v in sorted(self.gcp_dimensions.items()))
+            return ("gcp", str(self.project), str(self.quota_id), dims)
+        return ("azure", str(self.subscription).lower(), str(self.location).lower(), str(self.family).lower())
+
+
+def _region_of(location: str) -> str:
+    """A GCP zone's region (europe-west4-a -> europe-west4); a region is its own."""
+    parts = location.split("-")
+    return "-".join(parts[:2]) if len(parts) > 2 else location
+
+
+def _foreign_fields(entry: CloudQuota, base: tuple[str | int, ...]) -> Iterator[Problem]:
+    own = _CLOUD_FIELDS[entry.cloud]
+    for field in sorted(entry.model_fields_set - {"name", "cloud", "target", "headroom", "max"} - own):
+        clouds = [c for c, fields in _CLOUD_FIELDS.items() if field in fields]
+        yield (*base, to_camel(field)), f"not a field of cloud {entry.cloud} ({', '.join(clouds)} only)"
+    for field in _REQUIRED[entry.cloud]:
+        if getattr(entry, field) is None:
+            yield (*base, to_camel(field)), f"required for cloud {entry.cloud}"
+
+
+def _group_problem(entry: CloudQuota, group: NodeGroup) -> str | None:
+    """Why a node group cannot count against the entry's quota, naming both; None when it can."""
+    if group.cloud != entry.cloud:
+        return f"node group {group.name} is on {group.cloud}, quota {entry.name} on {entry.cloud}"
+    loc = group.locator.model_dump()
+    if entry.cloud == "aws" and loc["region"] != entry.region:
+        return f"node group {group.name} is in region {loc['region']}, quota {entry.name} in {entry.region}"
+    if entry.cloud == "gcp":
+        if loc["project"] != entry.project:
+            return f"node group {group.name} is in project {loc['project']}, quota {entry.name} in {entry.project}"
+        if entry.region and _region_of(loc["location"]) != entry.region:
+            return f"node group {group.name} is in {loc['location']}, quota {entry.name} in region {entry.region}"
+    if entry.cloud == "azure" and str(loc["subscription"]).lower() != str(entry.subscription).lower():
+        return (
+            f"node group {group.name} is in subscription {loc['subscription']}, quota {entry.name} in"
+            f" {entry.subscription}"
+        )
+    return None
+
+
+def cloud_quota_problems(policy: Policy) -> list[Problem]:
+    """What the ``cloudQuotas`` section gets wrong, as (path, message) pairs; the cloud's data is checked at plan."""
+    problems: list[Problem] = []
+    names: dict[str, int] = {}
+    identities: dict[tuple[str, ...], int] = {}
+    groups = {g.name: g for g in policy.node_groups}
+    for i, entry in enumerate(policy.cloud_quotas):
+        base: tuple[str | int, ...] = ("cloudQuotas", i)
+        if entry.name in names:
+            problems.append(((*base, "name"), f'"{entry.name}" is already used by cloudQuotas[{names[entry.name]}]'))
+        names.setdefault(entry.name, i)
+        foreign = list(_foreign_fields(entry, base))
+        problems += foreign
+        if foreign:
+            continue
+        if entry.identity in identities:
+            other = policy.cloud_quotas[identities[entry.identity]]
+            problems.append((base, f"same quota and scope as cloudQuotas[{identities[entry.identity]}] ({other.name})"))
+        identities.setdefault(entry.identity, i)
+        target = entry.target
+        if isinstance(target, int) and entry.max is not None and target > entry.max:
+            problems.append(((*base, "target"), f"{target} is above max {entry.max}"))
+        if entry.cloud == "gcp" and not entry.contact_email:
+            problems.append(((*base, "contactEmail"), "required: GCP refuses a quota increase without a contact"))
+        if isinstance(target, InstancesTarget):
+            wanted = {"aws": "instance_type", "gcp": "machine_type", "azure": "vm_size"}[entry.cloud]
+            if getattr(target, wanted) is None:
+                problems.append(((*base, "target"), f"cloud {entry.cloud} takes {to_camel(wanted)}"))
+        if isinstance(target, NodeGroupsTarget):
+            for j, name in enumerate(target.node_groups):
+                path = (*base, "target", "nodeGroups", j)
+                group = groups.get(name)
+                if group is None:
+                    problems.append((path, f'unknown node group "{name}"'))
+                elif (why := _group_problem(entry, group)) is not None:
+                    problems.append((path, why))
+    return problems
