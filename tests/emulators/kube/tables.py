@@ -39,6 +39,16 @@ def _pod_ready(obj: Json, _: datetime) -> str:
     return f"{ready}/{total}"
 
 
+def _pod_status(obj: Json, _: datetime) -> str:
+    """The phase, or as kubectl shows a finished pod: its container's termination reason (Completed, Error)."""
+    status = obj.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        reason = ((container.get("state") or {}).get("terminated") or {}).get("reason")
+        if reason:
+            return str(reason)
+    return str(status.get("phase", ""))
+
+
 def _condition(obj: Json, kind: str) -> str:
     return next(
         (c.get("status", "") for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), ""
@@ -94,7 +104,7 @@ COLUMNS: dict[str, list[Column]] = {
     "pods": [
         ("Name", "string", 0, _name),
         ("Ready", "string", 0, _pod_ready),
-        ("Status", "string", 0, lambda o, _: (o.get("status") or {}).get("phase", "")),
+        ("Status", "string", 0, _pod_status),
         (
             "Restarts",
             "string",
