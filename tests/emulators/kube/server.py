@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +33,9 @@ from .tables import table
 from .verbs import Api, ListOptions, WriteOptions
 
 Json = dict[str, Any]
+#: How often a watch looks at the store, and the longest it stays open.
+WATCH_POLL_S = 0.05
+WATCH_MAX_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,8 @@ class KubeEmulator(Emulator):
         #: Tokens issued for ServiceAccounts (:meth:`issue_token`): their requests are authorised by the RBAC
         #: objects stored in the cluster, as the real RBAC authorizer does, not by ``allowed``.
         self.service_account_tokens: dict[str, rbac.ServiceAccountCaller] = {}
+        #: Set when the server stops: open watches end.
+        self.stopping = threading.Event()
 
     def issue_token(self, namespace: str, service_account: str) -> str:
         """A bearer token for a ServiceAccount (what the kubelet mounts from a TokenRequest): valid while the
@@ -239,7 +246,10 @@ class KubeEmulator(Emulator):
             raise bad_request(f"fieldValidation must be one of Ignore, Warn, Strict, not {args['fieldValidation']!r}")
         status = 200
         if method == "GET" and args.get("watch") in ("true", "1"):
-            raise method_not_allowed("watch is not served by the gpu-jobs kube emulator")
+            if args.get("sendInitialEvents") == "true" or name:
+                # client-go falls back to a list and a plain watch (what kubectl wait and get -w use).
+                raise method_not_allowed("only plain watches of a collection are served by the gpu-jobs kube emulator")
+            return self._watch(target, args)
         if method == "GET" and sub == "log":
             self.api.get(rt, namespace, name)  # 404 for a pod that is not there
             return Response(self.cluster.pod_log(namespace, name), 200, content_type="text/plain")
@@ -299,6 +309,47 @@ class KubeEmulator(Emulator):
         for warning in options.warnings:
             response.headers.add("Warning", f'299 - "{_escape(warning)}"')
         return response
+
+    def _watch(self, target: Route, args: Any) -> Response:
+        """A watch as a stream of JSON lines (ADDED, MODIFIED, DELETED), found by looking at the store every
+        :data:`WATCH_POLL_S`: changes between two looks arrive as one event (the newest state), as after a
+        compaction. Ends after ``timeoutSeconds`` (at most :data:`WATCH_MAX_S`)."""
+        listing = ListOptions(args.get("labelSelector", ""), args.get("fieldSelector", ""))
+        since = args.get("resourceVersion", "")
+        timeout = min(float(args.get("timeoutSeconds") or WATCH_MAX_S), WATCH_MAX_S)
+        rt = target.rt
+
+        def snapshot() -> dict[str, Json]:
+            found = self.api.list(rt, target.namespace, listing)["items"]
+            return {f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}": o for o in found}
+
+        def event(kind: str, obj: Json) -> bytes:
+            return (
+                json.dumps({"type": kind, "object": {"kind": rt.kind, "apiVersion": rt.api_version, **obj}}) + "\n"
+            ).encode()
+
+        def stream() -> Iterator[bytes]:
+            yield b""  # the headers go out now, as the real server flushes them: the client's watch has begun
+            known = snapshot()
+            start = int(since) if since.isdigit() and since != "0" else 0
+            for obj in known.values():  # what changed after the client's resourceVersion (all of it for none or 0)
+                if int(obj["metadata"]["resourceVersion"]) > start:
+                    yield event("ADDED" if not start else "MODIFIED", obj)
+            ends = time.monotonic() + timeout
+            while time.monotonic() < ends and not self.stopping.is_set():
+                time.sleep(WATCH_POLL_S)
+                current = snapshot()
+                for key, obj in current.items():
+                    before = known.get(key)
+                    if before is None:
+                        yield event("ADDED", obj)
+                    elif before["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                        yield event("MODIFIED", obj)
+                for key in known.keys() - current.keys():
+                    yield event("DELETED", known[key])
+                known = current
+
+        return Response(stream(), 200, content_type="application/json", direct_passthrough=True)
 
     def _delete_collection(self, target: Route, args: Any, options: WriteOptions) -> Json:
         listing = ListOptions(args.get("labelSelector", ""), args.get("fieldSelector", ""))
