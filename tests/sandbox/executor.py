@@ -161,7 +161,7 @@ class JobExecutor:
         namespace, name = meta["namespace"], meta["name"]
         started = _now()
         began = time.monotonic()
-        _update_status(kube, namespace, name, lambda s: s.update({"startTime": started, "active": 1, "ready": 0}))
+        _update_status(kube, namespace, name, lambda s: s.update({"startTime": started, "active": 1, "ready": 1}))
         deadline = spec.get("activeDeadlineSeconds")
         attempts = int(spec.get("backoffLimit", 6)) + 1
         failed = 0
@@ -349,7 +349,23 @@ def _pod(job: Json, template: Json, name: str) -> Json:
             ],
         },
         "spec": spec,
-        "status": {"phase": "Running", "startTime": _now(), "qosClass": admission.qos_class({"spec": spec})},
+        "status": {
+            "phase": "Running",
+            "startTime": _now(),
+            "qosClass": admission.qos_class({"spec": spec}),
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "state": {"running": {"startedAt": _now()}},
+                }
+                for c in spec.get("containers") or []
+            ],
+        },
     }
 
 

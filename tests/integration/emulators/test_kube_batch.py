@@ -333,3 +333,25 @@ def test_an_event_on_an_object_that_is_gone_has_no_uid_and_is_still_sent(kube: K
         "name": "gpu-quota",
         "namespace": "default",
     }
+
+
+@pytest.mark.parametrize("overlay", ["production", "gcp", "azure"])
+def test_kubectl_apply_k_of_an_overlay_installs_and_a_job_starts_from_its_cronjob(
+    kube: KubeHandle, overlay: str
+) -> None:
+    """What failed before (``failed to download openapi``; no resource type "cronjob"): the README's install
+    command and a one-off run, with kubectl's client-side defaults (validation on)."""
+    path = str(KUBECTL.parents[2] / "kustomize" / "overlays" / overlay)
+    first = kubectl(kube, "apply", "-k", path)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert "cronjob.batch/nodegroups created" in lines
+    assert "clusterrolebinding.rbac.authorization.k8s.io/gpu-jobs-quotas created" in lines
+    assert first.stderr == ""  # no warning: the server validates fields itself, and says so in its OpenAPI
+    second = kubectl(kube, "apply", "-k", path)
+    assert [line.rsplit(" ", 1)[1] for line in second.stdout.splitlines()] == ["unchanged"] * len(lines)
+    created = kubectl(kube, "-n", "gpu-jobs", "create", "job", "--from=cronjob/nodegroups", "nodegroups-manual-1")
+    assert created.returncode == 0, created.stderr
+    job = kube.get("Job", "nodegroups-manual-1", "gpu-jobs")
+    assert job is not None
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "gpu-jobs-nodegroups"
