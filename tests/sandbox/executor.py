@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: The image's ENTRYPOINT (Dockerfile) and what stands for it here.
 ENTRYPOINT = "gpu-jobs"
 GPU_JOBS = (sys.executable, "-m", "jobs")
-POLL_INTERVAL_S = 0.1
+POLL_INTERVAL_S = 0.25
 log = logging.getLogger(__name__)
 
 
