@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         labels = "eks.amazonaws.com/nodegroup,cloud.google.com/gke-nodepool,kubernetes.azure.com/agentpool"
         contexts = ", ".join(c.kube_context or c.name for c in world.policy.fleet)
         print(f"#   source {env_file}; .tools/bin/kubectl --context {first} get nodes -L {labels}")
+        print(f"#   source {env_file}; .tools/bin/kubectl --context {first} -n gpu-jobs \\")
+        print("#       create job --from=cronjob/quotas quotas-manual-$(date +%s)    # a one-off run of the install")
+        print(f"#   source {env_file}; .tools/bin/kubectl --context {first} -n gpu-jobs logs job/<name>")
         print(f"# contexts: {contexts}")
         print("# Ctrl-C stops everything.", flush=True)
         stop.wait()

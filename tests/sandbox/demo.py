@@ -6,7 +6,9 @@ fleet runs it: one run per cluster (``--cluster``, each through its own kubeconf
 its own API), side by side. First a run pointed at the wrong cluster, which the safety invariant refuses; then an
 evening instant just after the groups' end of working hours, the same instant again (must change nothing), and a
 morning instant inside warm-up. The instants come from the calendar's JSON, not from hard-coded times. Last,
-``quotas`` at the same morning, one run per cluster, then again (must write nothing).
+``quotas`` at the same morning, one run per cluster, then again (must write nothing). The end: a one-off run as a
+person starts one, ``kubectl create job --from=cronjob/quotas`` in one cluster, run by the sandbox's job executor
+from the install applied there, and its logs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobs.core.schedule import desired_state
+from tests.sandbox.fleet import JOB_NAMESPACE
+from tests.sandbox.install import KUBECTL
 from tests.sandbox.world import World, child_env
 
 GPU_JOBS = [sys.executable, "-m", "jobs"]  # the `gpu-jobs` console script, from this very venv
@@ -220,6 +224,59 @@ def run_quotas(world: World, at: datetime) -> list[Phase]:
     return phases
 
 
+# --- a one-off run, as a person starts one ----------------------------------------------------------------------
+
+ONE_OFF = ("aks-ml", "quotas")  # a cluster and a CronJob: quotas set this morning, so the run changes nothing
+LOG_LINES = 30
+
+
+def run_one_off(world: World, cluster: str, cronjob: str) -> tuple[Phase, list[str]]:
+    """``kubectl create job --from=cronjob/<cronjob>`` in ``cluster``: the install's CronJob run now by the sandbox's
+    executor (its ServiceAccount's RBAC, its policy ConfigMap), then ``kubectl get job`` and ``kubectl logs``."""
+    name = f"{cronjob}-manual-{int(time.time())}"
+    kubectl = str(KUBECTL)
+    commands = [
+        [kubectl, "--context", cluster, "-n", JOB_NAMESPACE, "create", "job", f"--from=cronjob/{cronjob}", name],
+        [
+            kubectl,
+            "--context",
+            cluster,
+            "-n",
+            JOB_NAMESPACE,
+            "wait",
+            "--for=condition=complete",
+            f"job/{name}",
+            "--timeout=5m",
+        ],
+        [kubectl, "--context", cluster, "-n", JOB_NAMESPACE, "get", "job", name],
+        [kubectl, "--context", cluster, "-n", JOB_NAMESPACE, "logs", f"job/{name}"],
+    ]
+    logs = world.logs()
+    before = {k: (len(v.reads()), len(v.writes())) for k, v in logs.items()}
+    began = time.perf_counter()
+    lines: list[str] = []
+    code = 0
+    outputs = []
+    for argv in commands:
+        done = subprocess.run(argv, env=child_env(world), capture_output=True, text=True, timeout=300, check=False)
+        shown = " ".join(["kubectl", *argv[1:]])
+        lines.append(f"  $ {shown}")
+        output = (done.stdout + done.stderr).rstrip().splitlines()
+        outputs.append(done.stdout)
+        if argv[-1] == f"job/{name}" and "logs" in argv:
+            more = len(output) - LOG_LINES
+            output = output[:LOG_LINES] + ([f"... ({more} more lines)"] if more > 0 else [])
+        lines += [f"    {line}" for line in output]
+        code = code or done.returncode
+    after = {k: (len(v.reads()), len(v.writes())) for k, v in logs.items()}
+    requests = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in logs}
+    phase = Phase(
+        f"one-off {cronjob} in {cluster}", commands[0][1:], code, time.perf_counter() - began, outputs[-1], ""
+    )
+    phase.requests = requests
+    return phase, lines
+
+
 # --- rendering --------------------------------------------------------------------------------------------------
 
 
@@ -395,6 +452,13 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(render_quota_phase(phase)), flush=True)
             if not phase.ok:
                 print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
+        cluster, cronjob = ONE_OFF
+        phase, lines = run_one_off(world, cluster, cronjob)
+        phases.append(phase)
+        print(
+            f"\n== {phase.name}: kubectl create job --from=cronjob/{cronjob}   (exit {phase.code}, {phase.seconds:.1f} s)"
+        )
+        print("\n".join(lines), flush=True)
     finally:
         world.stop()
     bad = [p for p in phases if not p.ok]

@@ -6,6 +6,11 @@ nodes and pods, as a real fleet does) and writes one kubeconfig with a context p
 from :mod:`tests.sandbox.fleet`. ``world.env()`` is what a ``gpu-jobs`` or ``kubectl`` subprocess needs (a central
 install: every context); :meth:`World.kubeconfig_for` is what a per-cluster install sees (one current context).
 
+Each cluster gets the install its GitOps tool would sync (its cloud's overlay, told the cluster's name), applied
+with the real kubectl (:mod:`tests.sandbox.install`): namespace ``gpu-jobs``, ServiceAccounts, RBAC, the policy
+ConfigMap, the CronJobs. A job executor (:mod:`tests.sandbox.executor`) runs the Jobs created there
+(``kubectl create job --from=cronjob/...``) as local processes with their ServiceAccount's RBAC.
+
 A small reconciler (:meth:`World.sync_nodes`, run by a background thread) keeps each cluster's Node objects in
 step with the emulated clouds' live sizes, as the cloud controllers would: when a group goes to zero its nodes
 (and the pods still bound to them) disappear; when it comes back, fresh nodes join. It works in-process on the
@@ -35,6 +40,8 @@ from jobs.core.policy import Policy
 from jobs.policy_file import load_policy
 from tests.emulators.kube import seed
 from tests.emulators.kube.fixtures import KubeHandle, start_kube
+from tests.sandbox import install as installer
+from tests.sandbox.executor import JobExecutor
 from tests.sandbox.fleet import FINISHED, JOB_NAMESPACE, Fleet, Group, build_fleet
 
 if TYPE_CHECKING:
@@ -87,6 +94,9 @@ class World:
     _stop: threading.Event = field(default_factory=threading.Event)
     _sync_thread: threading.Thread | None = None
     _own_workdir: bool = False
+    #: What ``kubectl apply`` printed for each cluster's install.
+    installed: dict[str, str] = field(default_factory=dict)
+    executor: JobExecutor | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -98,6 +108,7 @@ class World:
         *,
         prometheus: bool = True,
         sync: bool = True,
+        install: bool = True,
     ) -> World:
         """Start and seed everything; on any failure, stop what was already started and re-raise."""
         # Heavy SDK imports only here: importing this module (e.g. for its constants) stays cheap.
@@ -139,6 +150,9 @@ class World:
             world = cls(path, policy, fleet, work, kubes, aws, gcp, azure, prom_server, placements, _own_workdir=own)
             world._write_kubeconfigs()
             world._seed(nodes)
+            if install:
+                world.install()
+                world.executor = JobExecutor(world.kubes, world.cloud_env(), work).start()
         except BaseException:
             for stop in reversed(started):
                 with contextlib.suppress(Exception):
@@ -154,6 +168,9 @@ class World:
     def stop(self) -> None:
         """Stop everything this world started (idempotent)."""
         self._stop.set()
+        if self.executor is not None:
+            self.executor.stop()
+            self.executor = None
         if self._sync_thread is not None:
             self._sync_thread.join(timeout=5)
             self._sync_thread = None
@@ -213,6 +230,22 @@ class World:
         if self.prometheus is not None:
             variables["GPU_JOBS_PROMETHEUS_URL"] = self.prometheus.url
         return variables
+
+    def cloud_env(self) -> dict[str, str]:
+        """What a Job's pod gets from the sandbox: the clouds' endpoints and credentials, not the fleet's kubeconfig
+        nor the policy file (a pod has its ServiceAccount and its mounted ConfigMap)."""
+        own = ("KUBECONFIG", "GPU_JOBS_POLICY", "GPU_JOBS_NAMESPACE")
+        return {k: v for k, v in self.env().items() if k not in own}
+
+    def install(self) -> None:
+        """Apply each cluster's install with kubectl, side by side (one kubectl per cluster)."""
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        with ThreadPoolExecutor(max_workers=len(self.kubes) or 1) as pool:
+            done = {
+                c.name: pool.submit(installer.install, c.name, c.cloud, self._context(c.name), env)
+                for c in self.policy.fleet
+            }
+            self.installed = {name: future.result() for name, future in done.items()}
 
     def logs(self) -> dict[str, RequestLog]:
         """The request log of every emulator that has one (the real Prometheus has none)."""

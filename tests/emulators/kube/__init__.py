@@ -18,7 +18,14 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
 - quota scopes for pods (``scopes`` and ``scopeSelector``: Terminating, NotTerminating, BestEffort, NotBestEffort,
   PriorityClass, CrossNamespacePodAffinity); VolumeAttributesClass is refused with 422, PriorityClass objects are not
   served (a pod's ``priorityClassName`` is not checked);
-- no watch (405), no garbage collection, no graceful deletion (deletes are immediate).
+- core/v1 serviceaccounts, pods/log (what whoever runs the pod wrote: the sandbox's job executor); batch/v1
+  cronjobs and jobs (defaulted and validated; no controllers: nothing schedules or runs them by itself);
+  rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles, clusterrolebindings, enforced for ServiceAccount
+  tokens (:meth:`.server.KubeEmulator.issue_token`, :mod:`.rbac`); the kubeconfig's own token is the admin
+  (limited only by ``allowed``);
+- watches of a collection as JSON lines, found by polling the store (what ``kubectl wait`` and ``get -w`` need);
+  no watch-list (``sendInitialEvents``: client-go falls back to list + watch), no watch of one named object;
+- no garbage collection, no graceful deletion (deletes are immediate).
 
 Entry points: the ``kube`` / ``kube_client`` fixtures (:mod:`.fixtures`), :func:`.fixtures.start_kube` for a
 standalone server, the builders in :mod:`.seed`.

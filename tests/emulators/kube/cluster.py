@@ -76,8 +76,20 @@ class Cluster:
             self._keys = {rt.key: [] for rt in RESOURCE_TYPES}
             self._list_keys = {}
             self._rv = 0
+            #: What each pod's container printed (``kubectl logs``), written by whoever runs it (the sandbox's job
+            #: executor); gone with the pod.
+            self._pod_logs: dict[tuple[str, str], str] = {}
             for name in DEFAULT_NAMESPACES:
                 self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    def set_pod_log(self, namespace: str, name: str, text: str) -> None:
+        with self.lock:
+            self.require(resource_type("pods"), namespace, name)
+            self._pod_logs[(namespace, name)] = text
+
+    def pod_log(self, namespace: str, name: str) -> str:
+        with self.lock:
+            return self._pod_logs.get((namespace, name), "")
 
     # Low-level storage used by the verbs ------------------------------------------------------------------------
 
@@ -152,6 +164,8 @@ class Cluster:
     def remove(self, rt: ResourceType, namespace: str, name: str) -> Json:
         key = (namespace if rt.namespaced else "", name)
         obj = self._objects[rt.key].pop(key)
+        if rt.kind == "Pod":
+            self._pod_logs.pop(key, None)
         keys = self._keys[rt.key]
         del keys[bisect.bisect_left(keys, key)]
         self._rv += 1

@@ -77,6 +77,16 @@ def resource_list(group: str, version: str) -> Json | None:
                         "verbs": ["create"],
                     }
                 )
+            elif sub == "log":
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/log",
+                        "singularName": "",
+                        "namespaced": True,
+                        "kind": "Pod",
+                        "verbs": ["get"],
+                    }
+                )
             else:
                 resources.append(
                     {

@@ -95,6 +95,7 @@ class KubeHandle:
         self.emulator.reset()
 
     def stop(self) -> None:
+        self.emulator.stopping.set()  # open watches end
         self.server.stop()
 
 

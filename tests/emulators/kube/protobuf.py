@@ -38,11 +38,20 @@ class MapOf:
     value: Kind  # every Kubernetes map has string keys
 
 
+@dataclass(frozen=True)
+class Inline:
+    """An embedded Go struct (``LocalObjectReference`` in a key selector, ``VolumeSource`` in a Volume): its own
+    protobuf message, but its fields sit in the parent's JSON object."""
+
+    message: Message
+
+
 #: Scalars by wire meaning; ``quantity``, ``intorstring`` and ``time`` are the apimachinery wrapper messages;
-#: ``skip`` is a field the server resets anyway (status on create and update).
+#: ``skip`` is a field the server resets anyway (status on create and update). A ``?`` suffix (``int?``) is a Go
+#: pointer: written only when set, so a zero is a value (``backoffLimit: 0``), not an omitted field.
 Scalar = str
 Message = Mapping[int, tuple[str, "Kind"]]
-Kind = Scalar | Repeated | MapOf | Message
+Kind = Scalar | Repeated | MapOf | Inline | Message
 
 _OMIT_WHEN_ZERO = frozenset({"string", "bytes", "bool", "int"})  # omitempty: gogo-protobuf writes zero values too
 
@@ -74,7 +83,158 @@ _REQUIREMENT: Message = {1: ("key", "string"), 2: ("operator", "string"), 3: ("v
 LABEL_SELECTOR: Message = {1: ("matchLabels", MapOf("string")), 2: ("matchExpressions", Repeated(_REQUIREMENT))}
 _SCOPE_REQUIREMENT: Message = {1: ("scopeName", "string"), 2: ("operator", "string"), 3: ("values", Repeated("string"))}
 
+_LOCAL_REF = Inline({1: ("name", "string")})
+_KEY_SELECTOR: Message = {1: ("", _LOCAL_REF), 2: ("key", "string"), 3: ("optional", "bool?")}
+_QUANTITIES = MapOf("quantity")
+_KEY_TO_PATH: Message = {1: ("key", "string"), 2: ("path", "string"), 3: ("mode", "int?")}
+_SECCOMP: Message = {1: ("type", "string"), 2: ("localhostProfile", "string?")}
+#: core/v1 Container and PodSpec as far as the project's CronJobs (and everyday Jobs) use them.
+CONTAINER: Message = {
+    1: ("name", "string"),
+    2: ("image", "string"),
+    3: ("command", Repeated("string")),
+    4: ("args", Repeated("string")),
+    5: ("workingDir", "string"),
+    7: (
+        "env",
+        Repeated(
+            {
+                1: ("name", "string"),
+                2: ("value", "string"),
+                3: (
+                    "valueFrom",
+                    {
+                        1: ("fieldRef", {1: ("apiVersion", "string"), 2: ("fieldPath", "string")}),
+                        3: ("configMapKeyRef", _KEY_SELECTOR),
+                        4: ("secretKeyRef", _KEY_SELECTOR),
+                    },
+                ),
+            }
+        ),
+    ),
+    8: ("resources", {1: ("limits", _QUANTITIES), 2: ("requests", _QUANTITIES)}),
+    9: (
+        "volumeMounts",
+        Repeated(
+            {1: ("name", "string"), 2: ("readOnly", "bool"), 3: ("mountPath", "string"), 4: ("subPath", "string")}
+        ),
+    ),
+    13: ("terminationMessagePath", "string"),
+    14: ("imagePullPolicy", "string"),
+    15: (
+        "securityContext",
+        {
+            1: ("capabilities", {1: ("add", Repeated("string")), 2: ("drop", Repeated("string"))}),
+            2: ("privileged", "bool?"),
+            4: ("runAsUser", "int?"),
+            5: ("runAsNonRoot", "bool?"),
+            6: ("readOnlyRootFilesystem", "bool?"),
+            7: ("allowPrivilegeEscalation", "bool?"),
+            8: ("runAsGroup", "int?"),
+            11: ("seccompProfile", _SECCOMP),
+        },
+    ),
+    19: (
+        "envFrom",
+        Repeated(
+            {
+                1: ("prefix", "string"),
+                2: ("configMapRef", {1: ("", _LOCAL_REF), 2: ("optional", "bool?")}),
+                3: ("secretRef", {1: ("", _LOCAL_REF), 2: ("optional", "bool?")}),
+            }
+        ),
+    ),
+    20: ("terminationMessagePolicy", "string"),
+}
+POD_SPEC: Message = {
+    1: (
+        "volumes",
+        Repeated(
+            {
+                1: ("name", "string"),
+                2: (
+                    "",
+                    Inline(
+                        {
+                            2: ("emptyDir", {1: ("medium", "string"), 2: ("sizeLimit", "quantity")}),
+                            6: (
+                                "secret",
+                                {
+                                    1: ("secretName", "string"),
+                                    2: ("items", Repeated(_KEY_TO_PATH)),
+                                    3: ("defaultMode", "int?"),
+                                    4: ("optional", "bool?"),
+                                },
+                            ),
+                            19: (
+                                "configMap",
+                                {
+                                    1: ("", _LOCAL_REF),
+                                    2: ("items", Repeated(_KEY_TO_PATH)),
+                                    3: ("defaultMode", "int?"),
+                                    4: ("optional", "bool?"),
+                                },
+                            ),
+                        }
+                    ),
+                ),
+            }
+        ),
+    ),
+    2: ("containers", Repeated(CONTAINER)),
+    3: ("restartPolicy", "string"),
+    4: ("terminationGracePeriodSeconds", "int?"),
+    5: ("activeDeadlineSeconds", "int?"),
+    6: ("dnsPolicy", "string"),
+    7: ("nodeSelector", MapOf("string")),
+    8: ("serviceAccountName", "string"),
+    9: ("serviceAccount", "string"),
+    14: (
+        "securityContext",
+        {
+            2: ("runAsUser", "int?"),
+            3: ("runAsNonRoot", "bool?"),
+            4: ("supplementalGroups", Repeated("int")),
+            5: ("fsGroup", "int?"),
+            6: ("runAsGroup", "int?"),
+            10: ("seccompProfile", _SECCOMP),
+        },
+    ),
+    15: ("imagePullSecrets", Repeated({1: ("name", "string")})),
+    19: ("schedulerName", "string"),
+    20: ("initContainers", Repeated(CONTAINER)),
+    21: ("automountServiceAccountToken", "bool?"),
+    22: (
+        "tolerations",
+        Repeated(
+            {
+                1: ("key", "string"),
+                2: ("operator", "string"),
+                3: ("value", "string"),
+                4: ("effect", "string"),
+                5: ("tolerationSeconds", "int?"),
+            }
+        ),
+    ),
+    24: ("priorityClassName", "string"),
+    30: ("enableServiceLinks", "bool?"),
+}
+JOB_SPEC: Message = {
+    1: ("parallelism", "int?"),
+    2: ("completions", "int?"),
+    3: ("activeDeadlineSeconds", "int?"),
+    4: ("selector", LABEL_SELECTOR),
+    5: ("manualSelector", "bool?"),
+    6: ("template", {1: ("metadata", OBJECT_META), 2: ("spec", POD_SPEC)}),
+    7: ("backoffLimit", "int?"),
+    8: ("ttlSecondsAfterFinished", "int?"),
+    9: ("completionMode", "string?"),
+    10: ("suspend", "bool?"),
+    14: ("podReplacementPolicy", "string?"),
+}
+
 SCHEMAS: dict[tuple[str, str], Message] = {
+    ("batch/v1", "Job"): {1: ("metadata", OBJECT_META), 2: ("spec", JOB_SPEC), 3: ("status", "skip")},
     ("v1", "Namespace"): {
         1: ("metadata", OBJECT_META),
         2: ("spec", {1: ("finalizers", Repeated("string"))}),
@@ -193,10 +353,15 @@ def _message(data: Any, schema: Message) -> Json:
     out: Json = {}
     for number, values in _fields(data).items():
         if number not in schema:
+            if all(v in (0, b"") for v in values):
+                continue  # gogo-protobuf writes every non-pointer field, set or not: a zero is JSON's omitted field
             # Dropping it would silently change the object; refusing tells the caller to send JSON instead.
             raise Undecodable(f"protobuf field {number} of a message the emulator only partly knows")
         name, kind = schema[number]
         if kind == "skip":
+            continue
+        if isinstance(kind, Inline):
+            out.update(_message(values[-1], kind.message))
             continue
         if isinstance(kind, Repeated):
             value: Any = [_value(v, kind.item) for v in values]
@@ -215,6 +380,8 @@ def _message(data: Any, schema: Message) -> Json:
 
 
 def _value(raw: int | bytes, kind: Kind) -> Any:
+    if isinstance(kind, str):
+        kind = kind.removesuffix("?")
     if isinstance(kind, Mapping):
         return _message(raw, kind)
     if kind == "string":
@@ -242,7 +409,7 @@ def _value(raw: int | bytes, kind: Kind) -> Any:
 
 
 def _zero(kind: Kind) -> int | bytes:
-    return 0 if kind in ("bool", "int") else b""
+    return 0 if kind in ("bool", "int", "bool?", "int?") else b""
 
 
 def _int(raw: int | bytes) -> int:

@@ -42,6 +42,7 @@ class ResourceType:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
+RBAC_GROUP = "rbac.authorization.k8s.io"
 _VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update")
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
@@ -54,7 +55,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "pods",
         True,
         ("po",),
-        ("status", "eviction"),
+        ("status", "eviction", "log"),
         (
             "spec.nodeName",
             "spec.restartPolicy",
@@ -92,10 +93,18 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         ),
     ),
     ResourceType("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
+    ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     ResourceType("", "v1", "LimitRange", "limitranges", True, ("limits",)),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",)),
     ResourceType("events.k8s.io", "v1", "Event", "events", True, ("ev",)),
+    # What an install is made of (kubectl apply -k), and the Jobs a CronJob or `kubectl create job` starts.
+    ResourceType("batch", "v1", "CronJob", "cronjobs", True, ("cj",), ("status",), (), False, ("all",)),
+    ResourceType("batch", "v1", "Job", "jobs", True, (), ("status",), ("status.successful",), False, ("all",)),
+    ResourceType(RBAC_GROUP, "v1", "Role", "roles", True),
+    ResourceType(RBAC_GROUP, "v1", "RoleBinding", "rolebindings", True),
+    ResourceType(RBAC_GROUP, "v1", "ClusterRole", "clusterroles", False),
+    ResourceType(RBAC_GROUP, "v1", "ClusterRoleBinding", "clusterrolebindings", False),
 )
 
 VERBS = _VERBS

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +15,7 @@ from werkzeug.wrappers import Request, Response
 
 from tests.emulators.base import Emulator, FaultKind
 
-from . import discovery, protobuf
+from . import discovery, protobuf, rbac
 from .cluster import Cluster
 from .errors import (
     ApiError,
@@ -30,6 +33,9 @@ from .tables import table
 from .verbs import Api, ListOptions, WriteOptions
 
 Json = dict[str, Any]
+#: How often a watch looks at the store, and the longest it stays open.
+WATCH_POLL_S = 0.05
+WATCH_MAX_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,18 @@ class KubeEmulator(Emulator):
         #: RBAC as an allow-list of ``(verb, resource)`` such as ``("patch", "nodes")`` or ``("create",
         #: "pods/eviction")``; None allows everything. Refusals are the real 403 texts.
         self.allowed: set[tuple[str, str]] | None = None
+        #: Tokens issued for ServiceAccounts (:meth:`issue_token`): their requests are authorised by the RBAC
+        #: objects stored in the cluster, as the real RBAC authorizer does, not by ``allowed``.
+        self.service_account_tokens: dict[str, rbac.ServiceAccountCaller] = {}
+        #: Set when the server stops: open watches end.
+        self.stopping = threading.Event()
+
+    def issue_token(self, namespace: str, service_account: str) -> str:
+        """A bearer token for a ServiceAccount (what the kubelet mounts from a TokenRequest): valid while the
+        ServiceAccount exists, with exactly the permissions its bindings grant."""
+        token = f"sa-{namespace}-{service_account}-{secrets.token_hex(8)}"
+        self.service_account_tokens[token] = rbac.ServiceAccountCaller(namespace, service_account)
+        return token
 
     def reset(self) -> None:
         self.cluster.reset()
@@ -94,6 +112,7 @@ class KubeEmulator(Emulator):
         self.latency_s = 0.0
         self.timeout_hold_s = type(self).timeout_hold_s
         self.allowed = None
+        self.service_account_tokens.clear()
 
     # WSGI ------------------------------------------------------------------------------------------------------
 
@@ -123,7 +142,8 @@ class KubeEmulator(Emulator):
     def _answer(self, request: Request, method: str, path: str, target: Any, verb: str, body: bytes) -> Response:
         # A wrong token is 401. No token is let in as anonymous: kubectl never sends a bearer token over plain http.
         presented = request.headers.get("Authorization")
-        if presented is not None and presented != f"Bearer {self.token}":
+        caller = self._service_account(presented)
+        if presented is not None and presented != f"Bearer {self.token}" and caller is None:
             return _json(
                 {
                     "kind": "Status",
@@ -138,8 +158,15 @@ class KubeEmulator(Emulator):
             )
         if target is None:
             return self._non_resource(path, request)
-        self._authorize(verb, target)
-        return self._resource(request, method, target, body)
+        self._authorize(verb, target, caller)
+        return self._resource(request, method, target, body, caller)
+
+    def _service_account(self, presented: str | None) -> rbac.ServiceAccountCaller | None:
+        """The ServiceAccount a token was issued for, while that ServiceAccount exists (else the token is 401)."""
+        caller = self.service_account_tokens.get((presented or "").removeprefix("Bearer "))
+        if caller is None or self.cluster.get("ServiceAccount", caller.name, caller.namespace) is None:
+            return None
+        return caller
 
     def _non_resource(self, path: str, request: Request) -> Response:
         parts = [p for p in path.split("/") if p]
@@ -179,13 +206,20 @@ class KubeEmulator(Emulator):
             )
         return _json(document)
 
-    def _authorize(self, verb: str, target: Route) -> None:
+    def _authorize(self, verb: str, target: Route, caller: rbac.ServiceAccountCaller | None) -> None:
         resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
-        if self.allowed is None or (verb, resource) in self.allowed:
+        if caller is not None:
+            asked = rbac.Request(
+                verb, target.rt.group, target.rt.plural, target.subresource, target.namespace or "", target.name
+            )
+            if rbac.allows(self.cluster, caller, asked):
+                return
+        elif self.allowed is None or (verb, resource) in self.allowed:
             return
+        user = caller.user if caller is not None else self.user
         scope = f'in the namespace "{target.namespace}"' if target.namespace else "at the cluster scope"
         subject = f'{resource} "{target.name}"' if target.name else resource
-        why = f'User "{self.user}" cannot {verb} resource "{resource}" in API group "{target.rt.group}" {scope}'
+        why = f'User "{user}" cannot {verb} resource "{resource}" in API group "{target.rt.group}" {scope}'
         details: Json = {"kind": target.rt.plural}
         if target.name:
             details["name"] = target.name
@@ -193,7 +227,9 @@ class KubeEmulator(Emulator):
             details["group"] = target.rt.group
         raise ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
 
-    def _resource(self, request: Request, method: str, target: Route, body: bytes) -> Response:
+    def _resource(
+        self, request: Request, method: str, target: Route, body: bytes, caller: rbac.ServiceAccountCaller | None
+    ) -> Response:
         self.cluster.finalize_namespaces()
         args = request.args
         rt, namespace, name, sub = target.rt, target.namespace or "", target.name, target.subresource
@@ -210,7 +246,13 @@ class KubeEmulator(Emulator):
             raise bad_request(f"fieldValidation must be one of Ignore, Warn, Strict, not {args['fieldValidation']!r}")
         status = 200
         if method == "GET" and args.get("watch") in ("true", "1"):
-            raise method_not_allowed("watch is not served by the gpu-jobs kube emulator")
+            if args.get("sendInitialEvents") == "true" or name:
+                # client-go falls back to a list and a plain watch (what kubectl wait and get -w use).
+                raise method_not_allowed("only plain watches of a collection are served by the gpu-jobs kube emulator")
+            return self._watch(target, args)
+        if method == "GET" and sub == "log":
+            self.api.get(rt, namespace, name)  # 404 for a pod that is not there
+            return Response(self.cluster.pod_log(namespace, name), 200, content_type="text/plain")
         if method == "GET" and name:
             result = self.api.get(rt, namespace, name)
             if not sub and _wants_table(request):
@@ -254,7 +296,7 @@ class KubeEmulator(Emulator):
                 with self.cluster.lock:
                     exists = self.cluster.stored(rt, namespace, name) is not None
                 if not exists:  # an apply that creates is authorised as a create too (apiserver patch handler)
-                    self._authorize("create", target)
+                    self._authorize("create", target, caller)
             result, created = self.api.patch(rt, namespace, name, content_type, body, options, sub)
             status = 201 if created else 200
         elif method == "DELETE" and name and not sub:
@@ -267,6 +309,47 @@ class KubeEmulator(Emulator):
         for warning in options.warnings:
             response.headers.add("Warning", f'299 - "{_escape(warning)}"')
         return response
+
+    def _watch(self, target: Route, args: Any) -> Response:
+        """A watch as a stream of JSON lines (ADDED, MODIFIED, DELETED), found by looking at the store every
+        :data:`WATCH_POLL_S`: changes between two looks arrive as one event (the newest state), as after a
+        compaction. Ends after ``timeoutSeconds`` (at most :data:`WATCH_MAX_S`)."""
+        listing = ListOptions(args.get("labelSelector", ""), args.get("fieldSelector", ""))
+        since = args.get("resourceVersion", "")
+        timeout = min(float(args.get("timeoutSeconds") or WATCH_MAX_S), WATCH_MAX_S)
+        rt = target.rt
+
+        def snapshot() -> dict[str, Json]:
+            found = self.api.list(rt, target.namespace, listing)["items"]
+            return {f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}": o for o in found}
+
+        def event(kind: str, obj: Json) -> bytes:
+            return (
+                json.dumps({"type": kind, "object": {"kind": rt.kind, "apiVersion": rt.api_version, **obj}}) + "\n"
+            ).encode()
+
+        def stream() -> Iterator[bytes]:
+            yield b""  # the headers go out now, as the real server flushes them: the client's watch has begun
+            known = snapshot()
+            start = int(since) if since.isdigit() and since != "0" else 0
+            for obj in known.values():  # what changed after the client's resourceVersion (all of it for none or 0)
+                if int(obj["metadata"]["resourceVersion"]) > start:
+                    yield event("ADDED" if not start else "MODIFIED", obj)
+            ends = time.monotonic() + timeout
+            while time.monotonic() < ends and not self.stopping.is_set():
+                time.sleep(WATCH_POLL_S)
+                current = snapshot()
+                for key, obj in current.items():
+                    before = known.get(key)
+                    if before is None:
+                        yield event("ADDED", obj)
+                    elif before["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                        yield event("MODIFIED", obj)
+                for key in known.keys() - current.keys():
+                    yield event("DELETED", known[key])
+                known = current
+
+        return Response(stream(), 200, content_type="application/json", direct_passthrough=True)
 
     def _delete_collection(self, target: Route, args: Any, options: WriteOptions) -> Json:
         listing = ListOptions(args.get("labelSelector", ""), args.get("fieldSelector", ""))

@@ -39,6 +39,16 @@ def _pod_ready(obj: Json, _: datetime) -> str:
     return f"{ready}/{total}"
 
 
+def _pod_status(obj: Json, _: datetime) -> str:
+    """The phase, or as kubectl shows a finished pod: its container's termination reason (Completed, Error)."""
+    status = obj.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        reason = ((container.get("state") or {}).get("terminated") or {}).get("reason")
+        if reason:
+            return str(reason)
+    return str(status.get("phase", ""))
+
+
 def _condition(obj: Json, kind: str) -> str:
     return next(
         (c.get("status", "") for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), ""
@@ -68,12 +78,33 @@ def _quota_part(kind: str) -> Callable[[Json, datetime], str]:
     return cell
 
 
+def _job_status(obj: Json, _: datetime) -> str:
+    for kind in ("Complete", "Failed", "Suspended"):
+        if _condition(obj, kind) == "True":
+            return kind
+    return "Running"
+
+
+def _job_completions(obj: Json, _: datetime) -> str:
+    succeeded = (obj.get("status") or {}).get("succeeded", 0)
+    return f"{succeeded}/{(obj.get('spec') or {}).get('completions', 1)}"
+
+
+def _job_duration(obj: Json, now: datetime) -> str:
+    status = obj.get("status") or {}
+    if not status.get("startTime"):
+        return ""
+    end = status.get("completionTime")
+    finished = datetime.fromisoformat(end.replace("Z", "+00:00")) if end else now
+    return age({"metadata": {"creationTimestamp": status["startTime"]}}, finished)
+
+
 _AGE: Column = ("Age", "string", 0, age)
 COLUMNS: dict[str, list[Column]] = {
     "pods": [
         ("Name", "string", 0, _name),
         ("Ready", "string", 0, _pod_ready),
-        ("Status", "string", 0, lambda o, _: (o.get("status") or {}).get("phase", "")),
+        ("Status", "string", 0, _pod_status),
         (
             "Restarts",
             "string",
@@ -114,6 +145,21 @@ COLUMNS: dict[str, list[Column]] = {
         _AGE,
         ("Request", "string", 0, _quota_part("requests")),
         ("Limit", "string", 0, _quota_part("limits")),
+    ],
+    "jobs": [
+        ("Name", "string", 0, _name),
+        ("Status", "string", 0, _job_status),
+        ("Completions", "string", 0, _job_completions),
+        ("Duration", "string", 0, _job_duration),
+        _AGE,
+    ],
+    "cronjobs": [
+        ("Name", "string", 0, _name),
+        ("Schedule", "string", 0, lambda o, _: (o.get("spec") or {}).get("schedule", "")),
+        ("Timezone", "string", 0, lambda o, _: (o.get("spec") or {}).get("timeZone", "<none>")),
+        ("Suspend", "boolean", 0, lambda o, _: bool((o.get("spec") or {}).get("suspend"))),
+        ("Active", "integer", 0, lambda o, _: len((o.get("status") or {}).get("active") or [])),
+        _AGE,
     ],
     "configmaps": [
         ("Name", "string", 0, _name),

@@ -20,6 +20,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
+from . import batch
 from .errors import bad_request, invalid
 from .quantity import QuantityError, canonical, parse
 from .resources import ResourceType
@@ -501,6 +502,10 @@ def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
     elif rt.kind == "PodDisruptionBudget":
         if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
             causes.append(_invalid_value("spec", spec, "minAvailable and maxUnavailable cannot be both set"))
+    elif rt.kind == "CronJob":
+        causes += batch.cronjob_causes(obj)
+    elif rt.kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):
+        causes.append(("FieldValueRequired", "roleRef", "Required value"))
     elif rt.kind == "Event" and rt.group == "" and not (obj.get("involvedObject") or {}).get("kind"):
         causes.append(("FieldValueRequired", "involvedObject.kind", "Required value"))
     return causes
@@ -518,6 +523,14 @@ def validate_semantics(rt: ResourceType, obj: Json, old: Json | None = None) -> 
     causes += _kind_causes(rt, obj)
     if old is not None and rt.kind == "Pod":
         causes += _pod_update_causes(old, obj)
+    if rt.kind == "Job":
+        causes += batch.job_causes(obj, old)
+    if (
+        old is not None
+        and rt.kind in ("RoleBinding", "ClusterRoleBinding")
+        and obj.get("roleRef") != old.get("roleRef")
+    ):
+        causes.append(("FieldValueInvalid", "roleRef", "Invalid value: cannot change roleRef"))
     if causes:
         raise invalid(rt.kind, rt.group, name, causes)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, managed_fields, patches
+from . import admission, batch, managed_fields, patches
 from .cluster import Cluster, timestamp
 from .errors import (
     ApiError,
@@ -142,6 +142,8 @@ class Api:
                 obj, self.cluster.scan(_rt("resourcequotas"), namespace), self.cluster.scan(_rt("pods"), namespace)
             )
         self.cluster.new_metadata(obj)
+        if rt.kind == "Job":
+            batch.default_job(obj)  # the generated selector needs the uid
         if track:
             managed_fields.record_update(None, obj, options.updater, "", rt.api_version, self._now())
         if options.dry_run:
@@ -190,7 +192,7 @@ class Api:
             else:
                 meta.pop(kept, None)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
-        validate_semantics(rt, new, old if rt.kind == "Pod" and not subresource else None)
+        validate_semantics(rt, new, old if not subresource else None)
         if track:
             managed_fields.record_update(old, new, options.updater, subresource, rt.api_version, self._now())
         if _without_times(new) == _without_times(old):
@@ -422,6 +424,8 @@ def _reset_status_on_create(rt: ResourceType, obj: Json) -> None:
         obj["status"] = {"phase": "Active"}
     elif rt.kind in ("ResourceQuota", "PodDisruptionBudget"):
         obj.pop("status", None)
+    elif rt.kind == "CronJob":
+        batch.default_cronjob(obj)
 
 
 def _merge_subresource(rt: ResourceType, old: Json, new: Json, subresource: str) -> Json:
