@@ -3,11 +3,13 @@ kubectl, against the sandbox (its first cluster, the kubeconfig's current contex
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,12 +22,12 @@ README = ROOT / "README.md"
 pytestmark = pytest.mark.integration
 
 
-def readme_block() -> str:
-    """The fenced ``bash`` block right after the README's "One-off runs" paragraph."""
+def readme_block(heading: str = "**One-off runs.**") -> str:
+    """The fenced ``bash`` block right after the README paragraph that starts with ``heading``."""
     text = README.read_text()
-    section = text[text.index("**One-off runs.**") :]
+    section = text[text.index(heading) :]
     found = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert found is not None, "no bash block after **One-off runs.** in README.md"
+    assert found is not None, f"no bash block after {heading} in README.md"
     return found.group(1)
 
 
@@ -58,7 +60,7 @@ def test_the_readmes_one_off_runs_work_as_written_and_their_names_never_clash(wo
         done = bash(world, block)
         assert done.returncode == 0, done.stdout + done.stderr
         assert re.search(r"job.batch/nodegroups-manual-\d+ condition met", done.stdout), done.stdout
-        assert "gpu-jobs nodegroups in cluster" in done.stdout  # `kubectl logs job/$name`: the run's report
+        assert '"nodeGroups": [' in done.stdout  # `kubectl logs job/$name`: the run's report, one JSON line
 
     jobs = {j["metadata"]["name"]: j for j in world.kubes[cluster].list("Job", NAMESPACE)}
     by_kind: dict[str, list[str]] = {}
@@ -91,3 +93,32 @@ def test_the_readmes_one_off_runs_work_as_written_and_their_names_never_clash(wo
         f"name={manual}; kubectl -n gpu-jobs get pods -l batch.kubernetes.io/job-name=$name -o jsonpath='{{..exitCode}}'",
     )
     assert (code.returncode, code.stdout) == (0, "0"), code.stderr
+
+
+def test_the_readmes_first_install_path_onboards_a_cluster_with_many_namespaces(world: World) -> None:
+    from tests.emulators.kube.seed import namespace
+
+    cluster = world.policy.fleet[0].name
+    kube = world.kubes[cluster]
+    for i in range(60):  # more namespaces than the default limit of 50 changes
+        kube.create(namespace(f"team-onboard-{i:02d}"))
+    assert world.executor is not None
+
+    def cronjob_run(name: str) -> Any:
+        done = bash(world, f"kubectl -n gpu-jobs create job --from=cronjob/quotas {name}")
+        assert done.returncode == 0, done.stderr
+        return world.executor.wait(cluster, NAMESPACE, name)  # type: ignore[union-attr]
+
+    refused = cronjob_run("quotas-before")
+    assert conditions(refused) >= {"Failed"}
+    assert kube.list("ResourceQuota", "team-onboard-00") == []
+
+    done = bash(world, readme_block("**First install of `quotas`"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    plan = next(json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"cluster"'))
+    assert (plan["dryRun"], plan["refused"]) == (True, None)
+    assert sum(n["status"] == "planned" for n in plan["namespaces"]) >= 60
+    assert len(kube.list("ResourceQuota", "team-onboard-59")) == 1  # the onboarding run wrote them
+
+    after = cronjob_run("quotas-after")
+    assert conditions(after) == {"SuccessCriteriaMet", "Complete"}  # and the CronJob succeeds from then on
