@@ -335,7 +335,7 @@ def test_an_event_on_an_object_that_is_gone_has_no_uid_and_is_still_sent(kube: K
     }
 
 
-@pytest.mark.parametrize("overlay", ["production", "gcp", "azure"])
+@pytest.mark.parametrize("overlay", ["production/aws", "production/gcp", "production/azure"])
 def test_kubectl_apply_k_of_an_overlay_installs_and_a_job_starts_from_its_cronjob(
     kube: KubeHandle, overlay: str
 ) -> None:
