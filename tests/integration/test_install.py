@@ -250,6 +250,8 @@ def test_a_verb_removed_from_the_role_fails_the_run_as_in_a_cluster(world: World
 
     assert conditions(job) == {"FailureTarget", "Failed"}
     assert exit_code(pod) == 1
-    assert 'User "system:serviceaccount:gpu-jobs:gpu-jobs-quotas" cannot patch resource "resourcequotas"' in logs
+    errors = [json.loads(line).get("error", "") for line in logs.splitlines() if line.startswith("{")]
+    denied = 'User "system:serviceaccount:gpu-jobs:gpu-jobs-quotas" cannot patch resource "resourcequotas"'
+    assert any(denied in error for error in errors), logs
     assert world.kubes[cluster].list("ResourceQuota") == []
     assert time.monotonic() - started < 60
