@@ -21,10 +21,12 @@ endif
 	bash .ci/install-kubectl $(CURDIR)/$(BIN)/python
 
 # The runtime dependencies at the versions of requirements.lock (what the image installs), the dev tools as resolved.
+# Pins only: pip reads a constraints file with hashes as "require hashes", which an editable install cannot meet.
 $(BIN)/gpu-jobs: pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
+	grep -E '^[A-Za-z0-9._-]+==' requirements.lock | sed 's/ *\\$$//' > $(VENV)/constraints.txt
+	$(BIN)/pip install -q -c $(VENV)/constraints.txt -e '.[dev]'
 	@touch $@
 
 # import-linter lives in its own venv: it pulls in `rich`, which structlog would then import at start-up,
