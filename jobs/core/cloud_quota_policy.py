@@ -5,8 +5,8 @@ belong to another cloud are refused with their own line (``cloud_quota_problems`
 or the node groups: a ``nodeGroups`` name not in the policy, a group of another cloud or scope, a target above
 ``max``, two entries for the same quota and scope, a GCP increase without ``contactEmail``.
 
-The model imports nothing from ``jobs.core.policy`` (the root model imports it), so its base repeats the policy's
-model configuration.
+Its models share the policy's base and field types (``jobs.core.policy_fields``); the root model
+(``jobs.core.policy``) imports this module, so this one imports the root only for type checking.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StrictInt,
     ValidationError,
@@ -29,6 +27,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from jobs.core.policy_fields import Model, Name
+
 if TYPE_CHECKING:
     from jobs.core.policy import NodeGroup, Policy
 
@@ -36,19 +36,8 @@ Problem = tuple[tuple[str | int, ...], str]
 Cloud = Literal["aws", "gcp", "azure"]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
-
-
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _AWS_CODE = re.compile(r"^L-[0-9A-F]{8}$")
 _PERCENT = re.compile(r"^(\d{1,3}(\.\d{1,2})?)%$")
-
-
-def _check_name(value: str) -> str:
-    if not _NAME.fullmatch(value):
-        raise ValueError(f'"{value}" is not a valid name (lowercase letters, digits and "-", at most 63)')
-    return value
 
 
 def _check_code(value: str) -> str:
@@ -69,7 +58,6 @@ def percent(value: str) -> Fraction:
     return Fraction(value.removesuffix("%")) / 100
 
 
-QuotaName = Annotated[str, AfterValidator(_check_name), WithJsonSchema({"type": "string", "pattern": _NAME.pattern})]
 Percent = Annotated[
     str, AfterValidator(_check_percent), WithJsonSchema({"type": "string", "pattern": _PERCENT.pattern})
 ]
@@ -84,7 +72,7 @@ AWS_GPU_QUOTAS: dict[tuple[str, str], str] = {
 AWS_QUOTA_KINDS = {code: kind for kind, code in AWS_GPU_QUOTAS.items()}
 
 
-class AwsQuotaKind(_Model):
+class AwsQuotaKind(Model):
     """An EC2 GPU quota by instance family group and capacity type."""
 
     family: Literal["G", "P"]
@@ -124,7 +112,7 @@ AwsQuota = Annotated[
 ]
 
 
-class Headroom(_Model):
+class Headroom(Model):
     """Raise ahead of demand: once usage is above ``whenUsageAbove`` of the limit, ask for the limit plus
     ``raiseBy``."""
 
@@ -132,7 +120,7 @@ class Headroom(_Model):
     raise_by: Percent
 
 
-class InstancesTarget(_Model):
+class InstancesTarget(Model):
     """Enough for ``instances`` of one shape, converted with the cloud's own data for that shape."""
 
     instances: StrictInt = Field(ge=1)
@@ -154,7 +142,7 @@ class InstancesTarget(_Model):
         return found
 
 
-class NodeGroupsTarget(_Model):
+class NodeGroupsTarget(Model):
     """Enough for these node groups of the policy at their working maximum (``up.max``, else their live max size)."""
 
     node_groups: tuple[str, ...] = Field(min_length=1, max_length=50)
@@ -178,10 +166,10 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
-class CloudQuota(_Model):
+class CloudQuota(Model):
     """One cloud quota in one scope, kept at or above ``target`` (never above ``max``)."""
 
-    name: QuotaName = Field(description="unique id for logs, outputs and records")
+    name: Name = Field(description="unique id for logs, outputs and records")
     cloud: Cloud
     region: str | None = Field(default=None, description="AWS region; GCP: the region dimension")
     project: str | None = Field(default=None, description="GCP project")

@@ -16,13 +16,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from azure.core.credentials import TokenCredential
 from azure.core.exceptions import AzureError
-from azure.identity import DefaultAzureCredential
 from azure.mgmt.quota import QuotaMgmtClient
 from azure.mgmt.quota.models import CurrentQuotaLimitBase, LimitObject, QuotaProperties, ResourceName
 
-from jobs.adapters.azure.auth import AllowHttpPolicy, StaticTokenCredential
+from jobs.adapters.azure.auth import ArmAuth
 from jobs.adapters.azure.errors import translate
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
@@ -64,10 +62,9 @@ class AzureQuotas:
     """``QuotaCloud`` for Azure; one client per subscription and SDK, built on first use; SDK retries off."""
 
     def __init__(self, settings: AdapterSettings) -> None:
-        self._settings = settings
+        self._auth = ArmAuth(settings)  # the same credential and client options as every ARM client
         self._lock = threading.Lock()
         self._clients: dict[tuple[str, str], Any] = {}
-        self._credential: TokenCredential | None = None
 
     # --- QuotaCloud ---------------------------------------------------------------------------------------------
 
@@ -171,27 +168,10 @@ class AzureQuotas:
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                client = self._clients[key] = kind(subscription_id=subscription, **self._options())
+                client = self._clients[key] = kind(
+                    credential=self._auth.credential(), subscription_id=subscription, **self._auth.client_options()
+                )
             return client
-
-    def _options(self) -> dict[str, Any]:
-        settings = self._settings
-        options: dict[str, Any] = {
-            "retry_total": 0,
-            "connection_timeout": min(10.0, settings.request_timeout_s),
-            "read_timeout": settings.request_timeout_s,
-            "polling_interval": settings.poll_interval_s,
-        }
-        if settings.azure_endpoint:
-            options["base_url"] = settings.azure_endpoint
-        if settings.emulator_credentials:
-            options["credential"] = StaticTokenCredential()
-            options["per_call_policies"] = [AllowHttpPolicy()]
-        else:
-            if self._credential is None:
-                self._credential = DefaultAzureCredential()
-            options["credential"] = self._credential
-        return options
 
     @staticmethod
     def _call(where: str, operation: str, call: Callable[[], T]) -> T:
