@@ -46,3 +46,15 @@ CLOUD_QUOTAS_LEASE = "gpu-jobs-cloud-quotas"
 def cloud_quota_record(entry: str) -> str:
     """The ConfigMap that remembers what was asked for one ``cloudQuotas`` entry (names are unique in the policy)."""
     return f"gpu-jobs-cloud-quota-{entry}"
+
+
+# The sweep job's marks. On a pod: when it was first seen idle (RFC 3339) and why; a person's snooze. On a Deployment
+# or StatefulSet it scaled to zero: the replicas it had. On a cloud instance: the planned action and when it is due
+# (a key and value every cloud accepts, GCP's lowercase label syntax included).
+IDLE_SINCE_ANNOTATION = "gpu-jobs/idle-since"
+IDLE_REASON_ANNOTATION = "gpu-jobs/idle-reason"
+KEEP_ALIVE_UNTIL_ANNOTATION = "gpu-jobs/keep-alive-until"
+SCALED_FROM_ANNOTATION = "gpu-jobs/scaled-from-replicas"
+SWEEP_MARK_TAG = "gpu-jobs-sweep"
+SWEEP_PODS_LEASE = "gpu-jobs-sweep-pods"
+SWEEP_INSTANCES_LEASE = "gpu-jobs-sweep-instances"

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BeforeValidator,
     Field,
     StrictInt,
@@ -27,7 +25,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from jobs.core.policy_fields import Model, Name
+from jobs.core.policy_fields import Model, Name, Percent
 
 if TYPE_CHECKING:
     from jobs.core.policy import NodeGroup, Policy
@@ -37,7 +35,6 @@ Cloud = Literal["aws", "gcp", "azure"]
 
 
 _AWS_CODE = re.compile(r"^L-[0-9A-F]{8}$")
-_PERCENT = re.compile(r"^(\d{1,3}(\.\d{1,2})?)%$")
 
 
 def _check_code(value: str) -> str:
@@ -45,22 +42,6 @@ def _check_code(value: str) -> str:
         raise ValueError(f'"{value}" is not a Service Quotas code (L- and 8 hex digits, e.g. L-7212CCBC)')
     return value
 
-
-def _check_percent(value: str) -> str:
-    matched = _PERCENT.fullmatch(value)
-    if not matched or not 0 < Fraction(matched.group(1)) <= 1000:
-        raise ValueError(f'"{value}" is not a percentage above 0 (e.g. "80%")')
-    return value
-
-
-def percent(value: str) -> Fraction:
-    """ "80%" as 4/5."""
-    return Fraction(value.removesuffix("%")) / 100
-
-
-Percent = Annotated[
-    str, AfterValidator(_check_percent), WithJsonSchema({"type": "string", "pattern": _PERCENT.pattern})
-]
 
 #: The EC2 vCPU quotas of GPU instances per (family, capacity), as Service Quotas codes them.
 AWS_GPU_QUOTAS: dict[tuple[str, str], str] = {

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
-from jobs.core.cloud_quota_policy import CloudQuota, InstancesTarget, NodeGroupsTarget, percent
+from jobs.core.cloud_quota_policy import CloudQuota, InstancesTarget, NodeGroupsTarget
+from jobs.core.policy_fields import percent
 
 Action = Literal["request", "none", "pending", "denied", "partial", "error"]
 #: How a request stands: the cloud is deciding, or decided (approved in full, in part, or not at all).

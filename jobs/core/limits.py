@@ -14,7 +14,7 @@ _LIMIT = re.compile(r"(?P<number>\d+(?:\.\d+)?)(?P<percent>%?)")
 @dataclass(frozen=True)
 class ChangeLimit:
     count: int | None = 50
-    percent: float | None = None  # of the items considered; set instead of count
+    percent: float | None = None  # of the items considered; with a count too, whichever allows fewer
 
     @classmethod
     def parse(cls, text: str) -> ChangeLimit:
@@ -32,23 +32,25 @@ class ChangeLimit:
         return cls(count=int(match["number"]))
 
     def allowed(self, considered: int) -> int:
-        if self.percent is not None:
-            return max(1, math.ceil(considered * self.percent / 100))
-        return self.count if self.count is not None else considered
+        share = max(1, math.ceil(considered * self.percent / 100)) if self.percent is not None else considered
+        return min(share, self.count) if self.count is not None else share
 
     def refusal(self, changes: int, considered: int, noun: str, scope: str = "") -> str | None:
         """Why a plan changing ``changes`` of ``considered`` items is refused, or None when it is within the limit."""
         allowed = self.allowed(considered)
         if changes <= allowed:
             return None
-        limit = f"{self.percent:g}% ({allowed} of {considered})" if self.percent is not None else str(allowed)
+        limit = f"{self}" + (f" ({allowed} of {considered})" if self.percent is not None else "")
         return (
             f"the plan changes {changes} {noun}{scope}, more than the limit of {limit} per run"
             " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
         )
 
     def __str__(self) -> str:
-        return f"{self.percent:g}%" if self.percent is not None else str(self.count)
+        parts = ([str(self.count)] if self.count is not None else []) + (
+            [f"{self.percent:g}%"] if self.percent is not None else []
+        )
+        return " and ".join(parts)
 
 
 #: 50 items per run: enough for a fleet's evening, small enough that a mistaken policy cannot touch everything at once.

@@ -2,7 +2,8 @@
 
 Field names are a contract (other tools read the same file), so the Python names are snake_case with camelCase
 aliases that match the YAML. Unknown keys are rejected everywhere. The sections live in their own modules
-(``policy_fields``, ``policy_schedule``, ``policy_fleet``, ``policy_quotas``) and are re-exported here; the view
+(``policy_fields``, ``policy_schedule``, ``policy_fleet``, ``policy_quotas``, ``cloud_quota_policy``,
+``policy_sweep``) and are re-exported here; the view
 planners read, resolved once, is ``Policy.resolved`` (``jobs.core.resolved``).
 """
 
@@ -65,6 +66,7 @@ from jobs.core.policy_quotas import (
     QuotaRule,
 )
 from jobs.core.policy_schedule import Defaults, Holidays, Override, Schedule, WorkingHours
+from jobs.core.policy_sweep import Sweep
 from jobs.core.resolved import ResolvedPolicy, resolve, schedule_fields
 
 __all__ = [
@@ -134,6 +136,7 @@ class Policy(Model):
     overrides: tuple[Override, ...] = Field(default=(), max_length=500)
     namespace_quotas: NamespaceQuotas | None = None
     cloud_quotas: tuple[CloudQuota, ...] = Field(default=(), max_length=200)
+    sweep: Sweep | None = None
 
     def group(self, name: str) -> NodeGroup:
         for group in self.node_groups:

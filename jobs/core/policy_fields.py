@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import date, datetime, timedelta
+from fractions import Fraction
 from functools import cached_property
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -212,3 +213,23 @@ def check_matchers(value: dict[str, str]) -> dict[str, str]:
 
 
 KubeContext = Annotated[str, AfterValidator(_check_context)]
+
+
+_PERCENT = re.compile(r"^(\d{1,3}(\.\d{1,2})?)%$")
+
+
+def _check_percent(value: str) -> str:
+    matched = _PERCENT.fullmatch(value)
+    if not matched or not 0 < Fraction(matched.group(1)) <= 1000:
+        raise ValueError(f'"{value}" is not a percentage above 0 (e.g. "80%")')
+    return value
+
+
+def percent(value: str) -> Fraction:
+    """ "80%" as 4/5."""
+    return Fraction(value.removesuffix("%")) / 100
+
+
+Percent = Annotated[
+    str, AfterValidator(_check_percent), WithJsonSchema({"type": "string", "pattern": _PERCENT.pattern})
+]

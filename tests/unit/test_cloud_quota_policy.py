@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.cloud_quota_policy import InstancesTarget, NodeGroupsTarget, percent
+from jobs.core.cloud_quota_policy import InstancesTarget, NodeGroupsTarget
+from jobs.core.policy_fields import percent
 from jobs.policy_file import PolicyError, load_policy, parse_policy
 
 SUB = "00000000-0000-0000-0000-000000000001"

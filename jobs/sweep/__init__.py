@@ -1,0 +1,1 @@
+"""``gpu-jobs sweep``: idle GPU pods and leaked VRAM (per cluster), untagged GPU instances (per account)."""
