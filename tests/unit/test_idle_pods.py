@@ -109,7 +109,9 @@ def test_the_queries_carry_the_clusters_matchers_escaped() -> None:
     assert q.mig == (
         'avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{cluster="ml \\"prod\\"\\\\eu",env="a\\nb",GPU_I_ID!=""}[7200s])'
     )
-    assert q.memory is not None and q.memory.count("DCGM_FI_DEV_FB_USED") == 2 and "DCGM_FI_DEV_FB_FREE" in q.memory
+    assert q.memory is not None
+    assert q.memory.count("DCGM_FI_DEV_FB_USED") == 2
+    assert "DCGM_FI_DEV_FB_FREE" in q.memory
     assert len(q.all()) == 3
 
 
@@ -199,7 +201,8 @@ def test_explicit_labels_ignore_the_exporters_pod() -> None:
     policy = idle(labels={"pod": "exported_pod", "namespace": "exported_namespace"})
     util = [series(50, pod="train-0", namespace="ml")]  # the wrong labels for this policy: nothing attributed
     verdict = plan([pod()], util, policy)["train-0"]
-    assert verdict.state == "unknown" and "no DCGM_FI_DEV_GPU_UTIL series" in verdict.message
+    assert verdict.state == "unknown"
+    assert "no DCGM_FI_DEV_GPU_UTIL series" in verdict.message
 
 
 # --- MIG ---------------------------------------------------------------------------------------------------------
@@ -225,7 +228,8 @@ def test_busy_mig_slice_is_busy_by_engine_ratio() -> None:
 def test_mig_pod_without_engine_series_cannot_be_judged() -> None:
     mig_pod = pod("mig-0", resources=("nvidia.com/mig-1g.10gb",))
     verdict = plan([mig_pod], [on(0, "GPU-9", "mig-0", GPU_I_ID="3"), on(30, "GPU-2", "x")])["mig-0"]
-    assert verdict.state == "unknown" and verdict.write is None
+    assert verdict.state == "unknown"
+    assert verdict.write is None
     assert verdict.message.startswith(
         "DCGM_FI_DEV_GPU_UTIL cannot judge a MIG slice and DCGM_FI_PROF_GR_ENGINE_ACTIVE has no series"
     )
@@ -235,7 +239,8 @@ def test_mig_pod_without_engine_series_cannot_be_judged() -> None:
 def test_engine_metric_judges_whole_gpus_and_slices_as_ratios() -> None:
     util = [on(0.01, "GPU-1", "train-0"), on(0.9, "GPU-9", "mig-0", GPU_I_ID="3")]
     verdicts = plan([pod(), pod("mig-0", resources=("nvidia.com/mig-1g.10gb",))], util, idle(metric=ENGINE))
-    assert verdicts["train-0"].state == "marked" and verdicts["train-0"].utilization == pytest.approx(1.0)
+    assert verdicts["train-0"].state == "marked"
+    assert verdicts["train-0"].utilization == pytest.approx(1.0)
     assert "mig-0" not in verdicts  # 90% busy
 
 
@@ -261,12 +266,14 @@ def test_multi_gpu_pod_idle_only_when_all_its_gpus_are() -> None:
     util = [on(0.5, "GPU-1", "big"), on(80, "GPU-2", "big"), on(0.1, "GPU-3", "both"), on(0.2, "GPU-4", "both")]
     verdicts = plan([pod("big", gpus=2), pod("both", gpus=2)], util)
     assert "big" not in verdicts
-    assert verdicts["both"].state == "marked" and verdicts["both"].utilization == pytest.approx(0.2)
+    assert verdicts["both"].state == "marked"
+    assert verdicts["both"].utilization == pytest.approx(0.2)
 
 
 def test_fewer_devices_seen_than_gpus_is_unknown() -> None:
     verdict = plan([pod("big", gpus=2)], [on(0.5, "GPU-1", "big")])["big"]
-    assert verdict.state == "unknown" and "1 of its 2 GPUs" in verdict.message
+    assert verdict.state == "unknown"
+    assert "1 of its 2 GPUs" in verdict.message
 
 
 # --- the per-pod judgement ---------------------------------------------------------------------------------------
@@ -274,7 +281,9 @@ def test_fewer_devices_seen_than_gpus_is_unknown() -> None:
 
 def test_first_detection_marks_with_a_warning_that_says_what_and_when() -> None:
     verdict = plan([pod()], [on(0.4)])["train-0"]
-    assert verdict.state == "marked" and verdict.write == "mark" and verdict.reason == "idle"
+    assert verdict.state == "marked"
+    assert verdict.write == "mark"
+    assert verdict.reason == "idle"
     assert verdict.annotations == {IDLE_SINCE_ANNOTATION: "2026-12-02T15:00:00Z", IDLE_REASON_ANNOTATION: "idle"}
     assert verdict.event == (
         "GpuIdle",
@@ -301,7 +310,8 @@ def test_grace_cycle_marked_waits_then_acts() -> None:
 
 def test_an_unreadable_mark_is_marked_again_now() -> None:
     verdict = plan([pod(annotations={IDLE_SINCE_ANNOTATION: "yesterday"})], [on(0.4)])["train-0"]
-    assert verdict.write == "mark" and verdict.annotations[IDLE_SINCE_ANNOTATION] == "2026-12-02T15:00:00Z"
+    assert verdict.write == "mark"
+    assert verdict.annotations[IDLE_SINCE_ANNOTATION] == "2026-12-02T15:00:00Z"
 
 
 def test_busy_again_is_unmarked_with_a_normal_event() -> None:
@@ -309,7 +319,9 @@ def test_busy_again_is_unmarked_with_a_normal_event() -> None:
     verdict = plan([marked], [on(45)])["train-0"]
     assert (verdict.state, verdict.write) == ("unmarked", "unmark")
     assert verdict.annotations == {IDLE_SINCE_ANNOTATION: None, IDLE_REASON_ANNOTATION: None}
-    assert verdict.event is not None and verdict.event[0] == "GpuBusyAgain" and verdict.event[2] is False
+    assert verdict.event is not None
+    assert verdict.event[0] == "GpuBusyAgain"
+    assert verdict.event[2] is False
 
 
 def test_young_pod_reported_only_if_it_would_be_idle() -> None:
@@ -321,7 +333,8 @@ def test_young_pod_reported_only_if_it_would_be_idle() -> None:
 
 def test_no_series_for_a_pod_is_unknown_never_idle() -> None:
     verdicts = plan([pod(), pod("other")], [on(50, "GPU-2", "other")])
-    assert verdicts["train-0"].state == "unknown" and verdicts["train-0"].write is None
+    assert verdicts["train-0"].state == "unknown"
+    assert verdicts["train-0"].write is None
     assert verdicts["train-0"].utilization is None
 
 
@@ -384,7 +397,8 @@ def test_leaked_memory_needs_util_below_its_own_threshold() -> None:
 def test_annotate_action_stays_marked_forever() -> None:
     policy = idle(action="annotate")
     first = plan([pod()], [on(0.4)], policy)["train-0"]
-    assert first.event is not None and "annotate only" in first.event[1]
+    assert first.event is not None
+    assert "annotate only" in first.event[1]
     marked = pod(annotations={IDLE_SINCE_ANNOTATION: "2026-12-01T10:00:00Z"})
     later = plan([marked], [on(0.4)], policy)["train-0"]
     assert (later.state, later.write, later.action) == ("marked", None, "annotate")
@@ -417,12 +431,14 @@ def test_job_owned_pod_is_deleted_under_delete() -> None:
 def test_no_series_at_all_refuses_the_cluster() -> None:
     done = plan_pods([pod()], Answers(()), idle(), None, NOW)
     assert done.refusal == "no DCGM series for this cluster (DCGM_FI_DEV_GPU_UTIL over 2h): nothing is judged idle"
-    assert done.verdicts == () and done.judged == 0
+    assert done.verdicts == ()
+    assert done.judged == 0
 
 
 def test_every_gpu_exactly_zero_is_a_broken_metric() -> None:
     done = plan_pods([pod(), pod("b")], Answers((on(0), on(0, "GPU-2", "b"), series(0, "GPU-3"))), idle(), None, NOW)
-    assert done.refusal is not None and done.refusal.startswith("broken metric: DCGM_FI_DEV_GPU_UTIL reads exactly 0")
+    assert done.refusal is not None
+    assert done.refusal.startswith("broken metric: DCGM_FI_DEV_GPU_UTIL reads exactly 0")
     one_above = plan_pods([pod()], Answers((on(0), series(0.1, "GPU-3"))), idle(), None, NOW)
     assert one_above.refusal is None
 
@@ -476,7 +492,8 @@ def _act() -> Verdict:
 )
 def test_recheck_refuses_a_pod_that_changed(now_pod: PodInfo | None, words: str) -> None:
     why = recheck(_act(), now_pod, idle().exempt, NOW)
-    assert why is not None and words in why
+    assert why is not None
+    assert words in why
 
 
 def test_recheck_goes_ahead_on_the_same_pod() -> None:
