@@ -204,6 +204,7 @@ class Report:
     rows: tuple[Row, ...] = ()
     unallocated: tuple[Unallocated, ...] = ()
     reason: str | None = None
+    judged: int = 0  # Running GPU pods judged
 
 
 Envelope = ScopeReport[Planned, ItemResult]
@@ -232,7 +233,7 @@ def report_of(envelope: Envelope) -> Report:
             # Not done: an act leaves the pod marked; a mark or unmark not made leaves it as it was.
             state: PodState = "marked" if v.write == "act" else v.state
             rows.append(Row(v, state, f"{result.status}: {result.message}", result.status))
-    return replace(report, rows=tuple(rows), unallocated=plan.unallocated)
+    return replace(report, rows=tuple(rows), unallocated=plan.unallocated, judged=plan.judged)
 
 
 def tally(report: Report) -> Tally:
