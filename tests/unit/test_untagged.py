@@ -12,6 +12,7 @@ import pytest
 from jobs.core.policy_sweep import InstanceAction, UntaggedInstances
 from jobs.core.untagged import (
     GpuInstance,
+    InstanceState,
     InstancePlan,
     Mark,
     due_at,
@@ -185,7 +186,7 @@ def test_a_group_member_is_reported_never_marked_or_acted_on() -> None:
 
 
 @pytest.mark.parametrize("state", ["stopped", "other"])
-def test_not_running_and_marked_is_acted_without_a_call(state: str) -> None:
+def test_not_running_and_marked_is_acted_without_a_call(state: InstanceState) -> None:
     plan = judge(section(), replace(marked("stop-after-20261201t0000z"), state=state), NOW)
     assert plan is not None
     assert (plan.state, plan.write) == ("acted", None)
