@@ -120,7 +120,7 @@ class AccountSweep(ScopeWork[Observation, Planned, InstancePlan, ItemResult]):
             due=item.due.isoformat() if item.due else None,
             message=item.reason,
         )
-        return ItemResult(item, "done", item.reason)
+        return ItemResult(item, "done", f"{_DONE[write]}: {item.reason}" if item.counts and write else item.reason)
 
     def failed(self, item: InstancePlan, message: str) -> ItemResult:
         return ItemResult(item, "failed", message)
@@ -225,7 +225,6 @@ def instance_lines(report: InstanceReport) -> list[str]:
         state = row.state
         if state == "acted" and row.plan.write and (report.dry_run or report.state != "applied"):
             state = f"{row.plan.write} (due)"
-        lines.append(
-            f"  {instance.id:<{ids}}  {instance.type:<{types}}  {gpus:<7} {state:<10} {instance.name}: {row.message}"
-        )
+        named = f"{instance.name}: " if instance.name != instance.id else ""
+        lines.append(f"  {instance.id:<{ids}}  {instance.type:<{types}}  {gpus:<7} {state:<10} {named}{row.message}")
     return lines

@@ -125,6 +125,7 @@ def test_the_grace_cycle_marks_waits_then_stops_and_then_writes_nothing() -> Non
 
     acted = sweep(cloud, NOW + timedelta(hours=24))
     assert states(acted) == [("i-a", "acted")]
+    assert acted.rows[0].message == "stopped: missing owner; stop was due at 2026-12-03 14:05 UTC"
     assert cloud.writes() == ["stop i-a"]
     assert cloud.instances["i-a"].state == "stopped"
 
