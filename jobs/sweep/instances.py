@@ -23,7 +23,7 @@ from jobs.lease import RunLock
 from jobs.report_text import nothing_done, refused
 from jobs.retry import Backoff
 from jobs.runner import ScopeReport, ScopeWork, Tally
-from jobs.scopes import Scope
+from jobs.scopes import Scope, account
 from jobs.sweep.ports import Instances
 
 #: Which adapter serves which cloud (``module:Class``, each taking ``AdapterSettings``); imported on first use by the
@@ -33,6 +33,11 @@ INSTANCE_ADAPTERS = {
 }
 
 ItemStatus = Literal["done", "gone", "failed"]
+
+
+def extra_scopes(section: UntaggedInstances) -> tuple[Scope, ...]:
+    """The account scopes ``untaggedInstances.scopes`` names (for ``account_scopes(policy, extra=...)``)."""
+    return tuple(account(s.cloud, name) for s in section.scopes for name in s.accounts)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import pytest
 from jobs.core.policy_sweep import InstanceAction, UntaggedInstances
 from jobs.core.untagged import (
     GpuInstance,
-    InstanceState,
     InstancePlan,
+    InstanceState,
     Mark,
     due_at,
     judge,

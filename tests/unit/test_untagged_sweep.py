@@ -22,6 +22,7 @@ from jobs.sweep.instances import (
     AccountSweep,
     InstanceReport,
     Ports,
+    extra_scopes,
     instance_lines,
     instance_rows,
     report_of,
@@ -273,3 +274,14 @@ def test_the_json_rows_are_the_contract() -> None:
     lines = instance_lines(report)
     assert lines[0] == "gpu-jobs sweep in account aws/us-east-1 at 2026-12-02T14:05:00+00:00 (dry run: nothing changed)"
     assert lines[1].split()[:4] == ["i-a", "g5.12xlarge", "4", "GPUs"]
+
+
+def test_the_sections_scopes_are_account_scopes() -> None:
+    extra = UntaggedInstances.model_validate(
+        {
+            "requiredTags": ["owner"],
+            "scopes": [{"cloud": "aws", "regions": ["us-east-1", "eu-west-1"]}, {"cloud": "gcp", "projects": ["ml"]}],
+        }
+    )
+    assert extra_scopes(extra) == (SCOPE, account("aws", "eu-west-1"), account("gcp", "ml"))
+    assert extra_scopes(section()) == ()

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
+from jobs.adapters.aws import instances as aws_instances
 from jobs.adapters.aws.instances import PERMISSIONS, AwsInstances
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.limits import ChangeLimit
@@ -103,6 +104,17 @@ def test_gpu_instances_are_told_by_ec2_type_data_not_by_name(aws: AwsEmulator, a
     aws.log.clear()
     adapter.gpu_instances(REGION)
     assert aws.log.operations() == ["DescribeInstances"]
+
+
+def test_every_page_of_instances_is_read(
+    aws: AwsEmulator, adapter: AwsInstances, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(aws_instances, "_PAGE", 5)  # EC2's smallest page; the adapter asks for 1000
+    seeded = {aws.add_instance(REGION, "g5.xlarge") for _ in range(12)}
+    aws.log.clear()
+
+    assert {i.id for i in adapter.gpu_instances(REGION)} == seeded
+    assert aws.log.count("DescribeInstances") == 3
 
 
 def test_the_state_filter_is_exact_and_uses_no_wildcard(aws: AwsEmulator, adapter: AwsInstances) -> None:
