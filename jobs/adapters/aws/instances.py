@@ -42,7 +42,9 @@ PERMISSIONS = Permissions(
 
 #: The states of an instance that costs (or is about to cost) money; shutting-down and terminated ones do not.
 LISTED_STATES = ("pending", "running", "stopping", "stopped")
-_STATES: dict[str, InstanceState] = {"running": "running", "stopped": "stopped"}
+# A pending instance is judged as running: it is billed within seconds, may be marked at once, and a stop of it is
+# refused with IncorrectInstanceState until it runs (Busy: resent with backoff). Stopping and the rest: "other".
+_STATES: dict[str, InstanceState] = {"pending": "running", "running": "running", "stopped": "stopped"}
 # Launchers that replace an instance stopped behind their back, by the tag they put on it (first match names it).
 _GROUP_TAGS = (
     ("eks:nodegroup-name", "EKS node group"),

@@ -162,6 +162,23 @@ def test_untagged_is_marked_then_stopped_after_the_grace_and_a_second_run_writes
     assert aws.log.operations() == ["DescribeInstances"]
 
 
+def test_a_pending_instance_is_judged_as_running_and_a_stopping_one_is_left_alone(
+    aws: AwsEmulator, adapter: AwsInstances
+) -> None:
+    from moto.ec2.models.instances import InstanceState as MotoState
+
+    pending = aws.add_instance(REGION, "g5.xlarge")
+    stopping = aws.add_instance(REGION, "g5.xlarge", {SWEEP_MARK_TAG: "stop-after-20261201t0000z"})
+    moto_state.ec2(REGION).get_instance(pending)._state = MotoState("pending", 0)
+    moto_state.ec2(REGION).get_instance(stopping)._state = MotoState("stopping", 64)
+
+    report = sweep(adapter)
+
+    assert rows(report) == {pending: ("marked", "stop"), stopping: ("acted", "stop")}
+    assert SWEEP_MARK_TAG in tags(pending)
+    assert [w.operation for w in aws.log.writes()] == ["CreateTags"]  # nothing sent to the stopping one
+
+
 def test_terminate_after_the_grace(aws: AwsEmulator, adapter: AwsInstances) -> None:
     untagged = aws.add_instance(REGION, "g5.12xlarge", {SWEEP_MARK_TAG: "terminate-after-20261201t0000z"})
 
