@@ -134,6 +134,8 @@ def judge(section: UntaggedInstances, instance: GpuInstance, now: datetime) -> I
     missing = missing_tags(section, instance)
     mark = parse_mark(raw) if raw is not None else None
     base = InstancePlan(instance, "marked", None, missing, "")
+    if not missing and raw is None:
+        return None  # tagged and never marked: nothing to say, group members included (a fleet has hundreds)
     if protect in instance.tags:
         return replace(base, state="protected", reason=f"protected by its {protect} tag: never marked or acted on")
     if instance.group is not None:

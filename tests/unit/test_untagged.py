@@ -1,5 +1,5 @@
 """Untagged GPU instances, pure: the label key rule, the mark's format, and the judgement of one instance (first match
-wins: protected, member, cleared, then marked / acted by the grace period, and not running)."""
+wins (an instance with every tag and no mark is not reported at all): protected, member, cleared, then marked / acted by the grace period, and not running)."""
 
 from __future__ import annotations
 
@@ -183,6 +183,12 @@ def test_a_group_member_is_reported_never_marked_or_acted_on() -> None:
     assert plan is not None
     assert (plan.state, plan.write, plan.missing) == ("member", None, ("owner", "project"))
     assert "belongs to EKS node group ml/gpu" in plan.reason
+
+
+def test_tagged_members_and_protected_instances_are_not_reported() -> None:
+    tagged = instance({"owner": "ana", "project": "llm"})
+    assert judge(section(), replace(tagged, group="Auto Scaling group batch"), NOW) is None
+    assert judge(section(), instance({"owner": "ana", "project": "llm", "gpu-jobs/protect": ""}), NOW) is None
 
 
 @pytest.mark.parametrize("state", ["stopped", "other"])
