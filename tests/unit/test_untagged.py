@@ -1,5 +1,6 @@
 """Untagged GPU instances, pure: the label key rule, the mark's format, and the judgement of one instance (first match
-wins (an instance with every tag and no mark is not reported at all): protected, member, cleared, then marked / acted by the grace period, and not running)."""
+wins: protected, member, cleared, then marked / acted by the grace period, and not running; an instance with every
+tag and no mark is not reported at all)."""
 
 from __future__ import annotations
 
