@@ -51,8 +51,25 @@ def _counts(policy: Policy) -> str:
     return (
         f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
         f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')},"
-        f" {n(len(policy.cloud_quotas), 'cloud quota')}"
+        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_sweep(policy)}"
     )
+
+
+def _sweep(policy: Policy) -> str:
+    """What the sweep would do, in a few words: a reviewer sees an action turned on."""
+    sweep = policy.sweep
+    if sweep is None:
+        return ""
+    parts = []
+    if sweep.idle_pods is not None:
+        pods = sweep.idle_pods
+        what = "annotate" if pods.action == "annotate" else f"{pods.action} after {pods.grace_period}"
+        parts.append(f"idle pods below {pods.below:g}% for {pods.window}: {what}")
+    if sweep.untagged_instances is not None:
+        inst = sweep.untagged_instances
+        what = "tag only" if inst.action == "tag-only" else f"{inst.action} after {inst.grace_period}"
+        parts.append(f"instances without {', '.join(inst.required_tags)}: {what}")
+    return f"; sweep: {'; '.join(parts)}" if parts else ""
 
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:

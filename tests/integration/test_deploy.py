@@ -21,6 +21,7 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kv_utils
 
+from jobs.adapters.aws import instances as aws_instances_adapter
 from jobs.adapters.aws import nodegroups as aws_nodegroup_adapter
 from jobs.adapters.aws import quotas as aws_quota_adapter
 from jobs.adapters.kube import rbac
@@ -935,8 +936,11 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
 
     # Seeding goes straight to moto, so these are the adapter's calls only. Equality: the document grants
     # nothing this run did not need (every action is exercised), and nothing needed is missing.
-    # The document also grants the cloud-quotas job's calls (checked by tests/integration/cloud_quotas).
-    quota_only = set(aws_quota_adapter.PERMISSIONS.actions) - set(aws_nodegroup_adapter.PERMISSIONS.actions)
+    # The document also grants the cloud-quotas and sweep jobs' calls (checked by tests/integration/cloud_quotas and
+    # tests/integration/sweep).
+    quota_only = (set(aws_quota_adapter.PERMISSIONS.actions) | set(aws_instances_adapter.PERMISSIONS.actions)) - set(
+        aws_nodegroup_adapter.PERMISSIONS.actions
+    )
     assert aws.iam_actions() == set(aws_actions(aws_policy())) - quota_only
 
 

@@ -19,6 +19,8 @@ import yaml
 from jobs.adapters.permissions import Cloud, Permissions, union
 from jobs.commands.cloud_quotas import QUOTA_ADAPTERS
 from jobs.commands.nodegroup_clouds import NODEGROUP_ADAPTERS
+from jobs.labels import SWEEP_MARK_TAG
+from jobs.sweep.instances import INSTANCE_ADAPTERS
 
 IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
 
@@ -26,7 +28,7 @@ IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
 def wired() -> dict[Cloud, frozenset[str]]:
     """Cloud -> the permissions of every cloud adapter module a command is wired with."""
     declared: list[Permissions] = []
-    for adapters in (NODEGROUP_ADAPTERS, QUOTA_ADAPTERS):
+    for adapters in (NODEGROUP_ADAPTERS, QUOTA_ADAPTERS, INSTANCE_ADAPTERS):
         modules = [importlib.import_module(path.partition(":")[0]) for path in adapters.values()]
         found = [module.PERMISSIONS for module in modules]
         assert sorted(p.cloud for p in found) == sorted(adapters)  # each module declares its own cloud's
@@ -68,23 +70,38 @@ def test_aws_policy_is_allow_only_without_wildcard_actions() -> None:
 
 
 def test_aws_policy_scopes_every_write_to_its_resource_type() -> None:
-    # Writes are limited to node groups and Auto Scaling groups; only reads (which mostly lack resource-level
-    # permissions in IAM) are granted on "*".
+    # Writes are limited to node groups, Auto Scaling groups and instances; only reads (which mostly lack
+    # resource-level permissions in IAM) are granted on "*".
     writes = {
-        s["Resource"]: set(s["Action"])
+        (s["Resource"], frozenset(s["Action"]))
         for s in aws_policy()["Statement"]
         if any(not a.split(":")[1].startswith(("Describe", "List", "Get")) for a in s["Action"])
     }
 
     assert writes == {
-        "arn:aws:eks:*:*:nodegroup/*/*/*": {"eks:UpdateNodegroupConfig"},
-        "arn:aws:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/*": {
-            "autoscaling:UpdateAutoScalingGroup",
-            "autoscaling:CreateOrUpdateTags",
-            "autoscaling:DeleteTags",
-        },
-        "arn:aws:servicequotas:*:*:ec2/*": {"servicequotas:RequestServiceQuotaIncrease"},
+        ("arn:aws:eks:*:*:nodegroup/*/*/*", frozenset({"eks:UpdateNodegroupConfig"})),
+        (
+            "arn:aws:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/*",
+            frozenset(
+                {"autoscaling:UpdateAutoScalingGroup", "autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags"}
+            ),
+        ),
+        ("arn:aws:servicequotas:*:*:ec2/*", frozenset({"servicequotas:RequestServiceQuotaIncrease"})),
+        ("arn:aws:ec2:*:*:instance/*", frozenset({"ec2:CreateTags", "ec2:DeleteTags"})),
+        ("arn:aws:ec2:*:*:instance/*", frozenset({"ec2:StopInstances", "ec2:TerminateInstances"})),
     }
+
+
+def test_the_sweep_may_write_only_its_mark_and_stop_only_what_it_marked() -> None:
+    # Defence in depth behind the grace period: the instance tag writes are allowed for the mark's key alone (and
+    # never without a key, which would remove every tag), and stop/terminate only on an instance carrying the mark.
+    by_sid = {s["Sid"]: s for s in aws_policy()["Statement"]}
+
+    assert by_sid["GpuJobsSweepMarkInstances"]["Condition"] == {
+        "ForAllValues:StringEquals": {"aws:TagKeys": [SWEEP_MARK_TAG]},
+        "Null": {"aws:TagKeys": "false"},
+    }
+    assert by_sid["GpuJobsSweepStopInstances"]["Condition"] == {"Null": {f"ec2:ResourceTag/{SWEEP_MARK_TAG}": "false"}}
 
 
 def test_gcp_custom_role_has_exactly_the_adapter_permissions() -> None:

@@ -24,7 +24,7 @@ from botocore.config import Config
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from tests.emulators.aws import autoscaling, moto_state
+from tests.emulators.aws import autoscaling, ec2_filters, moto_state
 from tests.emulators.aws.capacity import Capacity
 from tests.emulators.aws.eks import DEFAULT_UPDATE_SECONDS, EksExtension, Handler, UpdateTiming
 from tests.emulators.aws.service_quotas import QuotaRequest, ServiceQuotasFake
@@ -41,6 +41,9 @@ class SeededNodegroup:
     arn: str
     asg_name: str
     launch_template_id: str | None = None  # the EC2 launch template the node group was built from, if any
+
+
+ec2_filters.install()  # EC2's wildcards in DescribeInstances filter values
 
 
 class AwsEmulator(Emulator):
