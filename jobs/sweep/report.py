@@ -92,7 +92,9 @@ def _pod_lines(report: PodsReport) -> list[str]:
         done = "" if row.status in ("applied", "planned", "none") else f" [{row.status}]"
         gpus = f"{v.pod.gpus} GPU" + ("s" if v.pod.gpus != 1 else "")
         where = f"{v.pod.namespace}/{v.pod.name}"
-        lines.append(f"  {where:<{width}}  {row.state:<8} {gpus:<7} {util}{memory}{done}")
+        # An action not (yet) done says so: a dry run or a refused plan shows what is due, not what happened.
+        state = f"{v.action} (due)" if row.state == "acted" and row.status != "applied" else row.state
+        lines.append(f"  {where:<{width}}  {state:<12} {gpus:<7} {util}{memory}{done}")
         lines.append(f"  {'':<{width}}  {row.message}")
     if not report.rows:
         lines.append(f"  nothing to do: {report.judged} running GPU pods judged, none idle or marked")

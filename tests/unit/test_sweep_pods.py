@@ -368,7 +368,7 @@ def test_text_report_names_each_pod_and_the_unallocated_gpus() -> None:
     text = report.to_text([run(sweep(metrics, kube), dry_run=True)])
     assert text.startswith("gpu-jobs sweep in cluster ml-prod at 2026-12-02T15:00:00+00:00 (dry run: nothing changed)")
     assert "ml/due" in text
-    assert "acted" in text
+    assert "delete (due)" in text
     assert "unallocated GPUs (no pod holds them): 1 on node-a (1)" in text
 
 
