@@ -17,9 +17,9 @@ from jobs.core.policy_sweep import Sweep
 from jobs.labels import SWEEP_INSTANCES_LEASE, SWEEP_PODS_LEASE
 from jobs.retry import Backoff
 from jobs.runner import ScopeReport, ScopeWork
-from jobs.scopes import Scope, cluster_scopes
+from jobs.scopes import Scope, account_scopes, cluster_scopes
 from jobs.settings import SettingsError, add_run_arguments, choice_setting, seconds_setting
-from jobs.sweep import pods, report
+from jobs.sweep import instances, pods, report
 from jobs.sweep.ports import Instances, Metrics, Pods
 
 #: The ``jobs.adapters.kube`` modules each part is wired with: each CronJob's ServiceAccount is granted exactly the
@@ -31,14 +31,9 @@ KUBE_PORTS_INSTANCES = ("lease",)
 KUBE_PORTS = tuple(dict.fromkeys(KUBE_PORTS_PODS + KUBE_PORTS_INSTANCES))
 
 #: Adapters, imported on first use: a pods-only install never imports a cloud SDK, an AWS-only policy never the
-#: Google one.
+#: Google one (the clouds' instance adapters are listed by ``jobs.sweep.instances.INSTANCE_ADAPTERS``).
 METRICS_ADAPTER = "jobs.adapters.prometheus:PrometheusMetrics"
 PODS_ADAPTER = "jobs.adapters.kube.pods:KubePods"
-INSTANCE_ADAPTERS = {
-    "aws": "jobs.adapters.aws.instances:AwsInstances",
-    "gcp": "jobs.adapters.gcp.instances:GcpInstances",
-    "azure": "jobs.adapters.azure.instances:AzureInstances",
-}
 PARTS = ("pods", "instances")
 PROMETHEUS_URL = "GPU_JOBS_PROMETHEUS_URL"
 
@@ -131,9 +126,6 @@ def _lease(prefix: str, scope: Scope) -> str:
 
 def _instances_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Scope, ScopeWork[Any, Any, Any, Any]]:
     from jobs.adapters.kube import client, lease  # noqa: PLC0415
-    from jobs.scopes import account_scopes  # noqa: PLC0415
-
-    instances = _instances()
 
     untagged = section.untagged_instances
     assert untagged is not None
@@ -144,9 +136,11 @@ def _instances_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dic
         raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
     namespace = client.job_namespace()
     scopes = account_scopes(run.policy, extra=instances.extra_scopes(untagged))
-    clouds: dict[str, Instances] = {
-        cloud: _adapter(INSTANCE_ADAPTERS[cloud], adapters) for cloud in sorted({s.cloud for s in scopes if s.cloud})
-    }
+    clouds: dict[str, Instances] = {}
+    for cloud in sorted({s.cloud for s in scopes if s.cloud}):
+        if cloud not in instances.INSTANCE_ADAPTERS:
+            raise SettingsError(f"the instances part cannot sweep {cloud} accounts yet (no adapter for {cloud})")
+        clouds[cloud] = _adapter(instances.INSTANCE_ADAPTERS[cloud], adapters)
     work: dict[Scope, ScopeWork[Any, Any, Any, Any]] = {}
     for scope in scopes:
         assert scope.cloud is not None
@@ -172,15 +166,9 @@ def _wire(run: Run, log: Any) -> dict[Scope, ScopeWork[Any, Any, Any, Any]]:
     return work
 
 
-def _instances() -> Any:
-    # The instances part (jobs.sweep.instances) is written beside this one; imported only when a run sweeps it.
-    return importlib.import_module("jobs.sweep.instances")
-
-
 def _view(envelope: ScopeReport[Any, Any], run: Run) -> report.Section:
     if envelope.scope.kind == "cluster":
         return report.pods_section(pods.report_of(envelope))
-    instances = _instances()
     seen = instances.report_of(envelope)
     return report.instances_section(
         seen.scope,
