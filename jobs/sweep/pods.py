@@ -23,7 +23,7 @@ from jobs.core.idle_pods import (
     recheck,
 )
 from jobs.core.policy_sweep import IdlePods, LeakedMemory
-from jobs.errors import Busy, CloudError, NotFound, Throttled
+from jobs.errors import Busy, CloudError, Conflict, NotFound, Throttled
 from jobs.lease import RunLock
 from jobs.retry import Backoff
 from jobs.runner import ScopeReport, ScopeWork, Tally
@@ -148,6 +148,9 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
             self.backoff.call(lambda: self.ports.pods.annotate(now_pod, notes))
         except NotFound as exc:
             return ItemResult(item, "skipped", f"nothing done: {where} is gone ({exc})")
+        except Conflict as exc:  # the uid precondition: another pod of that name now; the next run judges it
+            self.log.info("sweep.pod_changed", namespace=pod.namespace, pod=pod.name, reason=str(exc))
+            return ItemResult(item, "skipped", f"nothing done: {where} changed since it was read ({exc})")
         except CloudError as exc:
             self.log.error(f"sweep.{item.write}_failed", namespace=pod.namespace, pod=pod.name, error=str(exc))
             return ItemResult(item, "failed", str(exc))

@@ -17,7 +17,7 @@ import pytest
 from jobs.core.idle_pods import Owner, PodInfo, Sample
 from jobs.core.limits import ChangeLimit
 from jobs.core.policy_sweep import IdlePods, LeakedMemory
-from jobs.errors import CloudError, Invalid, Throttled, Unavailable
+from jobs.errors import CloudError, Conflict, Invalid, Throttled, Unavailable
 from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION
 from jobs.lease import Holder
 from jobs.retry import Backoff
@@ -283,6 +283,16 @@ def test_an_action_that_fails_is_a_failed_item_and_the_others_go_on() -> None:
     assert rows["new-idle"]["state"] == "marked"
     assert section.tally.failed == 1
     assert outcome([section.tally], dry_run=False).exit_code == 1
+
+
+def test_a_pod_replaced_at_the_write_is_skipped_not_failed() -> None:
+    metrics, kube = world()
+    kube.fail["annotate"] = Conflict("Precondition failed: UID in precondition: uid-new-idle, UID in object meta: x")
+    section = run(sweep(metrics, kube))
+    row = next(r for r in section.pods if r["pod"] == "new-idle")
+    assert "changed since it was read" in row["message"]
+    assert section.tally.failed == 0
+    assert not any(e[0] == "ml/new-idle" for e in kube.events)
 
 
 def test_throttled_reads_are_retried() -> None:
