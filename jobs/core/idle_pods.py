@@ -381,7 +381,7 @@ def _what(j: Judgement, idle: IdlePods, leaked: LeakedMemory | None) -> str:
             f"idle below {leaked.util_below:g}% for {idle.window} ({_percent(j.utilization or 0)}) with"
             f" {j.memory_used:.0%} of its GPU memory in use: it probably crashed and left its memory allocated"
         )
-    by = f", by {GR_ENGINE_ACTIVE} (a MIG slice)" if j.by_engine else ""
+    by = f" by {GR_ENGINE_ACTIVE}: a MIG slice" if j.by_engine else ""
     return f"idle below {idle.below:g}% for {idle.window} ({_percent(j.utilization or 0)}{by})"
 
 

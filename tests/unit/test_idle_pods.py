@@ -215,7 +215,7 @@ def test_mig_pod_judged_by_gr_engine_active_when_util_cannot() -> None:
     verdicts = plan([mig_pod, pod("busy-0")], util, mig=engine)
     assert verdicts["mig-0"].state == "marked"
     assert verdicts["mig-0"].utilization == pytest.approx(0.2)
-    assert "by DCGM_FI_PROF_GR_ENGINE_ACTIVE (a MIG slice)" in verdicts["mig-0"].message
+    assert "(0.2% by DCGM_FI_PROF_GR_ENGINE_ACTIVE: a MIG slice)" in verdicts["mig-0"].message
     assert "busy-0" not in verdicts
 
 
