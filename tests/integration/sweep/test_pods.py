@@ -103,7 +103,7 @@ def states(document: dict[str, Any]) -> dict[str, str]:
     return {p["pod"]: p["state"] for p in document["pods"]}
 
 
-def annotations(kube: KubeHandle, name: str, ns: str = "ml") -> dict[str, str]:
+def pod_annotations(kube: KubeHandle, name: str, ns: str = "ml") -> dict[str, str]:
     pod = kube.get("Pod", name, ns)
     assert pod is not None
     notes: dict[str, str] = pod["metadata"].get("annotations") or {}
@@ -135,8 +135,8 @@ def test_the_grace_cycle_marks_then_deletes_and_a_second_run_writes_nothing(
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig["message"]
     assert document["unallocatedGpus"] == [{"cluster": "ml-prod", "node": "gpu-3", "gpus": 1}]
     assert kube.log.operations().count("list pods") == 1
-    assert "gpu-jobs/idle-since" in annotations(kube, "idle-0")
-    assert "gpu-jobs/idle-since" not in annotations(kube, "busy-0")
+    assert "gpu-jobs/idle-since" in pod_annotations(kube, "idle-0")
+    assert "gpu-jobs/idle-since" not in pod_annotations(kube, "busy-0")
     assert ("idle-0", "GpuIdle", "Warning") in events(kube)
 
     # Within the grace period: still marked, nothing written.
@@ -185,7 +185,7 @@ def test_a_pod_busy_again_is_unmarked(world: tuple[KubeHandle, PrometheusServer]
     assert kube.log.writes() == []  # a dry run writes nothing
     done, document = sweep(kube, tmp_path, prometheus.url, prometheus.now)
     assert done.code == 0, done.stderr
-    assert "gpu-jobs/idle-since" not in annotations(kube, "busy-0")
+    assert "gpu-jobs/idle-since" not in pod_annotations(kube, "busy-0")
     assert ("busy-0", "GpuBusyAgain", "Normal") in events(kube)
 
 
