@@ -386,3 +386,20 @@ def test_a_quiet_cluster_says_nothing_to_do() -> None:
     kube = MemoryPods(gpu_pod("busy"))
     section = run(sweep(MemoryMetrics({UTIL: [util(70, "busy", "GPU-3")]}), kube))
     assert "nothing to do: 1 running GPU pods judged, none idle or marked" in report.to_text([section])
+
+
+def test_a_snooze_removes_the_mark_and_says_until_when() -> None:
+    metrics, kube = world()
+    kube.pods[("ml", "due")] = gpu_pod("due", {**MARKED, "gpu-jobs/keep-alive-until": "2026-12-03T09:00:00+01:00"})
+    section = run(sweep(metrics, kube))
+    row = next(r for r in section.pods if r["pod"] == "due")
+    assert row["state"] == "snoozed"
+    assert IDLE_SINCE_ANNOTATION not in kube.pods[("ml", "due")].annotations
+    assert "gpu-jobs/keep-alive-until" in kube.pods[("ml", "due")].annotations  # a person's answer stays
+    (event,) = [e for e in kube.events if e[0] == "ml/due"]
+    assert event[1:] == (
+        "GpuIdleSnoozed",
+        "snoozed until 2026-12-03T08:00Z (gpu-jobs/keep-alive-until): the idle mark is removed",
+        False,
+    )
+    assert not kube.pods[("ml", "due")].deleting
