@@ -182,6 +182,8 @@ class Compute:
         self.instances: dict[tuple[str, str, str], Instance] = {}
         self.operations: dict[tuple[str, str, str], ComputeOperation] = {}
         self._requests: dict[tuple[str, str], ComputeOperation] = {}  # (project, requestId) -> its operation
+        #: Zones Compute cannot read right now: the aggregated list answers them with an UNREACHABLE warning.
+        self.unreachable_zones: set[str] = set()
         self._zones_seen: set[tuple[str, str]] = set()
 
     def routes(self) -> list[Route]:
@@ -272,6 +274,15 @@ class Compute:
             for instance in chunk:
                 scoped = items.setdefault(f"zones/{instance.zone}", compute_v1.InstancesScopedList())
                 scoped.instances.append(instance.to_proto())
+            for zone in sorted(self.unreachable_zones):
+                items.pop(f"zones/{zone}", None)
+                items[f"zones/{zone}"] = compute_v1.InstancesScopedList(
+                    warning=compute_v1.Warning(
+                        code="UNREACHABLE",
+                        message=f"Scope 'zones/{zone}' is unreachable; the results may be incomplete.",
+                        data=[compute_v1.Data(key="scope", value=f"zones/{zone}")],
+                    )
+                )
             for p, zone in sorted(self._zones_seen):
                 scope = f"zones/{zone}"
                 if p == project and scope not in items and not any(i.zone == zone for i in found):

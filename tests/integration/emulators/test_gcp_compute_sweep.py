@@ -77,7 +77,7 @@ def test_a_zone_left_without_a_match_carries_the_no_results_warning(fleet: GcpEm
     scopes = dict(pager)
 
     assert [i.name for i in scopes[f"zones/{ZONE_A}"].instances] == ["a2"]
-    assert scopes[f"zones/{ZONE_B}"].warning.code == "NO_RESULTS_ON_PAGE"  # type: ignore[attr-defined]
+    assert scopes[f"zones/{ZONE_B}"].warning.code == "NO_RESULTS_ON_PAGE"
 
 
 @pytest.mark.parametrize(
