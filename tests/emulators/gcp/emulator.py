@@ -197,8 +197,21 @@ class GcpEmulator(Emulator):
         labels: Mapping[str, str] | None = None,
         status: str = "RUNNING",
         spot: bool = False,
+        metadata: Mapping[str, str] | None = None,
     ) -> Instance:
-        instance = Instance(project, zone, name, machine_type, list(accelerators), dict(labels or {}), status, spot)
+        """An instance; ``accelerators`` are its attached GPUs (``guestAccelerators``: none for a type that has them
+        built in, such as a2-highgpu-1g), ``metadata`` its metadata items (``created-by`` for a MIG member)."""
+        instance = Instance(
+            project,
+            zone,
+            name,
+            machine_type,
+            list(accelerators),
+            dict(labels or {}),
+            status,
+            spot,
+            dict(metadata or {}),
+        )
         self.compute.add_instance(instance)
         return instance
 
