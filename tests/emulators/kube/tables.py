@@ -42,6 +42,8 @@ def _pod_ready(obj: Json, _: datetime) -> str:
 def _pod_status(obj: Json, _: datetime) -> str:
     """The phase, or as kubectl shows a finished pod: its container's termination reason (Completed, Error)."""
     status = obj.get("status") or {}
+    if (obj.get("metadata") or {}).get("deletionTimestamp") and status.get("phase") not in ("Succeeded", "Failed"):
+        return "Terminating"  # printPod: a pod being deleted shows so until it is gone
     for container in status.get("containerStatuses") or []:
         reason = ((container.get("state") or {}).get("terminated") or {}).get("reason")
         if reason:
