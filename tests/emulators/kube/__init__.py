@@ -18,6 +18,9 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
 - quota scopes for pods (``scopes`` and ``scopeSelector``: Terminating, NotTerminating, BestEffort, NotBestEffort,
   PriorityClass, CrossNamespacePodAffinity); VolumeAttributesClass is refused with 422, PriorityClass objects are not
   served (a pod's ``priorityClassName`` is not checked);
+- apps/v1 deployments, replicasets, statefulsets (+ ``status``, ``scale`` as ``autoscaling/v1`` Scale) with minimal
+  controllers (a Deployment's one ReplicaSet follows its replicas; ReplicaSets and StatefulSets create and gracefully
+  delete pods to match, see :mod:`.apps`), and seeding of whole GPU workloads (:mod:`.workloads`);
 - core/v1 serviceaccounts, pods/log (what whoever runs the pod wrote: the sandbox's job executor); batch/v1
   cronjobs and jobs (defaulted and validated; no controllers: nothing schedules or runs them by itself);
   rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles, clusterrolebindings, enforced for ServiceAccount

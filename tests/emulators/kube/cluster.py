@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import admission, managed_fields, validation
+from . import admission, apps, managed_fields, validation
 from .errors import not_found
 from .resources import RESOURCE_TYPES, ResourceType, by_kind
 
@@ -75,6 +75,8 @@ class Cluster:
             #: Pods deleted gracefully through the API: (namespace, name) -> (uid, when the kubelet is done with
             #: them). Exact to the microsecond (``deletionTimestamp`` is whole seconds, as on the wire).
             self._pod_deadlines: dict[tuple[str, str], tuple[str, datetime]] = {}
+            #: The resourceVersion the workload controllers last looked at (they run only after a change).
+            self._reconciled_rv = -1
             self._objects = {rt.key: {} for rt in RESOURCE_TYPES}
             self._keys = {rt.key: [] for rt in RESOURCE_TYPES}
             self._list_keys = {}
@@ -228,9 +230,29 @@ class Cluster:
                     self.remove(pods, *key)
 
     def settle(self) -> None:
-        """Everything due by time: pods past their grace period, namespaces done terminating."""
-        self.expire_pods()
-        self.finalize_namespaces()
+        """Everything due: pods past their grace period, the workload controllers (:mod:`.apps`), namespaces done
+        terminating. Before every request is answered and every seeded read."""
+        with self.lock:
+            self.expire_pods()
+            self.reconcile_workloads()
+            self.finalize_namespaces()
+
+    def reconcile_workloads(self) -> None:
+        """The Deployment, ReplicaSet and StatefulSet controllers, after any change (cheap when nothing changed or
+        no namespace has a workload: a 10,000-pod list pays nothing for them)."""
+        with self.lock:
+            if self._rv == self._reconciled_rv:
+                return
+            namespaces = sorted(
+                {
+                    key[0]
+                    for kind in ("deployments", "replicasets", "statefulsets")
+                    for key in self._keys[f"{kind}.apps"]
+                }
+            )
+            if namespaces:
+                apps.reconcile(self, namespaces)
+            self._reconciled_rv = self._rv
 
     def _react(self, rt: ResourceType, namespace: str) -> None:
         """Synchronous stand-ins for the quota and disruption controllers."""
@@ -289,13 +311,13 @@ class Cluster:
         """A copy of a stored object, or None. ``kind`` is a kind, plural or short name (``Pod``, ``pods``, ``po``)."""
         rt = resource_type(kind, api_version)
         with self.lock:
-            self.expire_pods()
+            self.settle()
             obj = self.stored(rt, namespace or ("default" if rt.namespaced else ""), name)
             return copy.deepcopy(obj) if obj is not None else None
 
     def list(self, kind: str, namespace: str | None = None, api_version: str | None = None) -> list[Json]:
         with self.lock:
-            self.expire_pods()
+            self.settle()
             return [copy.deepcopy(o) for o in self.scan(resource_type(kind, api_version), namespace)]
 
     def delete(self, kind: str, name: str, namespace: str = "", api_version: str | None = None) -> None:

@@ -253,7 +253,14 @@ class KubeEmulator(Emulator):
         if method == "GET" and sub == "log":
             self.api.get(rt, namespace, name)  # 404 for a pod that is not there
             return Response(self.cluster.pod_log(namespace, name), 200, content_type="text/plain")
-        if method == "GET" and name:
+        if method == "GET" and sub == "scale":
+            result = self.api.get_scale(rt, namespace, name)
+        elif method == "PUT" and sub == "scale":
+            result = self.api.replace_scale(rt, namespace, name, _body(request, rt), options)
+        elif method == "PATCH" and sub == "scale":
+            content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
+            result = self.api.patch_scale(rt, namespace, name, content_type, body, options)
+        elif method == "GET" and name:
             result = self.api.get(rt, namespace, name)
             if not sub and _wants_table(request):
                 return _json(
@@ -305,6 +312,8 @@ class KubeEmulator(Emulator):
             result = self._delete_collection(target, args, _delete_options(request, rt, body), options)
         else:
             raise method_not_allowed()
+        if method != "GET":
+            self.cluster.settle()  # the controllers react to the write now (its answer is already made)
         response = _json(result, status)
         for warning in options.warnings:
             response.headers.add("Warning", f'299 - "{_escape(warning)}"')

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, batch, managed_fields, patches
+from . import admission, apps, batch, managed_fields, patches
 from .cluster import Cluster, timestamp
 from .errors import (
     ApiError,
@@ -87,7 +87,7 @@ class Api:
         fields = parse_field_selector(options.field_selector, rt)
         start, list_rv = _decode_continue(options.continue_token)
         with self.cluster.lock:
-            self.cluster.expire_pods()  # a watch looks through list: it must see pods go when their time is up
+            self.cluster.settle()  # a watch looks through list: it must see what is due (pods whose time is up)
             rv = list_rv or str(self.cluster.resource_version)
             candidates = self.cluster.ordered(rt, namespace)
             if start:
@@ -300,6 +300,52 @@ class Api:
             _check_uid_unchanged(rt, old, {"metadata": {"uid": config["metadata"].get("uid")}})
             return self._update(rt, old, merged, options, subresource, track=False), False
 
+    # The scale subresource (autoscaling/v1 Scale of a Deployment, ReplicaSet or StatefulSet) ---------------------
+
+    def get_scale(self, rt: ResourceType, namespace: str, name: str) -> Json:
+        with self.cluster.lock:
+            return apps.scale_of(copy.deepcopy(self.cluster.require(rt, namespace, name)))
+
+    def replace_scale(self, rt: ResourceType, namespace: str, name: str, body: Any, options: WriteOptions) -> Json:
+        scale = self._decoded_scale(body, options)
+        with self.cluster.lock:
+            old = self.cluster.require(rt, namespace, name)
+            return apps.scale_of(self._update(rt, old, apps.scaled(rt, old, scale), options, "scale"))
+
+    def patch_scale(
+        self, rt: ResourceType, namespace: str, name: str, content_type: str, raw: bytes, options: WriteOptions
+    ) -> Json:
+        """A patch of the Scale (what ``kubectl scale`` sends: a merge patch of ``spec.replicas``), applied to the
+        owner's current Scale, then written as a replace of it."""
+        if content_type not in PATCH_TYPES[:2] + PATCH_TYPES[3:]:
+            raise unsupported_media_type([t for t in PATCH_TYPES if t != "application/apply-patch+yaml"])
+        try:
+            document = json.loads(raw or b"null")
+        except ValueError as error:
+            raise bad_request(f"error decoding patch: {error}") from error
+        with self.cluster.lock:
+            old = self.cluster.require(rt, namespace, name)
+            current = apps.scale_of(copy.deepcopy(old))
+            if content_type == "application/json-patch+json":
+                patched = patches.json_patch(current, document)
+            elif content_type == "application/merge-patch+json":
+                patched = patches.json_merge_patch(current, document)
+            else:
+                patched = patches.strategic_merge_patch(current, document)
+            scale = self._decoded_scale(patched, options)
+            return apps.scale_of(self._update(rt, old, apps.scaled(rt, old, scale), options, "scale"))
+
+    def _decoded_scale(self, body: Any, options: WriteOptions) -> Json:
+        if not isinstance(body, dict):
+            raise bad_request(
+                'Scale in version "v1" cannot be handled as a Scale: the request body is not a JSON object'
+            )
+        scale = copy.deepcopy(body)
+        scale.setdefault("apiVersion", "autoscaling/v1")
+        scale.setdefault("kind", "Scale")
+        options.warnings += decode(apps.SCALE, scale, options.field_validation)
+        return scale
+
     # Delete and eviction --------------------------------------------------------------------------------------
 
     def delete(self, rt: ResourceType, namespace: str, name: str, body: Any, options: WriteOptions) -> Json:
@@ -332,7 +378,7 @@ class Api:
                 if not options.dry_run and not obj["metadata"].get("deletionTimestamp"):
                     deleted = copy.deepcopy(self.cluster.terminate_namespace(copy.deepcopy(deleted)))
                     self.cluster.finalize_namespaces()
-            elif rt.kind == "Pod" and (grace := _pod_grace(obj, delete_options)) is not None:
+            elif rt.kind == "Pod" and (grace := admission.pod_grace(obj, delete_options)) is not None:
                 deleted = self._delete_gracefully(obj, grace, options)
             else:
                 deleted = copy.deepcopy(obj)
@@ -435,18 +481,6 @@ def _check_uid_unchanged(rt: ResourceType, old: Json, patched: Json) -> None:
         )
 
 
-def _pod_grace(pod: Json, delete_options: Json) -> int | None:
-    """The pod strategy's CheckGracefulDelete: the request's ``gracePeriodSeconds``, else the pod's
-    ``terminationGracePeriodSeconds`` (30 when a seeded pod lacks it, as API defaulting would have set it); a
-    negative value is 1. None (delete at once) for a pod on no node or one that has finished."""
-    spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
-    if not spec.get("nodeName") or phase in admission.TERMINAL_PHASES:
-        return None
-    requested = delete_options.get("gracePeriodSeconds")
-    grace = int(requested) if requested is not None else int(spec.get("terminationGracePeriodSeconds", 30))
-    return 1 if grace < 0 else grace
-
-
 def _rt(plural: str) -> ResourceType:
     found = find("", "v1", plural) or find("policy", "v1", plural)
     assert found is not None
@@ -499,6 +533,8 @@ def _reset_status_on_create(rt: ResourceType, obj: Json) -> None:
         obj.pop("status", None)
     elif rt.kind == "CronJob":
         batch.default_cronjob(obj)
+    elif rt.kind in apps.KINDS:
+        apps.default(obj)
 
 
 def _merge_subresource(rt: ResourceType, old: Json, new: Json, subresource: str) -> Json:
