@@ -193,7 +193,7 @@ def test_seeded_workloads_are_consistent_and_left_alone(kube: KubeHandle) -> Non
     assert (owner["apiVersion"], owner["kind"], owner["uid"]) == ("batch/v1", "Job", job.owner["metadata"]["uid"])
 
 
-def test_kubectl_get_scale_and_restore_from_the_recorded_replicas(kube: KubeHandle) -> None:
+def test_kubectl_get_scale_and_restore_from_the_recorded_replicas(kube: KubeHandle, tmp_path: Path) -> None:
     kube.create(seed.gpu_node("gpu-1"))
     kube.seed_deployment("llm", nodes=("gpu-1",) * 3, grace_s=0, annotations={ANNOTATION: "3"})
     kube.seed_statefulset("db", nodes=("gpu-1",))
@@ -212,7 +212,7 @@ def test_kubectl_get_scale_and_restore_from_the_recorded_replicas(kube: KubeHand
         "kubectl scale deployment llm --replicas=$(kubectl get deploy llm -o "
         "jsonpath='{.metadata.annotations.gpu-jobs/scaled-from-replicas}')"
     )
-    environ = {"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "KUBECONFIG": str(kube.kubeconfig)}
+    environ = {"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "KUBECONFIG": str(kube.kubeconfig), "HOME": str(tmp_path)}
     shell = subprocess.run(
         ["bash", "-c", restore], env=environ, capture_output=True, text=True, timeout=60, check=False
     )
