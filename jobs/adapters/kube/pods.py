@@ -10,8 +10,7 @@ Every write names the pod it was planned for by uid, so a pod replaced by a same
   which a merge patch (``null`` removes) does not. The refusal is raised as ``Conflict``.
 - ``delete`` sends DeleteOptions with ``preconditions.uid`` (409 when it differs) and no grace period of its own:
   the pod's ``terminationGracePeriodSeconds`` applies, it stays Terminating for that long.
-- ``scale_owner`` checks every ownerReference's uid against the object it reads, and writes the owner with its
-  resourceVersion (409 when it moved meanwhile).
+- ``scale_owner`` is ``jobs.adapters.kube.owners``.
 Failures are the project's errors (``client.translate``); retrying is the job's business.
 """
 
@@ -20,32 +19,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from jobs import errors
+from jobs.adapters.kube import owners
 from jobs.adapters.kube.client import MERGE_PATCH, ApiClient, json_pages, request
 from jobs.adapters.kube.events import emit_event
+from jobs.adapters.kube.paths import object_path as _path
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.idle_pods import Owner, PodInfo
 from jobs.core.quantity import parse_quantity
-from jobs.labels import GPU_RESOURCE_PREFIXES, SCALED_FROM_ANNOTATION
+from jobs.labels import GPU_RESOURCE_PREFIXES
 
-#: Exactly what this module calls, cluster-wide (pods are in every team's namespace). The apps grants serve
-#: ``scale_owner`` only (the ``scale-owner`` action): reading the pod's ReplicaSet and its Deployment or the
-#: StatefulSet, recording the replicas on it (patch), then the scale subresource.
+#: Exactly what this module calls, cluster-wide (pods are in every team's namespace). Scaling owners is
+#: ``jobs.adapters.kube.owners``, with its own grants: only an install whose action is ``scale-owner`` needs them.
 RBAC = (
     Grant("", "pods", ("list", "get", "patch", "delete"), "cluster"),
     Grant("", "events", ("create",), "cluster"),
-    Grant("apps", "replicasets", ("get",), "cluster"),
-    Grant("apps", "deployments", ("get", "patch"), "cluster"),
-    Grant("apps", "deployments/scale", ("patch",), "cluster"),
-    Grant("apps", "statefulsets", ("get", "patch"), "cluster"),
-    Grant("apps", "statefulsets/scale", ("patch",), "cluster"),
 )
 
 # Pods that have finished hold no GPU (and are not listed: the one list stays small).
 _UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
-_SCALABLE = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 
 
 def _gpu_requests(pod: Mapping[str, Any]) -> tuple[int, tuple[str, ...]]:
@@ -141,86 +134,12 @@ class KubePods:
             raise _replaced(pod, exc) from exc
 
     def scale_owner(self, pod: PodInfo) -> str:
-        owner = pod.owner
-        if owner is None:
-            raise errors.Invalid(
-                f"cannot scale-owner {pod.namespace}/{pod.name}: it has no controller (a bare pod): use action delete"
-                " or exempt it",
-                operation="scale owner",
-                reason="NoController",
-            )
-        if owner.kind == "ReplicaSet":
-            replica_set = self._owned_object("replicasets", pod.namespace, owner)
-            parent = next(
-                (r for r in (replica_set.get("metadata") or {}).get("ownerReferences") or () if r.get("controller")),
-                None,
-            )
-            if parent is None or parent.get("kind") != "Deployment":
-                kind = parent.get("kind") if parent else "nothing"
-                raise errors.Invalid(
-                    f"cannot scale-owner {pod.namespace}/{pod.name}: its ReplicaSet {owner.name} is owned by {kind},"
-                    " not a Deployment: use action delete or exempt it",
-                    operation="scale owner",
-                    reason="NotScalable",
-                )
-            owner = Owner("Deployment", str(parent["name"]), str(parent["uid"]))
-        elif owner.kind != "StatefulSet":
-            raise errors.Invalid(
-                f"cannot scale-owner a pod owned by {owner.kind}: use action delete or exempt it",
-                operation="scale owner",
-                reason="NotScalable",
-            )
-        try:
-            return self._scale_to_zero(pod.namespace, owner)
-        except errors.Conflict as exc:
-            if exc.reason == "UIDMismatch":
-                raise
-            # The owner moved between the record and the scale (its controller wrote status): once more, from a
-            # fresh read, so the record is of the replicas it really had.
-            return self._scale_to_zero(pod.namespace, owner)
+        return owners.scale_owner(self.api, pod)
 
     def emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool = False) -> None:
         emit_event(
             self.api, self.component, "Pod", pod.name, pod.namespace, reason, message, warning=warning, uid=pod.uid
         )
-
-    # scale_owner ------------------------------------------------------------------------------------------------
-
-    def _owned_object(self, resource: str, namespace: str, owner: Owner) -> dict[str, Any]:
-        found: dict[str, Any] = request(
-            self.api, f"get {resource}", "GET", _path("apps", resource, namespace, owner.name)
-        )
-        if (found.get("metadata") or {}).get("uid") != owner.uid:
-            raise errors.Conflict(
-                f"{owner.kind} {namespace}/{owner.name} is not the one that owned the pod (another uid): not scaled",
-                operation=f"get {resource}",
-                reason="UIDMismatch",
-            )
-        return found
-
-    def _scale_to_zero(self, namespace: str, owner: Owner) -> str:
-        """Record the replicas on the owner first (a patch that lands only on the version read), then scale it to 0
-        through the scale subresource, on the version the record was written to: if anything moved in between,
-        the 409 leaves the owner as it was or recorded, never scaled without its record. Already at 0: nothing."""
-        resource = _SCALABLE[owner.kind]
-        found = self._owned_object(resource, namespace, owner)
-        meta = found["metadata"]
-        replicas = int((found.get("spec") or {}).get("replicas", 1))
-        what = f"{owner.kind} {namespace}/{owner.name}"
-        if replicas == 0:
-            return f"{what} already at 0"
-        record = {
-            "metadata": {
-                "uid": owner.uid,
-                "resourceVersion": meta["resourceVersion"],
-                "annotations": {SCALED_FROM_ANNOTATION: str(replicas)},
-            }
-        }
-        path = _path("apps", resource, namespace, owner.name)
-        recorded = request(self.api, f"patch {resource}", "PATCH", path, body=record, content_type=MERGE_PATCH)
-        scale = {"metadata": {"resourceVersion": recorded["metadata"]["resourceVersion"]}, "spec": {"replicas": 0}}
-        request(self.api, f"patch {resource}/scale", "PATCH", f"{path}/scale", body=scale, content_type=MERGE_PATCH)
-        return f"{what} from {replicas}"
 
 
 def _replaced(pod: PodInfo, exc: errors.CloudError) -> errors.Conflict:
@@ -232,8 +151,3 @@ def _replaced(pod: PodInfo, exc: errors.CloudError) -> errors.Conflict:
         reason=exc.reason or "UIDMismatch",
         causes=exc.causes,
     )
-
-
-def _path(group: str, resource: str, namespace: str, name: str) -> str:
-    root = f"/apis/{group}/v1" if group else "/api/v1"
-    return f"{root}/namespaces/{quote(namespace, safe='')}/{resource}/{quote(name, safe='')}"

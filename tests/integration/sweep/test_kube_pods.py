@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jobs import errors
-from jobs.adapters.kube import client
+from jobs.adapters.kube import client, owners
 from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.pods import RBAC, KubePods
 from jobs.core.idle_pods import Owner, PodInfo
@@ -300,10 +300,11 @@ def test_a_conflict_on_the_scale_write_is_retried_once_from_a_fresh_read(pods: K
 
 
 def test_rbac_is_exactly_what_the_adapter_calls(pods: KubePods, kube: KubeHandle) -> None:
-    """Run every method under an allow-list made of RBAC alone: nothing is refused."""
+    """Run every method under an allow-list made of the two modules' RBAC alone: nothing is refused."""
     kube.seed_deployment("llm", "ml", nodes=("gpu-1",))
     kube.seed_statefulset("db", "ml", nodes=("gpu-2",))
-    kube.allow_only(*((verb, g.resource) for g in RBAC for verb in g.verbs))
+    grants = (*RBAC, *owners.RBAC)
+    kube.allow_only(*((verb, g.resource) for g in grants for verb in g.verbs))
     listed = pods.gpu_pods()
     for info in listed:
         assert pods.pod(info.namespace, info.name) is not None
@@ -312,8 +313,19 @@ def test_rbac_is_exactly_what_the_adapter_calls(pods: KubePods, kube: KubeHandle
         pods.scale_owner(info)
     pods.delete(listed[0])
     used = {r.operation for r in kube.log.all()}
-    declared = {f"{verb} {g.resource}" for g in RBAC for verb in g.verbs}
+    declared = {f"{verb} {g.resource}" for g in grants for verb in g.verbs}
     assert used == declared
+
+
+def test_without_the_owner_grants_scale_owner_is_denied_and_nothing_else_is(pods: KubePods, kube: KubeHandle) -> None:
+    """An install whose action is not scale-owner is granted pods and events only: scaling says 403, the rest works."""
+    kube.seed_deployment("llm", "ml", nodes=("gpu-1",))
+    kube.allow_only(*((verb, g.resource) for g in RBAC for verb in g.verbs))
+    (info,) = pods.gpu_pods()
+    pods.annotate(info, {IDLE_SINCE_ANNOTATION: "now"})
+    with pytest.raises(errors.Denied):
+        pods.scale_owner(info)
+    assert kube.get("Deployment", "llm", "ml", "apps/v1")["spec"]["replicas"] == 1  # type: ignore[index]
 
 
 def test_started_is_timezone_aware(pods: KubePods, kube: KubeHandle) -> None:
