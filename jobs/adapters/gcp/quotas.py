@@ -138,7 +138,8 @@ class GcpQuotas:
         per_zone = pool.autoscaling.max_node_count if pool.autoscaling.enabled else pool.initial_node_count
         spot = pool.config.spot or pool.config.preemptible
         # GKE counts nodes per zone: the group's working maximum is that times its zones.
-        return GroupSize(group.name, pool.config.machine_type, per_zone * zones, "spot" if spot else "on-demand")
+        capacity = "spot" if spot else "on-demand"
+        return GroupSize(group.name, pool.config.machine_type, per_zone * zones, capacity, zones=zones)
 
     def file(self, entry: CloudQuota, value: int) -> CloudRequest:
         current = self._preference(entry)
