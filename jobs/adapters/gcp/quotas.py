@@ -188,7 +188,8 @@ class GcpQuotas:
         if metric is None or not entry.region:
             return None
         url = f"{self._compute_base()}/compute/v1/projects/{entry.project}/regions/{entry.region}"
-        # Plain JSON, not compute_v1's Region: its Quota.metric enum lags the service (no NVIDIA_H100_GPUS in it).
+        # Plain JSON over the auth transport, not compute_v1: importing that SDK costs ~150 MiB and seconds for one
+        # read (as in the nodegroups adapter); metric stays a plain string either way.
         region = self._compute_get("regions.get", url, {"fields": "quotas"})
         for quota in region.get("quotas") or []:
             if quota.get("metric") == metric:
