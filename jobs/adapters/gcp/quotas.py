@@ -70,6 +70,18 @@ def compute_metric(quota_id: str, dimensions: Mapping[str, str]) -> str | None:
     return f"{prefix}{found['family'].replace('-', '_')}_GPUS"
 
 
+def _shape_name(machine_type: str, accelerators: Sequence[tuple[str, int]]) -> str:
+    """A node pool's shape: its machine type, plus the GPUs attached to each node where there are any
+    (``n1-standard-8+1xnvidia-tesla-t4``), so the conversion shows and counts them."""
+    return "+".join([machine_type, *(f"{count}x{kind}" for kind, count in accelerators if count)])
+
+
+def _split_shape(name: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    machine_type, *attached = name.split("+")
+    pairs = [part.partition("x") for part in attached]
+    return machine_type, tuple((kind, int(count)) for count, _, kind in pairs)
+
+
 def preference_id(entry: CloudQuota) -> str:
     return f"gpu-jobs-{entry.name}"
 
@@ -117,13 +129,20 @@ class GcpQuotas:
         unit = unit_of(str(entry.quota_id))
         out: dict[str, Shape | str] = {}
         for name in names:
-            found = self._machine_type(str(entry.project), entry.region, name)
+            machine_name, attached = _split_shape(name)
+            found = self._machine_type(str(entry.project), entry.region, machine_name)
             if found is None:
-                out[name] = f"{name}: not a machine type in {entry.region or 'the project'}"
+                out[name] = f"{machine_name}: not a machine type in {entry.region or 'the project'}"
                 continue
-            gpus = sum(int(a.get("guestAcceleratorCount", 0)) for a in found.get("accelerators") or [])
-            family = next((str(a.get("guestAcceleratorType")) for a in found.get("accelerators") or []), None)
-            per = gpus if unit == "GPU" else int(found.get("guestCpus", 0))
+            built_in = [
+                (str(a.get("guestAcceleratorType")), int(a.get("guestAcceleratorCount", 0)))
+                for a in found.get("accelerators") or []
+            ]
+            # Accelerator-optimized types (A2, A3, G2) carry their GPUs; an N1 pool's GPUs are attached to it. GKE
+            # lists an A3 pool's built-in GPUs as its accelerators too: counted once.
+            gpus = built_in or list(attached)
+            family = next((kind for kind, _ in gpus), None)
+            per = sum(n for _, n in gpus) if unit == "GPU" else int(found.get("guestCpus", 0))
             out[name] = Shape(name, per, unit, family=family)
         return out
 
@@ -137,9 +156,12 @@ class GcpQuotas:
         zones = max(1, len(pool.locations))
         per_zone = pool.autoscaling.max_node_count if pool.autoscaling.enabled else pool.initial_node_count
         spot = pool.config.spot or pool.config.preemptible
+        shape = _shape_name(
+            pool.config.machine_type, [(a.accelerator_type, int(a.accelerator_count)) for a in pool.config.accelerators]
+        )
         # GKE counts nodes per zone: the group's working maximum is that times its zones.
         capacity = "spot" if spot else "on-demand"
-        return GroupSize(group.name, pool.config.machine_type, per_zone * zones, capacity, zones=zones)
+        return GroupSize(group.name, shape, per_zone * zones, capacity, zones=zones)
 
     def file(self, entry: CloudQuota, value: int) -> CloudRequest:
         current = self._preference(entry)

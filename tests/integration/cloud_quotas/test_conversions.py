@@ -170,7 +170,7 @@ def test_a_gke_pool_is_converted_with_the_machine_types_gpus_across_its_zones(gk
     ran = gke.run("--dry-run")
     h100 = ran.quota("h100-europe-west4")
     assert (ran.code, h100["unit"], h100["limit"], h100["target"], h100["action"]) == (0, "GPU", 8, 48, "request")
-    assert h100["demand"] == "research-h100: 6 x a3-highgpu-8g x 8 GPU = 48"
+    assert h100["demand"] == "research-h100: 6 x a3-highgpu-8g+8xnvidia-h100-80gb x 8 GPU = 48"
     assert gcp.log.count("machineTypes.aggregatedList") >= 1
     assert gcp.quotas.preferences == {}
 
@@ -181,7 +181,7 @@ def test_a_gke_pools_up_max_counts_per_zone(gke: Job, gcp: GcpEmulator) -> None:
     ran = gke.run()
     h100 = ran.quota("h100-europe-west4")
     assert (ran.code, h100["target"], h100["action"]) == (0, 64, "request")
-    assert h100["demand"] == "research-h100: 8 x a3-highgpu-8g x 8 GPU = 64"
+    assert h100["demand"] == "research-h100: 8 x a3-highgpu-8g+8xnvidia-h100-80gb x 8 GPU = 64"
     (preference,) = gcp.quotas.preferences.values()
     assert preference.quota_config.preferred_value == 64
 
@@ -191,3 +191,33 @@ def test_a_passing_fault_on_the_machine_types_is_retried(gke: Job, gcp: GcpEmula
     gcp.faults.inject("machineTypes.aggregatedList", fault)  # type: ignore[arg-type]
     ran = gke.run("--dry-run")
     assert (ran.code, ran.quota("h100-europe-west4")["target"]) == (0, 48)
+
+
+def test_an_n1_pools_attached_gpus_are_counted(job: Job, gcp: GcpEmulator) -> None:
+    """N1 machine types have no GPUs of their own: a T4 pool's GPUs are the ones GKE attaches to each node."""
+    job.env(gcp.env())
+    gcp.add_node_pool(
+        "ml-research-prod",
+        "europe-west4-a",
+        "notebooks",
+        "t4-pool",
+        zones=("europe-west4-a",),
+        per_zone_count=3,
+        machine_type="n1-standard-8",
+        accelerator_type="nvidia-tesla-t4",
+        accelerator_count=1,
+        autoscaling=(1, 6),
+    )
+    job.write(
+        GKE_POLICY.replace("research-h100", "notebooks-t4")
+        .replace(
+            "location: europe-west4, cluster: research, nodePool: h100-pool",
+            "location: europe-west4-a, cluster: notebooks, nodePool: t4-pool",
+        )
+        .replace("UP\n", "")
+        .replace("NVIDIA_H100", "NVIDIA_T4")
+    )
+    ran = job.run("--dry-run")
+    t4 = ran.quota("h100-europe-west4")
+    assert (ran.code, t4["target"], t4["action"]) == (0, 6, "request")
+    assert t4["demand"] == "notebooks-t4: 6 x n1-standard-8+1xnvidia-tesla-t4 x 1 GPU = 6"
