@@ -192,7 +192,7 @@ class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
                     found = self.backoff.call(lambda g=group: self.ports.cloud.group(g))  # type: ignore[misc]
                     # The policy's working maximum when it gives one (what the PR says), else the live max size.
                     if isinstance(found, GroupSize) and group.up is not None:
-                        found = replace(found, max=group.up.max)
+                        found = found.at_policy_max(group.up.max)
                     groups[name] = found
                 names = sorted({g.shape for g in groups.values() if isinstance(g, GroupSize)})
             else:

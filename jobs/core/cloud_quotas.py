@@ -84,6 +84,11 @@ class GroupSize:
     shape: str  # the instance type / machine type / VM size
     max: int
     capacity: str = "on-demand"  # on-demand or spot
+    zones: int = 1  # GKE: the pool's zones; the policy's up.max counts nodes per zone there
+
+    def at_policy_max(self, up_max: int) -> GroupSize:
+        """The working maximum the policy gives (``up.max``, per zone on GKE), in instances."""
+        return replace(self, max=up_max * self.zones)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from jobs.sweep.ports import Instances
 #: command, so an AWS-only policy never imports the Google SDK. Each module declares its ``PERMISSIONS``.
 INSTANCE_ADAPTERS = {
     "aws": "jobs.adapters.aws.instances:AwsInstances",
+    "gcp": "jobs.adapters.gcp.instances:GcpInstances",
 }
 
 ItemStatus = Literal["done", "gone", "failed"]

@@ -384,13 +384,13 @@ def expected_identity(cloud: str | None, objects: list[Obj]) -> set[tuple[str, s
 
 
 def test_the_cloud_calling_jobs_are_labelled_in_the_base() -> None:
-    """The label is how a cloud component finds the CronJobs to give an identity: today only nodegroups."""
+    """The label is how a cloud component finds the CronJobs to give an identity: nodegroups and cloud-quotas."""
     labelled = {
         o["metadata"]["name"]
         for o in render("base")
         if o["kind"] == "CronJob" and o["metadata"]["labels"].get(CLOUD_IDENTITY_LABEL) == "true"
     }
-    assert labelled == {"nodegroups"}
+    assert labelled == {"nodegroups", "cloud-quotas"}
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -400,7 +400,8 @@ def test_each_target_carries_its_clouds_identity_and_no_other(target: str) -> No
     objects = render(target)
 
     assert identity_settings(objects) == expected_identity(CLOUD_OF[target], objects)
-    assert not any("quotas" in where for _, where, _ in identity_settings(objects))
+    assert not any(where in ("CronJob/quotas env", "CronJob/quotas pod") for _, where, _ in identity_settings(objects))
+    assert not any(where == "ServiceAccount/gpu-jobs-quotas" for _, where, _ in identity_settings(objects))
 
 
 def test_each_clouds_identity_values_have_the_shape_the_cloud_wants() -> None:

@@ -17,7 +17,16 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from tests.sandbox.demo import GPU_JOBS, pick_night, run_gpu_jobs, run_night, run_quotas, state_at
+from tests.sandbox.demo import (
+    CLOUD_QUOTAS_COMMAND,
+    GPU_JOBS,
+    pick_night,
+    run_cloud_quotas,
+    run_gpu_jobs,
+    run_night,
+    run_quotas,
+    state_at,
+)
 from tests.sandbox.fleet import FINISHED, Group
 from tests.sandbox.world import World, child_env
 
@@ -161,6 +170,48 @@ def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) ->
     assert all(not log.writes() for name, log in world.logs().items() if not name.startswith("kube:"))
 
 
+def test_cloud_quotas_files_on_each_cloud_and_the_next_run_shows_each_cloud_decision(world: World) -> None:
+    """The demo's cloud-quotas phases: the seeded quotas below the example policy's targets get one request each;
+    the clouds decide; the next run reports approved (AWS), partially granted (GCP), ContactSupport (Azure) with
+    the cloud's ids, and the run after that files nothing again."""
+    first, decided, again = run_cloud_quotas(world)
+
+    assert first.code == 0, first.stderr
+    filed = {q["name"]: q for q in first.report["quotas"]}
+    assert {n: (q["action"], q["limit"], q["target"]) for n, q in filed.items()} == {
+        "p-spot-eu-west-1": ("request", 96, 768),
+        "g-ondemand-eu-west-1": ("request", 0, 16),  # no applied value: the AWS default (0 in a fresh account)
+        "h100-europe-west4": ("request", 8, 16),
+        "a100-westeurope": ("request", 96, 192),
+    }
+    assert filed["p-spot-eu-west-1"]["demand"] == "training-a100: 8 x p4d.24xlarge x 96 vCPU = 768"
+    assert {k: w for k, (_, w) in first.requests.items() if not k.startswith("kube:")} == {
+        "aws": 2,
+        "gcp": 1,
+        "azure": 1,
+    }
+    assert len(decided) == 4
+
+    assert again.code == 1, again.stderr  # a partial grant and a failed request: the policy does not hold
+    outcome = {q["name"]: q for q in again.report["quotas"]}
+    assert (outcome["p-spot-eu-west-1"]["action"], outcome["p-spot-eu-west-1"]["limit"]) == ("none", 768)
+    assert outcome["p-spot-eu-west-1"]["request"]["status"] == "APPROVED"
+    assert (outcome["h100-europe-west4"]["action"], outcome["h100-europe-west4"]["limit"]) == ("partial", 12)
+    assert outcome["h100-europe-west4"]["request"]["traceId"]
+    assert outcome["a100-westeurope"]["action"] == "denied"
+    assert outcome["a100-westeurope"]["request"]["status"] == "Failed: ContactSupport"
+    assert outcome["g-ondemand-eu-west-1"]["action"] == "pending"
+    assert outcome["g-ondemand-eu-west-1"]["request"]["case"].startswith("case-")
+    # Outcomes are read, not written: no cloud write (the install's cluster gets the records, Events, the Lease).
+    assert sum(w for k, (_, w) in again.requests.items() if not k.startswith("kube:")) == 0, again.requests
+
+    third = run_gpu_jobs(world, "cloud-quotas once more", *CLOUD_QUOTAS_COMMAND, expected=(1,))
+    assert {q["name"]: q["action"] for q in third.report["quotas"]} == {
+        n: q["action"] for n, q in outcome.items()
+    }  # denied and partial are not filed again until the target or max changes
+    assert sum(w for k, (_, w) in third.requests.items() if not k.startswith("kube:")) == 0
+
+
 def test_the_night_goes_down_changes_nothing_twice_and_restores_exactly(world: World) -> None:
     tz = ZoneInfo(world.policy.defaults.timezone)
     calendar_phase = run_gpu_jobs(world, "calendar", "calendar", "--at", DAY, "--output", "json", "--days", "2")
@@ -188,7 +239,8 @@ def test_the_night_goes_down_changes_nothing_twice_and_restores_exactly(world: W
     assert tonight.nodes["research-h100"] == (2, 2)
 
     assert again.report["nodeGroups"] == []
-    assert again.writes() == 0, again.requests
+    # Outcomes are read, not written: no cloud write (the install's cluster gets the records, Events, the Lease).
+    assert sum(w for k, (_, w) in again.requests.items() if not k.startswith("kube:")) == 0, again.requests
     assert all(after == before for before, after in again.nodes.values())
 
     restored = {g["name"] for g in tomorrow.report["nodeGroups"] if g["direction"] == "up"}

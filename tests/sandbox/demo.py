@@ -6,7 +6,11 @@ fleet runs it: one run per cluster (``--cluster``, each through its own kubeconf
 its own API), side by side. First a run pointed at the wrong cluster, which the safety invariant refuses; then an
 evening instant just after the groups' end of working hours, the same instant again (must change nothing), and a
 morning instant inside warm-up. The instants come from the calendar's JSON, not from hard-coded times. Last,
-``quotas`` at the same morning, one run per cluster, then again (must write nothing). The end: a one-off run as a
+``quotas`` at the same morning, one run per cluster, then again (must write nothing). Then ``cloud-quotas``, once,
+as the one install that runs it (the central one: account quotas are per account): it files an increase on each
+cloud; the sandbox, standing in for each cloud's reviewers, decides them (AWS approved, GCP partially granted, Azure
+failed with ContactSupport, the second AWS request handed to a support case), and the next run reports each outcome
+with the cloud's ids. The end: a one-off run as a
 person starts one, ``kubectl create job --from=cronjob/quotas`` in one cluster, run by the sandbox's job executor
 from the install applied there, and its logs.
 """
@@ -222,6 +226,72 @@ def run_quotas(world: World, at: datetime) -> list[Phase]:
         phase.at = at
         phases.append(phase)
     return phases
+
+
+# --- cloud quotas: requests filed, decided by the clouds, followed ------------------------------------------------
+
+#: How the sandbox's clouds decide the requests of the first run: (cloud, quota entry or any) -> decision.
+AWS_DECISIONS = {"p-spot-eu-west-1": "APPROVED"}  # any other AWS request: a support case is opened
+GCP_PARTIAL = 0.75  # the share of the preferred value the GCP reviewers grant
+CLOUD_QUOTAS_COMMAND = ("cloud-quotas", "--output", "json")
+
+
+def run_cloud_quotas(world: World) -> tuple[Phase, list[str], Phase]:
+    """``gpu-jobs cloud-quotas`` (files a request on each cloud); the clouds decide; ``gpu-jobs cloud-quotas`` again
+    (each outcome, with the cloud's ids). The second run exits 1: a partial grant and a failed request are failed
+    items (the policy does not hold), by design."""
+    first = run_gpu_jobs(world, "cloud-quotas", *CLOUD_QUOTAS_COMMAND)
+    decided = decide_cloud_quotas(world, first.report) if first.ok else []
+    again = run_gpu_jobs(world, "cloud-quotas again", *CLOUD_QUOTAS_COMMAND, expected=(1,))
+    return first, decided, again
+
+
+def decide_cloud_quotas(world: World, report: dict[str, Any]) -> list[str]:
+    """Each cloud's reviewers decide the requests just filed, through the emulators' own decision calls."""
+    lines = []
+    for quota in report["quotas"]:
+        request = quota.get("request")
+        if quota["action"] != "request" or not request:
+            continue
+        if quota["cloud"] == "aws":
+            status = AWS_DECISIONS.get(quota["name"], "CASE_OPENED")
+            world.aws.decide_quota_request(request["id"], status)
+            said = status
+        elif quota["cloud"] == "gcp":
+            granted = max(quota["limit"] or 0, int(request["value"] * GCP_PARTIAL))
+            world.gcp.grant(request["id"], granted)
+            said = f"granted {granted} of {request['value']}"
+        else:
+            world.azure.decide_quota_request(request["id"], "Failed")
+            said = "Failed (ContactSupport)"
+        lines.append(f"  {quota['cloud']:<6} {quota['name']:<22} {said}")
+    return lines
+
+
+def _request_text(request: dict[str, Any] | None) -> str:
+    if not request:
+        return "-"
+    ids = "".join(f" {k}={v}" for k, v in request.items() if k not in ("id", "status", "value"))
+    return f"{request['status']} {request['value']}: {request['id'].rsplit('/', 1)[-1]}{ids}"
+
+
+def render_cloud_quota_phase(phase: Phase) -> list[str]:
+    lines = [f"== {phase.name}   (exit {phase.code}, {phase.seconds:.1f} s)", f"  $ gpu-jobs {' '.join(phase.argv)}"]
+    if not phase.stdout.strip().startswith("{"):
+        return [*lines, "  no JSON report; stderr:", *("    " + s for s in phase.stderr.strip().splitlines()[-8:])]
+    lines.append(f"  {'quota':<22} {'cloud':<6} {'limit':>6} {'usage':>6} {'target':>6} {'action':<8} request")
+    for q in phase.report["quotas"]:
+        usage = "-" if q["usage"] is None else str(q["usage"])
+        limit = "-" if q["limit"] is None else str(q["limit"])
+        lines.append(
+            f"  {q['name']:<22} {q['cloud']:<6} {limit:>6} {usage:>6} {q['target']:>6} {q['action']:<8}"
+            f" {_request_text(q['request'])}"
+        )
+        if q["demand"]:
+            lines.append(f"    {q['demand']} {q['unit']}".rstrip())
+    writes = "  ".join(f"{k} {w}w" for k, (_, w) in phase.requests.items() if w and not k.startswith("kube:"))
+    lines.append(f"  cloud writes: {writes or 'none'}")
+    return lines
 
 
 # --- a one-off run, as a person starts one ----------------------------------------------------------------------
@@ -452,6 +522,14 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(render_quota_phase(phase)), flush=True)
             if not phase.ok:
                 print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
+        first, decided, again = run_cloud_quotas(world)
+        phases += [first, again]
+        print()
+        print("\n".join(render_cloud_quota_phase(first)))
+        print("\n== the clouds decide (the sandbox stands in for each cloud's reviewers)")
+        print("\n".join(decided) or "  nothing to decide")
+        print()
+        print("\n".join(render_cloud_quota_phase(again)), flush=True)
         cluster, cronjob = ONE_OFF
         phase, lines = run_one_off(world, cluster, cronjob)
         phases.append(phase)

@@ -117,6 +117,37 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class CloudQuota:
+    """One cloud GPU quota as the sandbox's accounts hold it before ``cloud-quotas`` runs. ``limit=None``: no applied
+    value, the quota answers with its default only (AWS ``NoSuchResourceException`` to ``GetServiceQuota``)."""
+
+    cloud: Cloud
+    scope: str  # AWS region, GCP project, Azure subscription
+    where: str  # AWS region, GCP region, Azure location
+    quota: str  # AWS quota code, GCP quotaId, Azure family
+    limit: int | None
+    usage: int = 0  # Azure usage (vCPUs); the GCP usage comes from the Compute region quotas
+    dimensions: tuple[tuple[str, str], ...] = ()  # GCP dimensions besides the region
+
+
+GCP_GPU_QUOTA = "GPUS-PER-GPU-FAMILY-per-project-region"
+AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
+#: Some below the example policy's targets (gitops/policy.yaml cloudQuotas), so ``make demo`` files a request on
+#: each cloud: AWS P spot 96 < 768 (training-a100: 8 x p4d.24xlarge x 96), GCP H100 8 < 16, Azure A100 96 < 192.
+#: Azure's 96 is what the fleet's morning needs (the emulator refuses an AKS scale-up past the family's limit,
+#: QuotaExceeded): with 48 the demo's morning restore of finetune-a100 would fail before any request is decided.
+CLOUD_QUOTAS: tuple[CloudQuota, ...] = (
+    CloudQuota("aws", "eu-west-1", "eu-west-1", "L-7212CCBC", 96),  # All P Spot Instance Requests
+    CloudQuota("aws", "eu-west-1", "eu-west-1", "L-DB2E81BA", None),  # Running On-Demand G and VT: default only
+    CloudQuota(
+        "gcp", "ml-research-prod", "europe-west4", GCP_GPU_QUOTA, 8, dimensions=(("gpu_family", "NVIDIA_H100"),)
+    ),
+    CloudQuota("gcp", "ml-research-prod", "europe-west4", GCP_GPU_QUOTA, 16, dimensions=(("gpu_family", "NVIDIA_L4"),)),
+    CloudQuota("azure", AZURE_SUBSCRIPTION, "westeurope", "standardNCADSA100v4Family", 96),
+)
+
+
+@dataclass(frozen=True)
 class Fleet:
     groups: tuple[Group, ...]
     pods: tuple[Pod, ...]

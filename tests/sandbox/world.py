@@ -42,7 +42,7 @@ from tests.emulators.kube import seed
 from tests.emulators.kube.fixtures import KubeHandle, start_kube
 from tests.sandbox import install as installer
 from tests.sandbox.executor import JobExecutor
-from tests.sandbox.fleet import FINISHED, JOB_NAMESPACE, Fleet, Group, build_fleet
+from tests.sandbox.fleet import CLOUD_QUOTAS, FINISHED, JOB_NAMESPACE, Fleet, Group, build_fleet
 
 if TYPE_CHECKING:
     from tests.emulators.aws.emulator import AwsEmulator
@@ -278,6 +278,7 @@ class World:
         for group in self.fleet.groups:
             self._seed_cloud(group)
         self._seed_instances()
+        self._seed_cloud_quotas()
         for kube in self.kubes.values():  # teams have their namespaces in every cluster
             for namespace in self.fleet.namespaces:
                 kube.create(seed.namespace(namespace, {"team": namespace}))
@@ -373,6 +374,21 @@ class World:
                 )
             else:
                 self.azure.add_vm(azure_sub, "rg-ml-scratch", inst.name, inst.machine, inst.where, inst.tags)
+
+    def _seed_cloud_quotas(self) -> None:
+        for quota in CLOUD_QUOTAS:
+            if quota.limit is None:
+                continue  # the quota's default only (the emulators know every quota's default)
+            if quota.cloud == "aws":
+                self.aws.set_quota(quota.where, quota.quota, quota.limit)
+            elif quota.cloud == "gcp":
+                dims = dict(quota.dimensions)
+                self.gcp.set_quota(quota.scope, quota.quota, quota.where, quota.limit, dimensions=dims)
+            else:
+                self.azure.set_quota(quota.scope, quota.where, quota.quota, quota.limit, usage=quota.usage)
+        # Support decides nothing by itself: the demo (or a test) decides each request (decide_quota_request, grant,
+        # deny), never the passing of time nor the number of polls.
+        self.azure.quota_request_seconds = None
 
     # --- node reconciler ---------------------------------------------------------------------------------------
 

@@ -15,7 +15,9 @@ from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, T
 #: GKE's "another operation is running on the cluster" (400 FAILED_PRECONDITION over REST, not 409).
 BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"
 # 403 reasons that mean "slow down", not "not allowed" (Compute Engine rate quotas; RATE_LIMIT_EXCEEDED is the
-# ErrorInfo spelling of newer APIs).
+# ErrorInfo spelling of newer APIs), and the words such a refusal carries when it has no reason ("Quota exceeded for
+# quota metric 'Queries' and limit 'Queries per minute' ..."): never a permission refusal.
+_RATE_LIMIT_WORDS = "Quota exceeded for quota metric"
 _RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
 
 #: google.rpc.Code of a failed long-running operation -> our error; anything else counts as Unavailable (it may
@@ -59,10 +61,10 @@ def from_api_error(err: api_exceptions.GoogleAPICallError, operation: str, targe
     limited = sorted(_RATE_LIMIT_REASONS.intersection(_reasons(err)))
     if reason == BUSY_REASON or BUSY_REASON in err.message or "running incompatible operation" in err.message:
         kind, code = Busy, BUSY_REASON
-    elif isinstance(err, api_exceptions.Forbidden) and limited:
+    elif isinstance(err, api_exceptions.Forbidden) and (limited or _RATE_LIMIT_WORDS in err.message):
         # Compute Engine (and GKE's v1 API) answer a rate limit with 403, not 429: the reason tells it from a
         # real permission refusal, which stays Denied.
-        kind, code = Throttled, limited[0]
+        kind, code = Throttled, (limited or ["rateLimitExceeded"])[0]
     else:
         kind = next((ours for sdk_error, ours in _KINDS if isinstance(err, sdk_error)), Invalid)
     return kind(

@@ -7,10 +7,15 @@ Cloud Quotas facts this module is shaped by:
   ``etag``), so a resent write changes nothing; ``contact_email`` is input only and sent with every increase.
 - ``reconciling`` while the service decides; then ``granted_value`` below ``preferred_value`` is a partial grant,
   or a denial when ``state_detail`` says so.
+- A ``QuotaInfo`` has no usage: for headroom the usage is Compute's own, ``regions.get`` ``quotas[]`` (metric
+  ``NVIDIA_H100_GPUS``, ``PREEMPTIBLE_NVIDIA_L4_GPUS``, ``CPUS``...), the same quota seen from Compute.
+- Every Cloud Quotas method needs one of two permissions: ``cloudquotas.quotas.get`` (quotaInfos.get/list,
+  quotaPreferences.get/list) or ``cloudquotas.quotas.update`` (quotaPreferences.create/patch).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,21 +35,51 @@ from jobs.errors import NotFound
 PERMISSIONS = Permissions(
     "gcp",
     (
-        "cloudquotas.quotas.get",  # quotaInfos.get
+        "cloudquotas.quotas.get",  # quotaInfos.get, quotaPreferences.list (dimensions are matched here)
         "cloudquotas.quotas.update",  # quotaPreferences.patch (allowMissing: also creates)
-        "cloudquotas.quotaPreferences.list",  # quotaPreferences.list (dimensions are matched here)
         "compute.machineTypes.list",  # machineTypes.aggregatedList (instances, node pools)
+        "compute.regions.get",  # regions.get: the region quotas' usage, for headroom
         "container.clusters.get",  # nodePools.get
     ),
 )
 
 SERVICE = "compute.googleapis.com"
 COMPUTE_ENDPOINT = "https://compute.googleapis.com"
+#: The per-family GPU quota ids of Cloud Quotas (NVIDIA-H100-GPUS-per-project-region and its PREEMPTIBLE- twin).
+_FAMILY_QUOTA = re.compile(r"(?P<preemptible>PREEMPTIBLE-)?(?P<family>NVIDIA-[A-Z0-9-]+?)-GPUS-per-project-region")
 
 
 def unit_of(quota_id: str) -> str:
     """GPU quotas count GPUs, the others (CPUS-per-project-region...) vCPUs."""
     return "GPU" if "GPU" in quota_id.upper() else "vCPU"
+
+
+def compute_metric(quota_id: str, dimensions: Mapping[str, str]) -> str | None:
+    """The Compute region quota metric behind a Cloud Quotas quota id (and its dimensions), or None when Compute
+    reports it under no region metric: ``GPUS-PER-GPU-FAMILY-per-project-region`` with ``gpu_family: NVIDIA_H100``
+    is ``NVIDIA_H100_GPUS``; ``PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region`` is ``PREEMPTIBLE_NVIDIA_L4_GPUS``."""
+    if quota_id == "GPUS-PER-GPU-FAMILY-per-project-region":
+        family = dimensions.get("gpu_family")
+        return f"{family}_GPUS" if family else None
+    if quota_id == "CPUS-per-project-region":
+        return "CPUS"
+    found = _FAMILY_QUOTA.fullmatch(quota_id)
+    if found is None:
+        return None
+    prefix = "PREEMPTIBLE_" if found["preemptible"] else ""
+    return f"{prefix}{found['family'].replace('-', '_')}_GPUS"
+
+
+def _shape_name(machine_type: str, accelerators: Sequence[tuple[str, int]]) -> str:
+    """A node pool's shape: its machine type, plus the GPUs attached to each node where there are any
+    (``n1-standard-8+1xnvidia-tesla-t4``), so the conversion shows and counts them."""
+    return "+".join([machine_type, *(f"{count}x{kind}" for kind, count in accelerators if count)])
+
+
+def _split_shape(name: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    machine_type, *attached = name.split("+")
+    pairs = [part.partition("x") for part in attached]
+    return machine_type, tuple((kind, int(count)) for count, _, kind in pairs)
 
 
 def preference_id(entry: CloudQuota) -> str:
@@ -84,6 +119,7 @@ class GcpQuotas:
         return QuotaFacts(
             unit,
             limit,
+            usage=self._usage(entry) if entry.headroom is not None else None,
             fixed=fixed,
             open_request=request if request is not None and request.outcome == "open" else None,
             followed=request if remembered is not None else None,
@@ -93,13 +129,20 @@ class GcpQuotas:
         unit = unit_of(str(entry.quota_id))
         out: dict[str, Shape | str] = {}
         for name in names:
-            found = self._machine_type(str(entry.project), entry.region, name)
+            machine_name, attached = _split_shape(name)
+            found = self._machine_type(str(entry.project), entry.region, machine_name)
             if found is None:
-                out[name] = f"{name}: not a machine type in {entry.region or 'the project'}"
+                out[name] = f"{machine_name}: not a machine type in {entry.region or 'the project'}"
                 continue
-            gpus = sum(int(a.get("guestAcceleratorCount", 0)) for a in found.get("accelerators") or [])
-            family = next((str(a.get("guestAcceleratorType")) for a in found.get("accelerators") or []), None)
-            per = gpus if unit == "GPU" else int(found.get("guestCpus", 0))
+            built_in = [
+                (str(a.get("guestAcceleratorType")), int(a.get("guestAcceleratorCount", 0)))
+                for a in found.get("accelerators") or []
+            ]
+            # Accelerator-optimized types (A2, A3, G2) carry their GPUs; an N1 pool's GPUs are attached to it. GKE
+            # lists an A3 pool's built-in GPUs as its accelerators too: counted once.
+            gpus = built_in or list(attached)
+            family = next((kind for kind, _ in gpus), None)
+            per = sum(n for _, n in gpus) if unit == "GPU" else int(found.get("guestCpus", 0))
             out[name] = Shape(name, per, unit, family=family)
         return out
 
@@ -113,8 +156,12 @@ class GcpQuotas:
         zones = max(1, len(pool.locations))
         per_zone = pool.autoscaling.max_node_count if pool.autoscaling.enabled else pool.initial_node_count
         spot = pool.config.spot or pool.config.preemptible
+        shape = _shape_name(
+            pool.config.machine_type, [(a.accelerator_type, int(a.accelerator_count)) for a in pool.config.accelerators]
+        )
         # GKE counts nodes per zone: the group's working maximum is that times its zones.
-        return GroupSize(group.name, pool.config.machine_type, per_zone * zones, "spot" if spot else "on-demand")
+        capacity = "spot" if spot else "on-demand"
+        return GroupSize(group.name, shape, per_zone * zones, capacity, zones=zones)
 
     def file(self, entry: CloudQuota, value: int) -> CloudRequest:
         current = self._preference(entry)
@@ -157,24 +204,45 @@ class GcpQuotas:
         ours = [p for p in found if p.name.endswith("/" + preference_id(entry))]
         return next(iter(ours or found), None)
 
-    def _machine_type(self, project: str, region: str | None, name: str) -> dict[str, Any] | None:
-        """One machine type of the region (the same in all its zones), via Compute's aggregated list."""
+    def _usage(self, entry: CloudQuota) -> int | None:
+        """What the region uses of the quota, from Compute's own region quotas (None: Compute does not say)."""
+        metric = compute_metric(str(entry.quota_id), entry.gcp_dimensions)
+        if metric is None or not entry.region:
+            return None
+        url = f"{self._compute_base()}/compute/v1/projects/{entry.project}/regions/{entry.region}"
+        # Plain JSON over the auth transport, not compute_v1: importing that SDK costs ~150 MiB and seconds for one
+        # read (as in the nodegroups adapter); metric stays a plain string either way.
+        region = self._compute_get("regions.get", url, {"fields": "quotas"})
+        for quota in region.get("quotas") or []:
+            if quota.get("metric") == metric:
+                return int(float(quota.get("usage", 0)))
+        return None
+
+    def _compute_base(self) -> str:
+        return (self._settings.gcp_endpoint or COMPUTE_ENDPOINT).rstrip("/")
+
+    def _compute_get(self, operation: str, url: str, params: dict[str, str]) -> dict[str, Any]:
         from google.auth.transport.requests import AuthorizedSession  # noqa: PLC0415
 
-        base = (self._settings.gcp_endpoint or COMPUTE_ENDPOINT).rstrip("/")
-        url = f"{base}/compute/v1/projects/{project}/aggregated/machineTypes"
-        with _translated("machineTypes.aggregatedList", url):
+        with _translated(operation, url):
             session = AuthorizedSession(self._credentials())  # type: ignore[no-untyped-call]
-            response = session.get(url, params={"filter": f"name = {name}"}, timeout=self._settings.request_timeout_s)
+            response = session.get(url, params=params, timeout=self._settings.request_timeout_s)
             if response.status_code >= 400:
                 from google.api_core import exceptions  # noqa: PLC0415
 
                 raise exceptions.from_http_response(response)  # type: ignore[no-untyped-call]
-            for zone, scoped in sorted((response.json().get("items") or {}).items()):
-                if region is None or zone.removeprefix("zones/").startswith(region + "-"):
-                    for machine in scoped.get("machineTypes") or []:
-                        if machine.get("name") == name:
-                            return dict(machine)
+            body: dict[str, Any] = response.json()
+        return body
+
+    def _machine_type(self, project: str, region: str | None, name: str) -> dict[str, Any] | None:
+        """One machine type of the region (the same in all its zones), via Compute's aggregated list."""
+        url = f"{self._compute_base()}/compute/v1/projects/{project}/aggregated/machineTypes"
+        listing = self._compute_get("machineTypes.aggregatedList", url, {"filter": f"name = {name}"})
+        for zone, scoped in sorted((listing.get("items") or {}).items()):
+            if region is None or zone.removeprefix("zones/").startswith(region + "-"):
+                for machine in scoped.get("machineTypes") or []:
+                    if machine.get("name") == name:
+                        return dict(machine)
         return None
 
     def _options(self) -> dict[str, Any]:

@@ -1,14 +1,21 @@
-"""Compute Engine v1 over REST: instances (aggregated list, get, stop, delete, setLabels), zonal operations,
-and the instance group managers behind GKE node pools.
+"""Compute Engine v1 over REST: instances (aggregated list, get, stop, delete, setLabels), machine types (get),
+zonal operations, and the instance group managers behind GKE node pools.
 
 Provider rules enforced here:
 - setLabels needs the instance's current ``labelFingerprint``; a stale or missing one is 412 conditionNotMet.
   Label keys and values follow GCE's syntax (lowercase, <= 63 chars, at most 64 labels).
-- stop / delete / setLabels return a zonal Operation (PENDING -> RUNNING -> DONE over ``operation_polls``
-  GETs, or at once via ``wait``); the instance is STOPPING meanwhile and TERMINATED / gone / relabelled at DONE.
+- stop / delete / setLabels return a zonal Operation, DONE once its time is up (``operation_seconds``), polled or
+  not (``wait`` finishes it at once); the instance is STOPPING meanwhile and TERMINATED / gone / relabelled at DONE.
+  A write that repeats the ``requestId`` of an earlier one is not carried out again: it answers the earlier
+  operation (so a resent setLabels is not refused as stale).
 - Errors use Compute's shape: {"error": {"code", "message", "errors": [{"reason", "message", "domain"}]}}.
 - The aggregated list keys scopes ``zones/<zone>``; a zone that has no instances left carries a
-  NO_RESULTS_ON_PAGE warning instead of ``instances``, as on the real API. ``filter`` is not emulated (400).
+  NO_RESULTS_ON_PAGE warning instead of ``instances``, as on the real API. ``filter`` takes the expressions of
+  :mod:`.filters` (others: 400).
+- machineTypes.get describes :mod:`.machine_types`; an accelerator-optimised type lists its built-in GPUs as
+  ``accelerators``. An instance's ``metadata`` items (``created-by`` on a managed instance group's member) are listed.
+- A rate limit is a 403 with reason ``rateLimitExceeded`` and the quota metric in the message
+  (:func:`rate_limit_403`), not a 429.
 - An instance group manager of a GKE node pool reports the pool's live per-zone size as ``targetSize``, and the
   instances it could not create yet (stockout, quota: :mod:`.capacity`) as ``currentActions.creating``.
 """
@@ -23,10 +30,12 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tests.emulators.base import FaultKind
+from tests.emulators.gcp.filters import compile_filter
 from tests.emulators.gcp.gke import COMPUTE, Gke
+from tests.emulators.gcp.machine_types import MACHINE_TYPES
 from tests.emulators.gcp.ops import StagedOperation
 from tests.emulators.gcp.wire import (
     SEG,
@@ -75,6 +84,7 @@ class Instance:
     labels: dict[str, str]
     status: str
     spot: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
     id: int = field(default_factory=lambda: secrets.randbits(62))
     created: str = field(default_factory=rfc3339_now)
 
@@ -105,6 +115,11 @@ class Instance:
                 provisioning_model="SPOT" if self.spot else "STANDARD",
                 # GPU instances cannot live-migrate.
                 on_host_maintenance="TERMINATE" if self.accelerators else "MIGRATE",
+            ),
+            metadata=compute_v1.Metadata(
+                kind="compute#metadata",
+                fingerprint=label_fingerprint(self.metadata),
+                items=[compute_v1.Items(key=k, value=v) for k, v in self.metadata.items()],
             ),
             creation_timestamp=self.created,
             self_link=self.link,
@@ -166,6 +181,9 @@ class Compute:
         self._gke = gke
         self.instances: dict[tuple[str, str, str], Instance] = {}
         self.operations: dict[tuple[str, str, str], ComputeOperation] = {}
+        self._requests: dict[tuple[str, str], ComputeOperation] = {}  # (project, requestId) -> its operation
+        #: Zones Compute cannot read right now: the aggregated list answers them with an UNREACHABLE warning.
+        self.unreachable_zones: set[str] = set()
         self._zones_seen: set[tuple[str, str]] = set()
 
     def routes(self) -> list[Route]:
@@ -181,6 +199,7 @@ class Compute:
             route("POST", f"{_INSTANCE}/stop", "instances.stop", self._stop),
             route("DELETE", _INSTANCE, "instances.delete", self._delete),
             route("POST", f"{_INSTANCE}/setLabels", "instances.setLabels", self._set_labels),
+            route("GET", f"{_ZONE}/machineTypes/(?P<type>{SEG})", "machineTypes.get", self._get_machine_type),
             route("GET", f"{_ZONE}/operations/(?P<op>{SEG})", "zoneOperations.get", self._get_op),
             route("POST", f"{_ZONE}/operations/(?P<op>{SEG})/wait", "zoneOperations.wait", self._wait_op),
             route("GET", f"{_ZONE}/instanceGroupManagers/(?P<igm>{SEG})", "instanceGroupManagers.get", self._get_igm),
@@ -242,18 +261,28 @@ class Compute:
     def _aggregated(self, call: Call, m: re.Match[str]) -> Reply:
         from google.cloud import compute_v1
 
-        if call.arg("filter"):
-            raise ComputeError(400, "invalid", "The GCP emulator does not implement Compute list filters.")
+        matches = compile_filter(call.arg("filter")) if call.arg("filter").strip() else None
         project = m["project"]
         with self._lock:
             found = sorted(
                 (i for (p, _, _), i in self.instances.items() if p == project), key=lambda i: (i.zone, i.name)
             )
+            if matches is not None:
+                found = [i for i in found if matches(_as_json(i.to_proto()))]
             chunk, token = page(found, call, compute=True)
             items: dict[str, compute_v1.InstancesScopedList] = {}
             for instance in chunk:
                 scoped = items.setdefault(f"zones/{instance.zone}", compute_v1.InstancesScopedList())
                 scoped.instances.append(instance.to_proto())
+            for zone in sorted(self.unreachable_zones):
+                items.pop(f"zones/{zone}", None)
+                items[f"zones/{zone}"] = compute_v1.InstancesScopedList(
+                    warning=compute_v1.Warning(
+                        code="UNREACHABLE",
+                        message=f"Scope 'zones/{zone}' is unreachable; the results may be incomplete.",
+                        data=[compute_v1.Data(key="scope", value=f"zones/{zone}")],
+                    )
+                )
             for p, zone in sorted(self._zones_seen):
                 scope = f"zones/{zone}"
                 if p == project and scope not in items and not any(i.zone == zone for i in found):
@@ -294,27 +323,42 @@ class Compute:
         with self._lock:
             return proto_reply(self._instance(m).to_proto(), call)
 
+    def _repeated(self, call: Call, m: re.Match[str]) -> Reply | None:
+        """The earlier operation of a write that repeats its ``requestId``; None for a new request."""
+        request_id = call.arg("requestId")
+        op = self._requests.get((m["project"], request_id)) if request_id else None
+        return proto_reply(op.to_proto(), call) if op is not None else None
+
+    def _remember(self, call: Call, op: ComputeOperation) -> ComputeOperation:
+        if call.arg("requestId"):
+            self._requests[(op.project, call.arg("requestId"))] = op
+        return op
+
     def _stop(self, call: Call, m: re.Match[str]) -> Reply:
         with self._lock:
+            if (earlier := self._repeated(call, m)) is not None:
+                return earlier
             instance = self._instance(m)
 
             def apply() -> None:
                 instance.status = "TERMINATED"
 
-            op = self._start(instance, "stop", apply)
+            op = self._remember(call, self._start(instance, "stop", apply))
             if not op.staged.done and instance.status != "TERMINATED":
                 instance.status = "STOPPING"
             return proto_reply(op.to_proto(), call)
 
     def _delete(self, call: Call, m: re.Match[str]) -> Reply:
         with self._lock:
+            if (earlier := self._repeated(call, m)) is not None:
+                return earlier
             instance = self._instance(m)
             key = (instance.project, instance.zone, instance.name)
 
             def apply() -> None:
                 self.instances.pop(key, None)
 
-            op = self._start(instance, "delete", apply)
+            op = self._remember(call, self._start(instance, "delete", apply))
             if not op.staged.done and instance.status == "RUNNING":
                 instance.status = "STOPPING"
             return proto_reply(op.to_proto(), call)
@@ -326,6 +370,8 @@ class Compute:
         labels = dict(request.labels)
         _check_labels(labels)
         with self._lock:
+            if (earlier := self._repeated(call, m)) is not None:
+                return earlier
             instance = self._instance(m)
             if request.label_fingerprint != label_fingerprint(instance.labels):
                 message = "Labels fingerprint either invalid or resource labels have changed"
@@ -334,7 +380,34 @@ class Compute:
             def apply() -> None:
                 instance.labels = labels
 
-            return proto_reply(self._start(instance, "setLabels", apply).to_proto(), call)
+            return proto_reply(self._remember(call, self._start(instance, "setLabels", apply)).to_proto(), call)
+
+    def _get_machine_type(self, call: Call, m: re.Match[str]) -> Reply:
+        from google.cloud import compute_v1
+
+        found = MACHINE_TYPES.get(m["type"])
+        if found is None:
+            raise ComputeError(
+                404,
+                "notFound",
+                f"The resource 'projects/{m['project']}/zones/{m['zone']}/machineTypes/{m['type']}' was not found",
+            )
+        zone_url = f"{COMPUTE}/projects/{m['project']}/zones/{m['zone']}"
+        machine = compute_v1.MachineType(
+            kind="compute#machineType",
+            id=int(hashlib.sha256(found.name.encode()).hexdigest()[:12], 16),
+            name=found.name,
+            description=found.description,
+            guest_cpus=found.cpus,
+            memory_mb=found.memory_mb,
+            accelerators=[
+                compute_v1.Accelerators(guest_accelerator_type=kind, guest_accelerator_count=count)
+                for kind, count in found.accelerators
+            ],
+            zone=m["zone"],
+            self_link=f"{zone_url}/machineTypes/{found.name}",
+        )
+        return proto_reply(machine, call)
 
     def _get_op(self, call: Call, m: re.Match[str]) -> Reply:
         with self._lock:
@@ -389,3 +462,21 @@ def _check_labels(labels: dict[str, str]) -> None:
     for key, value in labels.items():
         if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
             raise ComputeError(400, "invalid", f"Invalid value for field 'labels': '{key}={value}'.")
+
+
+def _as_json(message: compute_v1.Instance) -> dict[str, Any]:
+    """The instance as the API renders it (camelCase names), which is what a list filter's fields name."""
+    from google.cloud import compute_v1
+
+    rendered: dict[str, Any] = json.loads(compute_v1.Instance.to_json(message, indent=None))
+    return rendered
+
+
+def rate_limit_403(metric: str = "Read requests", reason: str = "rateLimitExceeded") -> ComputeError:
+    """A Compute Engine rate quota exceeded, as Compute answers it: HTTP 403 (not 429), reason ``rateLimitExceeded``
+    in domain ``usageLimits``, and the quota metric and its per-minute limit in the message."""
+    message = (
+        f"Quota exceeded for quota metric '{metric}' and limit '{metric} per minute' of service "
+        "'compute.googleapis.com' for consumer 'project_number:123456789012'."
+    )
+    return ComputeError(403, reason, message, domain="usageLimits")

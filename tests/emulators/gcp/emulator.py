@@ -27,7 +27,9 @@ from werkzeug.wrappers import Request, Response
 from tests.emulators.base import Emulator, FaultKind, RunningServer, start
 from tests.emulators.gcp.compute import Compute, Instance
 from tests.emulators.gcp.gke import Autoscaling, Gke, Pool
+from tests.emulators.gcp.machine_types import MachineTypes
 from tests.emulators.gcp.quotas import COMPUTE_SERVICE, Quotas
+from tests.emulators.gcp.regions import Regions
 from tests.emulators.gcp.wire import ApiError, Call, GoogleError, Route, permission_403, rate_limit_403
 
 ENV_VAR = "GPU_JOBS_GCP_ENDPOINT"
@@ -65,10 +67,14 @@ class GcpEmulator(Emulator):
         self.compute = Compute(
             lock, lambda: self.operation_polls, self.gke, lambda: self.operation_seconds, self.wake_at
         )
+        self.regions = Regions(lock, self.quotas)
+        self.machine_types = MachineTypes(lock)
         # Errors armed per operation beyond the shared fault kinds (e.g. a 403 rate limit): operation -> queue.
         self._errors: dict[str, list[ApiError]] = {}
         self._routes: list[tuple[Route, _FaultRenderer]] = [
-            (r, service.fault) for service in (self.gke, self.quotas, self.compute) for r in service.routes()
+            (r, service.fault)
+            for service in (self.gke, self.quotas, self.compute, self.regions, self.machine_types)
+            for r in service.routes()
         ]
 
     # ----- wiring -----
@@ -197,8 +203,21 @@ class GcpEmulator(Emulator):
         labels: Mapping[str, str] | None = None,
         status: str = "RUNNING",
         spot: bool = False,
+        metadata: Mapping[str, str] | None = None,
     ) -> Instance:
-        instance = Instance(project, zone, name, machine_type, list(accelerators), dict(labels or {}), status, spot)
+        """An instance; ``accelerators`` are its attached GPUs (``guestAccelerators``: none for a type that has them
+        built in, such as a2-highgpu-1g), ``metadata`` its metadata items (``created-by`` for a MIG member)."""
+        instance = Instance(
+            project,
+            zone,
+            name,
+            machine_type,
+            list(accelerators),
+            dict(labels or {}),
+            status,
+            spot,
+            dict(metadata or {}),
+        )
         self.compute.add_instance(instance)
         return instance
 

@@ -58,6 +58,8 @@ _MUTABLE = {"quotaConfig", "quotaConfig.preferredValue", "justification", "conta
 _IMMUTABLE = {"service", "quotaId", "dimensions"}
 _FILTER_TERM = re.compile(r'^\s*(service|quotaId|reconciling)\s*=\s*"?([^"\s]+)"?\s*$')
 BELOW_USAGE = "QUOTA_DECREASE_BELOW_USAGE"
+#: A per-family GPU quota id and its Compute metric's stem: PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region.
+_PER_FAMILY = re.compile(r"((?:PREEMPTIBLE-)?NVIDIA-[A-Z0-9-]+?-GPUS)-per-project-region")
 PERCENTAGE_TOO_HIGH = "QUOTA_DECREASE_PERCENTAGE_TOO_HIGH"
 #: ``QuotaSafetyCheck`` as the REST transport sends it: by number (``enum-encoding=int``) or by name.
 _SAFETY_CHECKS = {
@@ -208,6 +210,29 @@ class Quotas:
         with self._lock:
             entry = self._lookup(project, service, quota_id)
             return entry.value_for(dims) if entry else 0
+
+    def region_quotas(self, project: str, region: str) -> dict[str, tuple[int, int]]:
+        """Compute's view of the region's quotas (``regions.get`` ``quotas[]``): metric -> (limit, usage). The
+        per-family GPU quota ids and ``GPUS-PER-GPU-FAMILY`` (where set for a family) are the same Compute metric."""
+        dims = {"region": region}
+        found: dict[str, tuple[int, int]] = {}
+        with self._lock:
+            for quota_id in CATALOG:
+                entry = self._lookup(project, COMPUTE_SERVICE, quota_id)
+                family = _PER_FAMILY.fullmatch(quota_id)
+                if entry is not None and family is not None:
+                    found[family[1].replace("-", "_")] = (entry.value_for(dims), entry.usage_for(dims))
+            by_family = self.entries.get((project, COMPUTE_SERVICE, "GPUS-PER-GPU-FAMILY-per-project-region"))
+            if by_family is not None:
+                for keys in (*by_family.values, *by_family.usage):
+                    values = dict(keys)
+                    if values.get("region") == region and "gpu_family" in values:
+                        limit, usage = by_family.value_for(values), by_family.usage_for(values)
+                        found[f"{values['gpu_family']}_GPUS"] = (limit, usage)
+            cpus = self._lookup(project, COMPUTE_SERVICE, "CPUS-per-project-region")
+            if cpus is not None:
+                found["CPUS"] = (cpus.value_for(dims), cpus.usage_for(dims))
+        return found
 
     def grant(self, name: str, value: int | None = None, after_s: float = 0.0) -> None:
         """Approve an open increase (all of it, or ``value``: a partial grant), now or ``after_s`` from now."""

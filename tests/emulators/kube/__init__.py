@@ -18,6 +18,9 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
 - quota scopes for pods (``scopes`` and ``scopeSelector``: Terminating, NotTerminating, BestEffort, NotBestEffort,
   PriorityClass, CrossNamespacePodAffinity); VolumeAttributesClass is refused with 422, PriorityClass objects are not
   served (a pod's ``priorityClassName`` is not checked);
+- apps/v1 deployments, replicasets, statefulsets (+ ``status``, ``scale`` as ``autoscaling/v1`` Scale) with minimal
+  controllers (a Deployment's one ReplicaSet follows its replicas; ReplicaSets and StatefulSets create and gracefully
+  delete pods to match, see :mod:`.apps`), and seeding of whole GPU workloads (:mod:`.workloads`);
 - core/v1 serviceaccounts, pods/log (what whoever runs the pod wrote: the sandbox's job executor); batch/v1
   cronjobs and jobs (defaulted and validated; no controllers: nothing schedules or runs them by itself);
   rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles, clusterrolebindings, enforced for ServiceAccount
@@ -25,7 +28,14 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
   (limited only by ``allowed``);
 - watches of a collection as JSON lines, found by polling the store (what ``kubectl wait`` and ``get -w`` need);
   no watch-list (``sendInitialEvents``: client-go falls back to list + watch), no watch of one named object;
-- no garbage collection, no graceful deletion (deletes are immediate).
+- graceful deletion of pods: a DELETE or an eviction sets ``deletionTimestamp`` (now + grace) and
+  ``deletionGracePeriodSeconds`` (the request's ``gracePeriodSeconds``, else the pod's
+  ``terminationGracePeriodSeconds``, 30 when a seeded pod lacks it); the pod stays listed, Terminating and charged
+  to quota until that time has passed on the emulator's clock, then it is gone (no kubelet to finish sooner).
+  Grace 0, a pod on no node and a finished pod go at once; a second DELETE may only shorten the deadline;
+  DeleteOptions preconditions (uid, resourceVersion) are 409 on a mismatch, ``metadata.uid`` in a patch is 422. The
+  seeding API's ``Cluster.delete`` removes at once (a force delete);
+- no garbage collection (deleting an owner leaves its dependents).
 
 Entry points: the ``kube`` / ``kube_client`` fixtures (:mod:`.fixtures`), :func:`.fixtures.start_kube` for a
 standalone server, the builders in :mod:`.seed`.

@@ -44,6 +44,18 @@ def default_pod(pod: Json) -> None:
     spec.setdefault("dnsPolicy", "ClusterFirst")
 
 
+def pod_grace(pod: Json, delete_options: Json) -> int | None:
+    """The pod strategy's CheckGracefulDelete: the request's ``gracePeriodSeconds``, else the pod's
+    ``terminationGracePeriodSeconds`` (30 when a seeded pod lacks it, as API defaulting would have set it); a
+    negative value is 1. None (delete at once) for a pod on no node or one that has finished."""
+    spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
+    if not spec.get("nodeName") or phase in TERMINAL_PHASES:
+        return None
+    requested = delete_options.get("gracePeriodSeconds")
+    grace = int(requested) if requested is not None else int(spec.get("terminationGracePeriodSeconds", 30))
+    return 1 if grace < 0 else grace
+
+
 Amount = tuple[Fraction, str]  # a quantity's value and its format family, which decides how it prints
 
 

@@ -11,10 +11,10 @@ import itertools
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import admission, managed_fields, validation
+from . import admission, apps, managed_fields, validation
 from .errors import not_found
 from .resources import RESOURCE_TYPES, ResourceType, by_kind
 
@@ -72,6 +72,11 @@ class Cluster:
             #: test that needs to see the Terminating state raises it.
             self.namespace_termination_s = 0.0
             self._terminating: dict[str, datetime] = {}
+            #: Pods deleted gracefully through the API: (namespace, name) -> (uid, when the kubelet is done with
+            #: them). Exact to the microsecond (``deletionTimestamp`` is whole seconds, as on the wire).
+            self._pod_deadlines: dict[tuple[str, str], tuple[str, datetime]] = {}
+            #: The resourceVersion the workload controllers last looked at (they run only after a change).
+            self._reconciled_rv = -1
             self._objects = {rt.key: {} for rt in RESOURCE_TYPES}
             self._keys = {rt.key: [] for rt in RESOURCE_TYPES}
             self._list_keys = {}
@@ -194,6 +199,61 @@ class Cluster:
                     if self.stored(resource_type("namespaces"), "", name) is not None:
                         self.remove(resource_type("namespaces"), "", name)
 
+    def terminate_pod(self, pod: Json, grace_s: int, deadline: datetime | None = None) -> Json:
+        """A pod deleted gracefully: ``deletionTimestamp`` (now + grace, as the real server sets it) and
+        ``deletionGracePeriodSeconds``; still listed, still charged to quota, until :meth:`expire_pods` removes it
+        once the grace period has passed (what the kubelet does after stopping its containers)."""
+        meta = pod["metadata"]
+        deadline = deadline or self.now() + timedelta(seconds=grace_s)
+        meta["deletionTimestamp"] = timestamp(deadline)
+        meta["deletionGracePeriodSeconds"] = grace_s
+        self._pod_deadlines[(meta["namespace"], meta["name"])] = (meta["uid"], deadline)
+        return self.commit(resource_type("pods"), pod)
+
+    def pod_deadline(self, namespace: str, name: str) -> datetime | None:
+        entry = self._pod_deadlines.get((namespace, name))
+        return entry[1] if entry else None
+
+    def expire_pods(self) -> None:
+        """Remove the gracefully deleted pods whose grace period has passed. Called on every API request and every
+        read through the seeding API, so no observer ever sees a pod after its time is up."""
+        with self.lock:
+            if not self._pod_deadlines:
+                return
+            now, pods = self.now(), resource_type("pods")
+            for key, (uid, deadline) in list(self._pod_deadlines.items()):
+                stored = self.stored(pods, *key)
+                if stored is None or stored["metadata"].get("uid") != uid:
+                    del self._pod_deadlines[key]  # gone another way (its namespace, a force delete)
+                elif now >= deadline:
+                    del self._pod_deadlines[key]
+                    self.remove(pods, *key)
+
+    def settle(self) -> None:
+        """Everything due: pods past their grace period, the workload controllers (:mod:`.apps`), namespaces done
+        terminating. Before every request is answered and every seeded read."""
+        with self.lock:
+            self.expire_pods()
+            self.reconcile_workloads()
+            self.finalize_namespaces()
+
+    def reconcile_workloads(self) -> None:
+        """The Deployment, ReplicaSet and StatefulSet controllers, after any change (cheap when nothing changed or
+        no namespace has a workload: a 10,000-pod list pays nothing for them)."""
+        with self.lock:
+            if self._rv == self._reconciled_rv:
+                return
+            namespaces = sorted(
+                {
+                    key[0]
+                    for kind in ("deployments", "replicasets", "statefulsets")
+                    for key in self._keys[f"{kind}.apps"]
+                }
+            )
+            if namespaces:
+                apps.reconcile(self, namespaces)
+            self._reconciled_rv = self._rv
+
     def _react(self, rt: ResourceType, namespace: str) -> None:
         """Synchronous stand-ins for the quota and disruption controllers."""
         if rt.namespaced:  # every namespaced object may count against a count/<resource> quota
@@ -251,14 +311,17 @@ class Cluster:
         """A copy of a stored object, or None. ``kind`` is a kind, plural or short name (``Pod``, ``pods``, ``po``)."""
         rt = resource_type(kind, api_version)
         with self.lock:
+            self.settle()
             obj = self.stored(rt, namespace or ("default" if rt.namespaced else ""), name)
             return copy.deepcopy(obj) if obj is not None else None
 
     def list(self, kind: str, namespace: str | None = None, api_version: str | None = None) -> list[Json]:
         with self.lock:
+            self.settle()
             return [copy.deepcopy(o) for o in self.scan(resource_type(kind, api_version), namespace)]
 
     def delete(self, kind: str, name: str, namespace: str = "", api_version: str | None = None) -> None:
+        """Remove an object at once (a force delete, or the cloud taking a node away), whatever its grace period."""
         rt = resource_type(kind, api_version)
         with self.lock:
             self.require(rt, namespace or ("default" if rt.namespaced else ""), name)

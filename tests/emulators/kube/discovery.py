@@ -77,6 +77,18 @@ def resource_list(group: str, version: str) -> Json | None:
                         "verbs": ["create"],
                     }
                 )
+            elif sub == "scale":
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/scale",
+                        "singularName": "",
+                        "namespaced": True,
+                        "group": "autoscaling",
+                        "version": "v1",
+                        "kind": "Scale",
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
             elif sub == "log":
                 resources.append(
                     {

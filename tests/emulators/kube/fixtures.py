@@ -18,6 +18,7 @@ import yaml
 
 from tests.emulators.base import FaultKind, Faults, RequestLog, RunningServer, start
 
+from . import workloads
 from .cluster import Cluster
 from .server import KubeEmulator
 
@@ -84,6 +85,18 @@ class KubeHandle:
 
     def list(self, kind: str, namespace: str | None = None, api_version: str | None = None) -> list[Json]:
         return self.cluster.list(kind, namespace, api_version)
+
+    def seed_deployment(self, name: str, namespace: str = "default", **options: Any) -> workloads.Seeded:
+        """A Deployment, its ReplicaSet and its Running GPU pods on ``nodes`` (:func:`.workloads.deployment`)."""
+        return workloads.deployment(self.cluster, name, namespace, **options)
+
+    def seed_statefulset(self, name: str, namespace: str = "default", **options: Any) -> workloads.Seeded:
+        """A StatefulSet and its Running GPU pods ``<name>-<i>`` on ``nodes`` (:func:`.workloads.statefulset`)."""
+        return workloads.statefulset(self.cluster, name, namespace, **options)
+
+    def seed_job(self, name: str, namespace: str = "default", **options: Any) -> workloads.Seeded:
+        """A batch/v1 Job and its Running GPU pods, one per node (:func:`.workloads.job`)."""
+        return workloads.job(self.cluster, name, namespace, **options)
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` loaded from the kubeconfig (close it, or use it as a context manager)."""

@@ -101,6 +101,12 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # What an install is made of (kubectl apply -k), and the Jobs a CronJob or `kubectl create job` starts.
     ResourceType("batch", "v1", "CronJob", "cronjobs", True, ("cj",), ("status",), (), False, ("all",)),
     ResourceType("batch", "v1", "Job", "jobs", True, (), ("status",), ("status.successful",), False, ("all",)),
+    # Workloads whose pods the sweep scales away (apps/v1, with the autoscaling/v1 scale subresource).
+    ResourceType(
+        "apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status", "scale"), (), False, ("all",)
+    ),
+    ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status", "scale"), (), False, ("all",)),
+    ResourceType("apps", "v1", "StatefulSet", "statefulsets", True, ("sts",), ("status", "scale"), (), False, ("all",)),
     ResourceType(RBAC_GROUP, "v1", "Role", "roles", True),
     ResourceType(RBAC_GROUP, "v1", "RoleBinding", "rolebindings", True),
     ResourceType(RBAC_GROUP, "v1", "ClusterRole", "clusterroles", False),

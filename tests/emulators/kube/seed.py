@@ -71,10 +71,15 @@ def gpu_pod(
     phase: str = "Running",
     created: datetime | None = None,
     image: str = "nvcr.io/nvidia/pytorch:25.01-py3",
+    grace_s: int | None = None,
+    started: datetime | None = None,
+    owner: Json | None = None,
 ) -> Json:
     """A pod with one container asking ``gpus`` of ``resource`` (as a limit and request, like real GPU pods).
 
     ``phase`` Running comes with a Ready condition, which is what a disruption budget counts as healthy.
+    ``grace_s`` is its ``terminationGracePeriodSeconds`` (absent: the emulator deletes it as if defaulted to 30);
+    ``started`` its ``status.startTime``; ``owner`` its controller (:func:`controller_ref`).
     """
     meta: Json = {
         "name": name,
@@ -93,11 +98,17 @@ def gpu_pod(
     }
     if node:
         spec["nodeName"] = node
+    if grace_s is not None:
+        spec["terminationGracePeriodSeconds"] = grace_s
+    if owner is not None:
+        meta["ownerReferences"] = [dict(owner)]
     running = phase == "Running"
     status: Json = {
         "phase": phase,
         "conditions": [{"type": "Ready", "status": "True" if running else "False"}],
     }
+    if started is not None:
+        status["startTime"] = timestamp(started)
     if running:
         status["containerStatuses"] = [
             {"name": "main", "ready": True, "restartCount": 0, "image": image, "imageID": "", "state": {"running": {}}}

@@ -230,7 +230,7 @@ class KubeEmulator(Emulator):
     def _resource(
         self, request: Request, method: str, target: Route, body: bytes, caller: rbac.ServiceAccountCaller | None
     ) -> Response:
-        self.cluster.finalize_namespaces()
+        self.cluster.settle()
         args = request.args
         rt, namespace, name, sub = target.rt, target.namespace or "", target.name, target.subresource
         options = WriteOptions(
@@ -253,7 +253,14 @@ class KubeEmulator(Emulator):
         if method == "GET" and sub == "log":
             self.api.get(rt, namespace, name)  # 404 for a pod that is not there
             return Response(self.cluster.pod_log(namespace, name), 200, content_type="text/plain")
-        if method == "GET" and name:
+        if method == "GET" and sub == "scale":
+            result = self.api.get_scale(rt, namespace, name)
+        elif method == "PUT" and sub == "scale":
+            result = self.api.replace_scale(rt, namespace, name, _body(request, rt), options)
+        elif method == "PATCH" and sub == "scale":
+            content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
+            result = self.api.patch_scale(rt, namespace, name, content_type, body, options)
+        elif method == "GET" and name:
             result = self.api.get(rt, namespace, name)
             if not sub and _wants_table(request):
                 return _json(
@@ -300,11 +307,13 @@ class KubeEmulator(Emulator):
             result, created = self.api.patch(rt, namespace, name, content_type, body, options, sub)
             status = 201 if created else 200
         elif method == "DELETE" and name and not sub:
-            result = self.api.delete(rt, namespace, name, _body(request, rt) if body else None, options)
+            result = self.api.delete(rt, namespace, name, _delete_options(request, rt, body), options)
         elif method == "DELETE" and not name:
-            result = self._delete_collection(target, args, options)
+            result = self._delete_collection(target, args, _delete_options(request, rt, body), options)
         else:
             raise method_not_allowed()
+        if method != "GET":
+            self.cluster.settle()  # the controllers react to the write now (its answer is already made)
         response = _json(result, status)
         for warning in options.warnings:
             response.headers.add("Warning", f'299 - "{_escape(warning)}"')
@@ -351,11 +360,12 @@ class KubeEmulator(Emulator):
 
         return Response(stream(), 200, content_type="application/json", direct_passthrough=True)
 
-    def _delete_collection(self, target: Route, args: Any, options: WriteOptions) -> Json:
+    def _delete_collection(self, target: Route, args: Any, delete_options: Json | None, options: WriteOptions) -> Json:
         listing = ListOptions(args.get("labelSelector", ""), args.get("fieldSelector", ""))
         found = self.api.list(target.rt, target.namespace, listing)
         for item in found["items"]:
-            self.api.delete(target.rt, item["metadata"].get("namespace", ""), item["metadata"]["name"], None, options)
+            meta = item["metadata"]
+            self.api.delete(target.rt, meta.get("namespace", ""), meta["name"], delete_options, options)
         return found
 
 
@@ -412,6 +422,21 @@ def _body(request: Request, rt: ResourceType) -> Any:
 
 
 _BODY_TYPES = ("application/json", "application/yaml")
+
+
+def _delete_options(request: Request, rt: ResourceType, body: bytes) -> Json | None:
+    """DeleteOptions as the real handler reads them: the body when there is one, else the query parameters
+    (``gracePeriodSeconds``, as the Python client and curl send it)."""
+    if body:
+        decoded = _body(request, rt)
+        return decoded if isinstance(decoded, dict) else None
+    grace = request.args.get("gracePeriodSeconds")
+    if grace is None:
+        return None
+    try:
+        return {"gracePeriodSeconds": int(grace)}
+    except ValueError as error:
+        raise bad_request(f"gracePeriodSeconds: Invalid value: {grace!r}: must be an integer") from error
 
 
 def _json_body(body: bytes) -> Any:

@@ -42,6 +42,8 @@ def _pod_ready(obj: Json, _: datetime) -> str:
 def _pod_status(obj: Json, _: datetime) -> str:
     """The phase, or as kubectl shows a finished pod: its container's termination reason (Completed, Error)."""
     status = obj.get("status") or {}
+    if (obj.get("metadata") or {}).get("deletionTimestamp") and status.get("phase") not in ("Succeeded", "Failed"):
+        return "Terminating"  # printPod: a pod being deleted shows so until it is gone
     for container in status.get("containerStatuses") or []:
         reason = ((container.get("state") or {}).get("terminated") or {}).get("reason")
         if reason:
@@ -100,6 +102,16 @@ def _job_duration(obj: Json, now: datetime) -> str:
 
 
 _AGE: Column = ("Age", "string", 0, age)
+
+
+def _status_int(key: str) -> Callable[[Json, datetime], int]:
+    return lambda o, _: int((o.get("status") or {}).get(key, 0))
+
+
+def _ready_of_desired(obj: Json, _: datetime) -> str:
+    return f"{(obj.get('status') or {}).get('readyReplicas', 0)}/{(obj.get('spec') or {}).get('replicas', 1)}"
+
+
 COLUMNS: dict[str, list[Column]] = {
     "pods": [
         ("Name", "string", 0, _name),
@@ -161,6 +173,21 @@ COLUMNS: dict[str, list[Column]] = {
         ("Active", "integer", 0, lambda o, _: len((o.get("status") or {}).get("active") or [])),
         _AGE,
     ],
+    "deployments": [
+        ("Name", "string", 0, _name),
+        ("Ready", "string", 0, _ready_of_desired),
+        ("Up-to-date", "integer", 0, _status_int("updatedReplicas")),
+        ("Available", "integer", 0, _status_int("availableReplicas")),
+        _AGE,
+    ],
+    "replicasets": [
+        ("Name", "string", 0, _name),
+        ("Desired", "integer", 0, lambda o, _: int((o.get("spec") or {}).get("replicas", 1))),
+        ("Current", "integer", 0, _status_int("replicas")),
+        ("Ready", "integer", 0, _status_int("readyReplicas")),
+        _AGE,
+    ],
+    "statefulsets": [("Name", "string", 0, _name), ("Ready", "string", 0, _ready_of_desired), _AGE],
     "configmaps": [
         ("Name", "string", 0, _name),
         ("Data", "string", 0, lambda o, _: str(len(o.get("data") or {}))),

@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
-from . import batch
+from . import apps, batch
 from .errors import bad_request, invalid
 from .quantity import QuantityError, canonical, parse
 from .resources import ResourceType
@@ -525,6 +525,8 @@ def validate_semantics(rt: ResourceType, obj: Json, old: Json | None = None) -> 
         causes += _pod_update_causes(old, obj)
     if rt.kind == "Job":
         causes += batch.job_causes(obj, old)
+    if rt.kind in apps.KINDS:
+        causes += apps.causes(obj, old)
     if (
         old is not None
         and rt.kind in ("RoleBinding", "ClusterRoleBinding")

@@ -10,16 +10,18 @@ import copy
 import json
 import random
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import yaml
 
-from . import admission, batch, managed_fields, patches
+from . import admission, apps, batch, managed_fields, patches
 from .cluster import Cluster, timestamp
 from .errors import (
     ApiError,
     already_exists,
     bad_request,
+    conflict,
     internal_error,
     invalid,
     namespace_terminating,
@@ -85,6 +87,7 @@ class Api:
         fields = parse_field_selector(options.field_selector, rt)
         start, list_rv = _decode_continue(options.continue_token)
         with self.cluster.lock:
+            self.cluster.settle()  # a watch looks through list: it must see what is due (pods whose time is up)
             rv = list_rv or str(self.cluster.resource_version)
             candidates = self.cluster.ordered(rt, namespace)
             if start:
@@ -131,7 +134,13 @@ class Api:
                 raise not_found("namespaces", "", namespace)
             if home["metadata"].get("deletionTimestamp"):
                 raise namespace_terminating(rt.plural, rt.group, name, namespace)
-        for server_field in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+        for server_field in (
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ):
             meta.pop(server_field, None)
         _reset_status_on_create(rt, obj)
         validate_semantics(rt, obj)
@@ -171,6 +180,11 @@ class Api:
             expected = obj["metadata"].get("resourceVersion")
             if expected and expected != old["metadata"]["resourceVersion"]:
                 raise stale(rt.plural, rt.group, name)
+            uid = obj["metadata"].get("uid")
+            if uid and uid != old["metadata"]["uid"]:
+                # An update's uid is a storage precondition (defaultUpdatedObjectInfo.Preconditions).
+                why = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata']['uid']}"
+                raise conflict(rt.plural, rt.group, name, why)
             return self._update(rt, old, obj, options, subresource), False
 
     def _update(
@@ -184,6 +198,7 @@ class Api:
             "creationTimestamp",
             "generation",
             "deletionTimestamp",
+            "deletionGracePeriodSeconds",
             *(("managedFields",) if track else ()),
         )
         for kept in kept_fields:
@@ -241,6 +256,7 @@ class Api:
                 raise stale(rt.plural, rt.group, name)
             if (patched.get("metadata") or {}).get("name") != name:
                 raise bad_request("metadata.name: the name of a patched object cannot change")
+            _check_uid_unchanged(rt, old, patched)
             obj = self._decoded(rt, namespace, patched, options)
             return self._update(rt, old, obj, options, subresource), False
 
@@ -281,26 +297,78 @@ class Api:
                     raise not_found(rt.plural, rt.group, name)
                 return self._create(rt, merged, options, track=False), True
             merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            _check_uid_unchanged(rt, old, {"metadata": {"uid": config["metadata"].get("uid")}})
             return self._update(rt, old, merged, options, subresource, track=False), False
+
+    # The scale subresource (autoscaling/v1 Scale of a Deployment, ReplicaSet or StatefulSet) ---------------------
+
+    def get_scale(self, rt: ResourceType, namespace: str, name: str) -> Json:
+        with self.cluster.lock:
+            return apps.scale_of(copy.deepcopy(self.cluster.require(rt, namespace, name)))
+
+    def replace_scale(self, rt: ResourceType, namespace: str, name: str, body: Any, options: WriteOptions) -> Json:
+        scale = self._decoded_scale(body, options)
+        with self.cluster.lock:
+            old = self.cluster.require(rt, namespace, name)
+            return apps.scale_of(self._update(rt, old, apps.scaled(rt, old, scale), options, "scale"))
+
+    def patch_scale(
+        self, rt: ResourceType, namespace: str, name: str, content_type: str, raw: bytes, options: WriteOptions
+    ) -> Json:
+        """A patch of the Scale (what ``kubectl scale`` sends: a merge patch of ``spec.replicas``), applied to the
+        owner's current Scale, then written as a replace of it."""
+        if content_type not in PATCH_TYPES[:2] + PATCH_TYPES[3:]:
+            raise unsupported_media_type([t for t in PATCH_TYPES if t != "application/apply-patch+yaml"])
+        try:
+            document = json.loads(raw or b"null")
+        except ValueError as error:
+            raise bad_request(f"error decoding patch: {error}") from error
+        with self.cluster.lock:
+            old = self.cluster.require(rt, namespace, name)
+            current = apps.scale_of(copy.deepcopy(old))
+            if content_type == "application/json-patch+json":
+                patched = patches.json_patch(current, document)
+            elif content_type == "application/merge-patch+json":
+                patched = patches.json_merge_patch(current, document)
+            else:
+                patched = patches.strategic_merge_patch(current, document)
+            scale = self._decoded_scale(patched, options)
+            return apps.scale_of(self._update(rt, old, apps.scaled(rt, old, scale), options, "scale"))
+
+    def _decoded_scale(self, body: Any, options: WriteOptions) -> Json:
+        if not isinstance(body, dict):
+            raise bad_request(
+                'Scale in version "v1" cannot be handled as a Scale: the request body is not a JSON object'
+            )
+        scale = copy.deepcopy(body)
+        scale.setdefault("apiVersion", "autoscaling/v1")
+        scale.setdefault("kind", "Scale")
+        options.warnings += decode(apps.SCALE, scale, options.field_validation)
+        return scale
 
     # Delete and eviction --------------------------------------------------------------------------------------
 
     def delete(self, rt: ResourceType, namespace: str, name: str, body: Any, options: WriteOptions) -> Json:
-        preconditions = (body or {}).get("preconditions") or {} if isinstance(body, dict) else {}
+        """DELETE with DeleteOptions (``body``): preconditions first (409), then a pod is deleted gracefully, a
+        namespace goes Terminating, anything else is removed at once."""
+        delete_options = body if isinstance(body, dict) else {}
+        preconditions = delete_options.get("preconditions") or {}
         with self.cluster.lock:
             obj = self.cluster.require(rt, namespace, name)
-            for key in ("uid", "resourceVersion"):
-                if preconditions.get(key) and preconditions[key] != obj["metadata"].get(key):
+            for key, shown in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                expected = preconditions.get(key)
+                if expected and expected != obj["metadata"].get(key):
+                    # rest.BeforeDelete's wording (it checks before storage does), on the kind, not the resource.
                     why = (
-                        f"Precondition failed: {key.upper() if key == 'uid' else 'ResourceVersion'} in precondition: "
-                        f"{preconditions[key]}, {key.upper() if key == 'uid' else 'ResourceVersion'} in object meta: "
-                        f"{obj['metadata'].get(key)}"
+                        f"the {shown} in the precondition ({expected}) does not match the {shown} in record "
+                        f"({obj['metadata'].get(key)}). The object might have been "
+                        + ("deleted and then recreated" if key == "uid" else "modified")
                     )
                     raise ApiError(
                         409,
                         "Conflict",
-                        f'Operation cannot be fulfilled on {rt.plural} "{name}": {why}',
-                        {"name": name, "kind": rt.plural},
+                        f'Operation cannot be fulfilled on {rt.kind} "{name}": {why}',
+                        {"name": name, "kind": rt.kind},
                     )
             if rt.kind == "Namespace":
                 # Terminating until the namespace controller has deleted its content (Cluster.finalize_namespaces).
@@ -310,6 +378,8 @@ class Api:
                 if not options.dry_run and not obj["metadata"].get("deletionTimestamp"):
                     deleted = copy.deepcopy(self.cluster.terminate_namespace(copy.deepcopy(deleted)))
                     self.cluster.finalize_namespaces()
+            elif rt.kind == "Pod" and (grace := admission.pod_grace(obj, delete_options)) is not None:
+                deleted = self._delete_gracefully(obj, grace, options)
             else:
                 deleted = copy.deepcopy(obj)
                 if not options.dry_run:
@@ -320,6 +390,29 @@ class Api:
         if rt.group:
             details["group"] = rt.group
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+    def _delete_gracefully(self, pod: Json, grace: int, options: WriteOptions) -> Json:
+        """rest.BeforeDelete for a pod: a first delete sets the deadline; a later one may only shorten it (a
+        longer or equal grace period, or none, leaves it as it is); a grace period of 0 removes the pod now."""
+        meta = pod["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        current, terminating = meta.get("deletionGracePeriodSeconds"), bool(meta.get("deletionTimestamp"))
+        if terminating and current and grace >= current:
+            return copy.deepcopy(pod)  # graceful deletion pending: the deadline stands
+        if grace == 0 or (terminating and not current):
+            deleted = copy.deepcopy(pod)
+            if not options.dry_run:
+                self.cluster.remove(_rt("pods"), namespace, name)
+            return deleted
+        deadline = self.cluster.now() + timedelta(seconds=grace)
+        first = self.cluster.pod_deadline(namespace, name) if terminating else None
+        if first is not None and current:  # shortened: counted from the first request, as the server recomputes it
+            deadline = first - timedelta(seconds=current) + timedelta(seconds=grace)
+        updated = copy.deepcopy(pod)
+        if options.dry_run:
+            updated["metadata"].update(deletionTimestamp=timestamp(deadline), deletionGracePeriodSeconds=grace)
+            return updated
+        return copy.deepcopy(self.cluster.terminate_pod(updated, grace, deadline))
 
     def evict(self, namespace: str, name: str, body: Any, options: WriteOptions) -> Json:
         if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction"):
@@ -374,6 +467,20 @@ class Api:
         return obj
 
 
+def _check_uid_unchanged(rt: ResourceType, old: Json, patched: Json) -> None:
+    """A patch that names another uid changes an immutable field: 422 (ValidateObjectMetaUpdate). This is what
+    makes ``metadata.uid`` in a patch a precondition: the patch lands only on the object that has that uid."""
+    uid = (patched.get("metadata") or {}).get("uid")
+    if uid and uid != old["metadata"]["uid"]:
+        name = old["metadata"]["name"]
+        raise invalid(
+            rt.kind,
+            rt.group,
+            name,
+            [("FieldValueInvalid", "metadata.uid", f'Invalid value: "{uid}": field is immutable')],
+        )
+
+
 def _rt(plural: str) -> ResourceType:
     found = find("", "v1", plural) or find("policy", "v1", plural)
     assert found is not None
@@ -426,6 +533,8 @@ def _reset_status_on_create(rt: ResourceType, obj: Json) -> None:
         obj.pop("status", None)
     elif rt.kind == "CronJob":
         batch.default_cronjob(obj)
+    elif rt.kind in apps.KINDS:
+        apps.default(obj)
 
 
 def _merge_subresource(rt: ResourceType, old: Json, new: Json, subresource: str) -> Json:

@@ -160,8 +160,8 @@ def test_extended_operation_result_when_the_answer_is_already_done(fleet: GcpEmu
     assert trainer.status == "TERMINATED"
 
 
-def test_unknown_operation_and_filter_are_refused(fleet: GcpEmulator) -> None:
+def test_unknown_operation_and_unemulated_filter_are_refused(fleet: GcpEmulator) -> None:
     with pytest.raises(exceptions.NotFound):
         clients.zone_operations(fleet.url).get(project=PROJECT, zone=ZONE_A, operation="operation-1-x")
     with pytest.raises(exceptions.BadRequest):
-        _scopes(fleet, filter="labels.owner:*")
+        _scopes(fleet, filter="name eq 'trainer-.*'")  # the legacy regular-expression syntax

@@ -50,7 +50,9 @@ def test_eviction_deletes_until_the_budget_would_be_violated(kube: KubeHandle, k
         "status": "Success",
         "code": 201,
     }
-    assert kube.get("Pod", "trainer-0", "default") is None
+    evicted = kube.get("Pod", "trainer-0", "default")  # deleted gracefully: Terminating, no longer healthy
+    assert evicted is not None
+    assert evicted["metadata"]["deletionGracePeriodSeconds"] == 30
 
     with pytest.raises(ApiException) as caught:
         core.create_namespaced_pod_eviction("trainer-1", "default", _eviction("trainer-1"))
@@ -81,8 +83,10 @@ def test_max_unavailable_and_unprotected_pods(kube: KubeHandle, kube_client: Any
     kube.create(seed.gpu_pod("loner", node="gpu-1"))
     core.create_namespaced_pod_eviction("loner", "default", _eviction("loner"))
     kube.create(seed.gpu_pod("waiting", labels={"app": "trainer"}, phase="Pending"))
-    core.create_namespaced_pod_eviction("waiting", "default", _eviction("waiting"))
-    assert sorted(p["metadata"]["name"] for p in kube.list("Pod", "default")) == ["trainer-0", "trainer-1", "trainer-2"]
+    core.create_namespaced_pod_eviction("waiting", "default", _eviction("waiting"))  # on no node: gone at once
+    pods = {p["metadata"]["name"]: p["metadata"].get("deletionTimestamp") for p in kube.list("Pod", "default")}
+    assert sorted(name for name, deleting in pods.items() if not deleting) == ["trainer-0", "trainer-1", "trainer-2"]
+    assert pods["loner"]  # on a node: Terminating for its grace period
 
 
 def test_evicting_a_missing_pod_is_404_and_a_mismatched_name_400(kube: KubeHandle, kube_client: Any) -> None:

@@ -49,7 +49,9 @@ def test_a_pod_over_the_gpu_request_quota_is_refused_with_403(kube: KubeHandle, 
     assert quota.status.hard == {"requests.nvidia.com/gpu": "4"}
     assert quota.status.used == {"requests.nvidia.com/gpu": "4"}
 
-    core.delete_namespaced_pod("running", team)
+    core.delete_namespaced_pod("running", team)  # Terminating for its grace period: still charged
+    assert core.read_namespaced_resource_quota("gpu", team).status.used == {"requests.nvidia.com/gpu": "4"}
+    core.delete_namespaced_pod("running", team, grace_period_seconds=0)
     assert core.read_namespaced_resource_quota("gpu", team).status.used == {"requests.nvidia.com/gpu": "1"}
 
 

@@ -159,7 +159,8 @@ def test_aks_system_pool_in_the_policy_is_refused(fleet: Fleet) -> None:
 
 
 def test_wait_postpones_and_records_when(fleet: Fleet) -> None:
-    fleet.kube.create(gpu_pod("train-0", "team-a", node="ip-10-0-1-1", gpus=8))
+    # Evicted pods stay Terminating for their grace period (1 s here), and the drain waits for them to go.
+    fleet.kube.create(gpu_pod("train-0", "team-a", node="ip-10-0-1-1", gpus=8, grace_s=1))
     report = fleet.run(EVENING, only="train")
     assert report.results == ()
     assert (
