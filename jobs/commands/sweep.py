@@ -20,7 +20,7 @@ from jobs.runner import ScopeReport, ScopeWork
 from jobs.scopes import Scope, account_scopes, cluster_scopes
 from jobs.settings import SettingsError, add_run_arguments, choice_setting, seconds_setting
 from jobs.sweep import instances, pods, report
-from jobs.sweep.ports import Instances, Metrics, Pods
+from jobs.sweep.ports import Instances, Metrics
 
 #: The ``jobs.adapters.kube`` modules each part is wired with: each CronJob's ServiceAccount is granted exactly the
 #: union of their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py). The pods part
@@ -28,12 +28,14 @@ from jobs.sweep.ports import Instances, Metrics, Pods
 #: its Lease in the install's cluster (its marks are the clouds' tags).
 KUBE_PORTS_PODS = ("pods", "lease")
 KUBE_PORTS_INSTANCES = ("lease",)
+#: Added where ``idlePods.action`` is ``scale-owner`` (kustomize/components/sweep-scale-owner): apps writes for no one
+#: else.
+KUBE_PORTS_SCALE_OWNER = ("owners",)
 KUBE_PORTS = tuple(dict.fromkeys(KUBE_PORTS_PODS + KUBE_PORTS_INSTANCES))
 
 #: Adapters, imported on first use: a pods-only install never imports a cloud SDK, an AWS-only policy never the
 #: Google one (the clouds' instance adapters are listed by ``jobs.sweep.instances.INSTANCE_ADAPTERS``).
 METRICS_ADAPTER = "jobs.adapters.prometheus:PrometheusMetrics"
-PODS_ADAPTER = "jobs.adapters.kube.pods:KubePods"
 PARTS = ("pods", "instances")
 PROMETHEUS_URL = "GPU_JOBS_PROMETHEUS_URL"
 
@@ -87,6 +89,7 @@ def prometheus_url() -> str | None:
 def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Scope, pods.ClusterSweep]:
     # The Kubernetes client is imported only by the jobs, not by validate or calendar.
     from jobs.adapters.kube import client, lease  # noqa: PLC0415
+    from jobs.adapters.kube.pods import KubePods  # noqa: PLC0415
 
     idle = section.idle_pods
     assert idle is not None
@@ -101,9 +104,8 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
         except client.ConfigException as exc:
             raise SettingsError(f"no Kubernetes configuration for cluster {scope.name}: {exc}") from None
         metrics: Metrics | None = _adapter(METRICS_ADAPTER, url, adapters) if url is not None else None
-        kube_pods: Pods = _adapter(PODS_ADAPTER, api)
         ports = pods.Ports(
-            metrics, kube_pods, lease.LeaseLock(api, client.job_namespace(), _lease(SWEEP_PODS_LEASE, scope))
+            metrics, KubePods(api), lease.LeaseLock(api, client.job_namespace(), _lease(SWEEP_PODS_LEASE, scope))
         )
         work[scope] = pods.ClusterSweep(
             scope,
