@@ -24,6 +24,7 @@ from jobs.core.idle_pods import (
 )
 from jobs.core.policy_sweep import IdlePods, LeakedMemory
 from jobs.errors import Busy, CloudError, Conflict, NotFound, Throttled
+from jobs.labels import SCALED_FROM_ANNOTATION
 from jobs.lease import RunLock
 from jobs.retry import Backoff
 from jobs.runner import ScopeReport, ScopeWork, Tally
@@ -74,6 +75,7 @@ class ItemResult:
     message: str = ""
 
 
+SCALED_FROM = f"its {SCALED_FROM_ANNOTATION} annotation has the replicas it had"
 #: The Event reason of an action, per action.
 ACTED = {"delete": "GpuIdlePodDeleted", "scale-owner": "GpuIdleOwnerScaledToZero"}
 
@@ -174,7 +176,8 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
             done = f"deleted {where}"
         else:
             scaled = self.backoff.call(lambda: self.ports.pods.scale_owner(pod), retryable=retry)
-            done = f"scaled {scaled} to 0 (restore from its gpu-jobs/scaled-from-replicas annotation)"
+            # "Deployment ml/llm from 2", or "... already at 0" (another pod of the same owner came first).
+            done = scaled if scaled.endswith("already at 0") else f"scaled {scaled} to 0 (restore: {SCALED_FROM})"
         message = f"{done}: {item.message}"
         self.log.warning("sweep.acted", namespace=pod.namespace, pod=pod.name, action=action, message=message)
         self._emit(pod, ACTED.get(action or "", "GpuIdleActed"), message, warning=True)
