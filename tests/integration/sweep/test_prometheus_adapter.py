@@ -50,10 +50,17 @@ def test_instant_vector_from_the_real_prometheus_separates_idle_and_busy(prometh
         assert "__name__" not in sample.labels  # *_over_time drops the name
         by_pod.setdefault(pod_of(sample.labels), []).append(sample.value)
     assert metrics.queries == 1
-    truth = {w.pod: w.idle_over(timedelta(hours=1)) for w in prometheus.workloads if GPU_UTIL in w.metrics() and w.pod}
+    truth: dict[str, list[bool]] = {}
+    for w in prometheus.workloads:
+        if GPU_UTIL in w.metrics() and w.pod:
+            truth.setdefault(w.pod, []).append(w.idle_over(timedelta(hours=1)))
+    assert set(truth) <= set(by_pod)
     for pod, idle in truth.items():
-        values = by_pod[pod]
-        assert all(v <= 3 for v in values) if idle else all(v >= 50 for v in values), (pod, values)
+        # One value per GPU (a 2-GPU pod has two), in some order: as many idle values as idle GPUs.
+        values = sorted(by_pod[pod])
+        assert len(values) == len(idle), (pod, values)
+        assert sum(v <= 3 for v in values) == sum(idle), (pod, values)
+        assert sum(v >= 50 for v in values) == len(idle) - sum(idle), (pod, values)
 
 
 @pytest.mark.prometheus
