@@ -228,6 +228,14 @@ class Sample:
         }[metric]
 
 
+_SAMPLE_FIELD = {
+    GPU_UTIL: "gpu_util_pct",
+    GR_ENGINE_ACTIVE: "gr_engine_active",
+    FB_USED: "fb_used_mib",
+    FB_FREE: "fb_free_mib",
+}
+
+
 def sample_times(now: datetime, window: timedelta = DEFAULT_WINDOW, step: timedelta = DEFAULT_STEP) -> list[datetime]:
     """Scrape instants in ``(now - window, now]``, oldest first, the last one exactly at ``now``."""
     if now.tzinfo is None:
@@ -314,15 +322,19 @@ def openmetrics_lines(
     _check_unique(w.labels() for w in workloads)
     _check_shared(workloads)
     series = [(w, _label_text(w.labels()), samples(w, now, window, step, seed)) for w in workloads]
+    # Every workload samples the same instants: format each timestamp once (10,000 GPUs share them).
+    stamps = {at: _timestamp(at) for at in sample_times(now, window, step)}
     for metric in METRICS:
         members = [(labels, rows) for w, labels, rows in series if metric in w.metrics()]
         if not members:
             continue
+        field_name = _SAMPLE_FIELD[metric]
         yield f"# TYPE {metric} gauge"
         yield f"# HELP {metric} {METRIC_HELP[metric]}"
         for labels, rows in members:
+            prefix = f"{metric}{{{labels}}} "
             for row in rows:
-                yield f"{metric}{{{labels}}} {_format_value(row.value(metric))} {_timestamp(row.at)}"
+                yield f"{prefix}{_format_value(getattr(row, field_name))} {stamps[row.at]}"
     yield "# EOF"
 
 
