@@ -158,7 +158,7 @@ def _client(conn: Connection, url: str, at: datetime, queries: list[str]) -> Non
 
         received = 0
 
-        def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:
+        def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
             response = super().urlopen(method, url, redirect=redirect, **kw)
             Counting.received += len(response.data)
             return response

@@ -11,7 +11,8 @@ up by the next run. Without the variable, no Authorization header is sent. Nothi
 
 Failures as ``jobs.errors``: unreachable, timeout, 5xx -> Unavailable; 429, or 503 with ``Retry-After`` ->
 Throttled (with ``retry_after_s``); 400/422 (``bad_data``, ``execution``) -> Invalid with Prometheus's own error
-text; 401/403 -> Denied; 404 -> NotFound (usually a wrong path prefix). Retrying is the caller's business
+text; 401/403 -> Denied; 404 -> NotFound (usually a wrong path prefix); a redirect is not followed (the token
+stays with the configured host) -> Invalid naming where it points. Retrying is the caller's business
 (``jobs.retry.Backoff``): a query is a read, so every retryable error may be retried.
 
 Values: Prometheus sends sample values as strings; ``"NaN"``, ``"+Inf"`` and ``"-Inf"`` are legal. A non-finite
@@ -194,6 +195,10 @@ def _http_error(url: str, response: urllib3.BaseHTTPResponse, body: Any) -> Clou
         kind = Throttled
     elif status in (401, 403):
         kind = Denied
+    elif 300 <= status < 400:
+        # Not followed: the bearer token must not travel to wherever a redirect points (often a sign-in page).
+        kind = Invalid
+        message = f"{url}: HTTP {status} redirect to {response.headers.get('Location', '?')}: use that url"
     elif status == 404:
         kind = NotFound
         message += " (is the path prefix of the url right?)"
