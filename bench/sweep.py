@@ -19,7 +19,8 @@ Conditions, printed with the figures:
 - the queries run in a fresh child process (spawn), so its peak RSS (VmHWM) is the client's alone: interpreter,
   imports, one response at a time and its parsed ``Sample`` list (the baseline before the first query is printed);
 - no network latency is added: each naive query costs a localhost round trip (~0.7 ms); over a real network
-  (a few ms to a Thanos in another zone) the naive approach's 10,000 round trips grow, the sweep's 3 do not;
+  (a few ms to a Thanos in another zone) the naive approach's 10,000 round trips grow, the sweep's 3 do not. A line
+  adds ``--rtt-ms`` per query by computation, labelled as such;
 - CPU and wall time on a shared machine move with other load: run it twice before reading much into a few percent.
 
 Targets (issue 16): at most 3 PromQL queries per cluster per run; peak RSS under 250 MiB (for the whole job: the lead
@@ -198,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=parse_duration, default=timedelta(hours=2), help="the sweep's window")
     parser.add_argument("--step", type=parse_duration, default=timedelta(seconds=60), help="the scrape interval")
     parser.add_argument("--naive-sample", type=int, default=500, help="pods the naive approach is timed on")
+    parser.add_argument(
+        "--rtt-ms", type=float, default=5.0, help="a network round trip, added by computation (not measured)"
+    )
     args = parser.parse_args(argv)
 
     from tests.emulators.prometheus.server import PrometheusNotInstalledError, start_prometheus
@@ -244,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  the sweep is {naive_s * scale / sweep_s:.0f}x faster "
             f"and sends {len(pods) // max(sent, 1)}x fewer queries"
+        )
+
+        rtt = args.rtt_ms / 1000
+        print(
+            f"  with a {args.rtt_ms:g} ms round trip to Prometheus (computed: + queries x rtt): "
+            f"sweep {sweep_s + sent * rtt:.2f} s, naive {(naive_s * scale) + len(pods) * rtt:.1f} s"
         )
 
         if run_job is None:
