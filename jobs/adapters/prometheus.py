@@ -116,9 +116,9 @@ class PrometheusMetrics:
             raise Unavailable(f"{self.url}: not a Prometheus API answer: {_excerpt(body)}", operation=OPERATION)
         for warning in body.get("warnings") or ():
             self.warnings.append(str(warning))
-        data = body.get("data") or {}
-        kind = data.get("resultType")
-        if kind != "vector":
+        data = body.get("data")
+        kind = data.get("resultType") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or kind != "vector":
             # A scalar or string result means the query is not the per-series one the caller meant.
             raise Invalid(
                 f"{self.url}: the query returned a {kind}, not an instant vector",
@@ -127,7 +127,7 @@ class PrometheusMetrics:
             )
         samples: list[Sample] = []
         for item in data.get("result") or ():
-            value = _number(item.get("value"))
+            value = _number(item.get("value")) if isinstance(item, dict) else None
             if value is None:
                 raise Unavailable(f"{self.url}: malformed sample {_excerpt(item)}", operation=OPERATION)
             if not math.isfinite(value):

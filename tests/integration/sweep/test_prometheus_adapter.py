@@ -300,6 +300,8 @@ def test_values_are_strings_and_inf_is_dropped_warnings_kept(faulty: tuple[str, 
         (Answer(200, "<html>Sign in</html>", content_type="text/html"), Unavailable, "not a Prometheus", None),
         (Answer(302, "", {"Location": "https://sso.example/sign_in"}, content_type="text/html"), Invalid, "sso", None),
         (Answer(200, _success([], kind="matrix")), Invalid, "matrix", None),
+        (Answer(200, json.dumps({"status": "success", "data": None})), Invalid, "None, not an instant", None),
+        (Answer(200, _success([{"metric": {}, "value": [1, 2]}])), Unavailable, "malformed sample", None),
     ],
     ids=[
         "429-retry-after",
@@ -315,6 +317,8 @@ def test_values_are_strings_and_inf_is_dropped_warnings_kept(faulty: tuple[str, 
         "200-login-page",
         "302-not-followed",
         "matrix",
+        "no-data",
+        "value-not-a-string",
     ],
 )
 def test_failures_become_jobs_errors(
