@@ -362,3 +362,45 @@ def test_a_refused_connection_is_unavailable() -> None:
             PrometheusMetrics(f"http://127.0.0.1:{port}", SETTINGS, token_file="").query("x", AT)
 
     assert caught.value.status == 0
+
+
+def sweep_queries(cluster: str, metric: str = GPU_UTIL, window: str = "1h") -> tuple[str, str, str]:
+    """The sweep's three queries as SWEEP.md writes them, for one cluster of a shared Prometheus."""
+    m = f'cluster="{cluster}"'
+    used = f"avg_over_time({FB_USED}{{{m}}}[{window}])"
+    free = f"avg_over_time(DCGM_FI_DEV_FB_FREE{{{m}}}[{window}])"
+    return (
+        f"avg_over_time({metric}{{{m}}}[{window}])",
+        f"{used} / ({used} + {free})",
+        f'avg_over_time({GR_ENGINE_ACTIVE}{{{m},GPU_I_ID!=""}}[{window}])',
+    )
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize("cluster", ["ml-prod", "research", "notebooks"])
+def test_the_sweeps_three_queries_answer_one_sample_per_series_on_every_shape(
+    prometheus: PrometheusServer, cluster: str
+) -> None:
+    metrics = PrometheusMetrics(prometheus.url, SETTINGS, token_file="")
+    mine = [w for w in prometheus.workloads if w.cluster == cluster]
+
+    util, memory, mig = (metrics.query(q, prometheus.now) for q in sweep_queries(cluster))
+
+    # One-to-one on all labels works for every shape (time-sliced copies, exporter labels, old names): no 422.
+    assert len(util) == sum(GPU_UTIL in w.metrics() for w in mine)
+    assert len(memory) == len(mine)
+    assert len(mig) == sum(w.is_mig for w in mine)
+    assert all(0 < s.value < 1 for s in memory)
+    assert {s.labels["cluster"] for s in (*util, *memory, *mig)} == {cluster}
+    assert metrics.queries == 3
+    assert metrics.dropped_non_finite == 0
+
+
+@pytest.mark.prometheus
+def test_the_broken_prof_cluster_reads_exactly_zero_through_the_adapter(prometheus: PrometheusServer) -> None:
+    result = PrometheusMetrics(prometheus.url, SETTINGS, token_file="").query(
+        sweep_queries("notebooks", GR_ENGINE_ACTIVE)[0], prometheus.now
+    )
+
+    assert len(result) == 2
+    assert {s.value for s in result} == {0.0}
