@@ -36,6 +36,7 @@ from jobs.core.nodegroups import (
     Step,
     step_applied,
 )
+from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
 from jobs.errors import Busy, CloudError, OutcomeUnknown, Stopped, Unavailable
@@ -100,12 +101,14 @@ class Report:
     refused: str | None = None
     lock_holder: str | None = None  # another run holds the lease: nothing done
     observed: tuple[ObservedGroup, ...] = ()  # every group looked at, for the text report's table
+    orphans: tuple[OrphanRecord, ...] = ()  # records of groups the policy no longer names
 
 
 @dataclass(frozen=True)
 class Observation:
     groups: tuple[ObservedGroup, ...]
     unmanaged: tuple[CloudGroup, ...]
+    orphans: tuple[OrphanRecord, ...] = ()
 
 
 def identities(policy: Policy, cluster: str | None) -> dict[str, GroupIdentity]:
@@ -164,7 +167,25 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
         observed = tuple(pool.map(one, groups))
         unmanaged = _unmanaged(policy, ports, groups, pool, log) if discover and settings.only is None else ()
-    return Observation(observed, unmanaged)
+    orphans = _orphans(policy, ports, settings) if discover and settings.only is None else ()
+    return Observation(observed, unmanaged, orphans)
+
+
+def _orphans(policy: Policy, ports: Ports, settings: JobSettings) -> tuple[OrphanRecord, ...]:
+    """Records in this cluster's store that no group of the policy claims. Where one API serves several clusters
+    of the policy, each cluster's run reports its own; a record of a cluster the policy no longer has is reported
+    by every run that sees it (no other run would)."""
+    found = settings.backoff.call(ports.records.orphans)
+    if settings.cluster is None:
+        return found
+    names = {c.name for c in policy.clusters}
+    context = next((c.kube_context for c in policy.clusters if c.name == settings.cluster), None)
+
+    def ours(orphan: OrphanRecord) -> bool:
+        identity = orphan.identity
+        return identity is None or identity.cluster == settings.cluster or identity.cluster not in names
+
+    return tuple(replace(o, context=context) for o in found if ours(o))
 
 
 def _cluster_key(group: NodeGroup) -> tuple[str, ...]:
@@ -486,9 +507,9 @@ class ClusterRun(ScopeWork[Observation, Planned, GroupAction | GroupSkip, GroupR
     def observe(self, first: Observation | None) -> Observation:
         if first is None:
             return observe(self.policy, self.ports, self.settings, self.log)
-        # The unmanaged groups found a moment ago still stand: no need to list every cluster twice.
+        # The unmanaged groups and orphan records found a moment ago still stand: no need to list them twice.
         again = observe(self.policy, self.ports, self.settings, self.log, discover=False)
-        return replace(again, unmanaged=first.unmanaged)
+        return replace(again, unmanaged=first.unmanaged, orphans=first.orphans)
 
     def plan(self, observation: Observation) -> Planned:
         return Planned(observation, plan_nodegroups(self.policy, observation.groups, self.now))
@@ -514,7 +535,7 @@ def report_of(envelope: Envelope, policy: Policy, settings: JobSettings) -> Repo
         message = f"not judged: {envelope.reason}"
         return report(tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings)))
     plan, unmanaged = planned.plan, planned.observation.unmanaged
-    report = partial(report, observed=planned.observation.groups)
+    report = partial(report, observed=planned.observation.groups, orphans=planned.observation.orphans)
     if envelope.state == "locked":
         return report(lock_holder=envelope.reason)
     if envelope.state == "refused":
@@ -552,7 +573,9 @@ def tally(report: Report) -> Tally:
     return Tally(
         planned=len(report.results),
         applied=sum(r.status == "applied" for r in report.results),
-        failed=sum(r.status == "failed" for r in report.results) + sum(s.failed for s in report.skips),
+        failed=sum(r.status == "failed" for r in report.results)
+        + sum(s.failed for s in report.skips)
+        + sum(o.failed for o in report.orphans),
         skipped=len(report.skips),
         refused=report.refused is not None,
     )

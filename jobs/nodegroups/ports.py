@@ -11,6 +11,7 @@ from typing import Protocol
 
 from jobs.core.nodegroup_plan import GpuPod, NodeInfo
 from jobs.core.nodegroups import CloudGroup, GroupConfig, Record, RecordError, Step
+from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup
 from jobs.core.providers import ProviderKind
 
@@ -80,6 +81,10 @@ class RecordStore(Protocol):
         ...
 
     def save(self, group: str, record: Record) -> None: ...
+
+    def orphans(self) -> tuple[OrphanRecord, ...]:
+        """Records in the store that no group of the policy claims, as stored (the job reports them)."""
+        ...
 
 
 class Events(Protocol):
