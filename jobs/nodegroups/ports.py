@@ -64,7 +64,12 @@ class Cluster(Protocol):
         ...
 
     def evict(self, pod: GpuPod) -> None:
-        """Through the Eviction API, so PodDisruptionBudgets hold; raises ``Busy`` when one refuses."""
+        """Through the Eviction API, so PodDisruptionBudgets hold; raises ``BudgetRefused`` (a ``Busy``) naming the
+        budget when one refuses."""
+        ...
+
+    def disruptions_allowed(self, budget: str) -> int | None:
+        """``status.disruptionsAllowed`` of the PodDisruptionBudget ``namespace/name``; None when it is gone."""
         ...
 
     def pod_exists(self, pod: GpuPod) -> bool:

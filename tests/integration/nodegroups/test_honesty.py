@@ -103,3 +103,115 @@ def test_orphans_are_not_looked_for_with_only(fleet: Fleet) -> None:
     fleet.run(EVENING)
     without = parse_policy(POLICY.replace(TRAIN, ""), "policy.yaml")
     assert run_with(fleet, without, MORNING, only="batch").orphans == ()
+
+
+# Item 12: a drain a budget blocks is not restarted every run.
+
+
+def drain_policy(fleet: Fleet) -> Policy:
+    return fleet.policy.model_copy(
+        update={
+            "node_groups": tuple(
+                g.model_copy(update={"on_busy": "drain", "drain_timeout": "1s"}) for g in fleet.policy.node_groups
+            )
+        }
+    )
+
+
+def blocked_train(fleet: Fleet) -> Policy:
+    from tests.emulators.kube.seed import disruption_budget, gpu_pod
+
+    fleet.kube.create(gpu_pod("serve-0", "team-a", node="ip-10-0-1-1", labels={"app": "serve"}))
+    fleet.kube.create(disruption_budget("serve", "team-a", {"app": "serve"}, min_available=1))
+    return drain_policy(fleet)
+
+
+def drains(fleet: Fleet) -> list[str]:
+    """The cordons and evictions the Kubernetes API received."""
+    return [op for op in fleet.kube.log.operations() if op in ("patch nodes", "create pods/eviction")]
+
+
+def train_record(fleet: Fleet) -> object:
+    from tests.integration.nodegroups.test_job import records
+
+    return records(fleet)["train"]
+
+
+def test_a_blocked_drain_is_not_restarted_within_its_back_off(fleet: Fleet) -> None:
+    from datetime import timedelta
+
+    policy = blocked_train(fleet)
+    first = fleet.run(EVENING, policy=policy, only="train")
+    assert [r.status for r in first.results] == ["failed"]
+    assert "next drain at 2026-12-01T20:35:00+01:00" in first.results[0].message
+    record = train_record(fleet)
+    # Nothing was scaled: the record is not left in `stopping` while the group is up.
+    assert (record.phase, record.drain_blocked.attempts) == ("up", 1)  # type: ignore[attr-defined]
+    assert record.drain_blocked.budgets == (("team-a/serve", 0),)  # type: ignore[attr-defined]
+    assert not fleet.kube.get("Node", "ip-10-0-1-1")["spec"].get("unschedulable")
+
+    # Ten minutes later, another pod has landed: no cordon, no eviction, no write at all; still a failed item.
+    from tests.emulators.kube.seed import gpu_pod
+
+    fleet.kube.create(gpu_pod("notebook-0", "team-b", node="ip-10-0-1-1"))
+    fleet.clear_logs()
+    second = fleet.run(EVENING + timedelta(minutes=10), policy=policy, only="train")
+    assert second.results == ()
+    (skip,) = second.skips
+    assert (skip.failed, skip.warning) == (True, True)
+    assert skip.reason.startswith("shutdown blocked: the drain at 2026-12-01T20:05:00+01:00 gave up (1 time(s))")
+    assert "team-a/serve allows 0" in skip.reason
+    assert "next drain at 2026-12-01T20:35:00+01:00" in skip.reason
+    assert tally(second).failed == 1
+    assert (drains(fleet), fleet.all_writes()) == ([], 0)
+    assert fleet.kube.get("Pod", "notebook-0", "team-b") is not None  # not evicted for nothing
+
+    # Once the back-off passed it drains again; the same blockers double the next back-off (1 h).
+    third = fleet.run(EVENING + timedelta(minutes=31), policy=policy, only="train")
+    assert [r.status for r in third.results] == ["failed"]
+    assert "create pods/eviction" in drains(fleet)
+    assert "next drain at 2026-12-01T21:36:00+01:00 (attempt 2" in third.results[0].message
+    assert train_record(fleet).drain_blocked.attempts == 2  # type: ignore[attr-defined]
+
+
+def test_a_blocked_drain_is_tried_again_when_its_budget_changes(fleet: Fleet) -> None:
+    from datetime import timedelta
+
+    policy = blocked_train(fleet)
+    fleet.run(EVENING, policy=policy, only="train")
+    # The team relaxes its budget: it allows one disruption now, so the drain goes through before the back-off.
+    pdb = fleet.kube.get("PodDisruptionBudget", "serve", "team-a")
+    pdb["spec"] = {"selector": pdb["spec"]["selector"], "maxUnavailable": 1}
+    fleet.kube.put(pdb)
+    fleet.clear_logs()
+    later = fleet.run(EVENING + timedelta(minutes=10), policy=policy, only="train")
+    assert [r.status for r in later.results] == ["applied"]
+    assert "create pods/eviction" in drains(fleet)
+    assert fleet.kube.get("Pod", "serve-0", "team-a") is None
+    record = train_record(fleet)
+    assert (record.phase, record.drain_blocked, record.config.desired) == ("down", None, 3)  # type: ignore[attr-defined]
+
+
+def test_a_blocked_drain_is_tried_again_when_its_pod_is_gone(fleet: Fleet) -> None:
+    from datetime import timedelta
+
+    from tests.emulators.kube.seed import gpu_pod
+
+    policy = blocked_train(fleet)
+    fleet.run(EVENING, policy=policy, only="train")
+    fleet.kube.cluster.delete("Pod", "serve-0", "team-a")  # it finished; another pod took its place on the node
+    fleet.kube.create(gpu_pod("train-1", "team-b", node="ip-10-0-1-1"))
+    fleet.clear_logs()
+    later = fleet.run(EVENING + timedelta(minutes=10), policy=policy, only="train")
+    assert [r.status for r in later.results] == ["applied"]
+    assert "create pods/eviction" in drains(fleet)
+
+
+def test_working_hours_forget_a_blocked_drain(fleet: Fleet) -> None:
+    policy = blocked_train(fleet)
+    fleet.run(EVENING, policy=policy, only="train")
+    morning = fleet.run(MORNING, policy=policy, only="train")
+    assert [s.reason for s in morning.skips] == ["working hours are back: the wait for running GPU pods is over"]
+    record = train_record(fleet)
+    assert (record.phase, record.drain_blocked) == ("up", None)  # type: ignore[attr-defined]
+    assert fleet.configs()["train"].desired == 3
