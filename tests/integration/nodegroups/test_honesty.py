@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.records import ConfigMapRecords, record_name
+from jobs.core.nodegroups import Record
 from jobs.core.policy import Policy
+from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 from jobs.nodegroups import report as render
 from jobs.nodegroups.job import Report, identities, run, tally
 from jobs.policy_file import parse_policy
@@ -131,10 +134,17 @@ def drains(fleet: Fleet) -> list[str]:
     return [op for op in fleet.kube.log.operations() if op in ("patch nodes", "create pods/eviction")]
 
 
-def train_record(fleet: Fleet) -> object:
-    from tests.integration.nodegroups.test_job import records
+def train_record(fleet: Fleet) -> Record:
+    (cm,) = [
+        c for c in fleet.kube.list("ConfigMap", "gpu-jobs") if c["metadata"]["labels"].get(NODE_GROUP_LABEL) == "train"
+    ]
+    return Record.from_json(json.loads(cm["data"][RECORD_KEY]))
 
-    return records(fleet)["train"]
+
+def node(fleet: Fleet, name: str) -> dict[str, Any]:
+    found = fleet.kube.get("Node", name)
+    assert found is not None
+    return found
 
 
 def test_a_blocked_drain_is_not_restarted_within_its_back_off(fleet: Fleet) -> None:
@@ -146,9 +156,10 @@ def test_a_blocked_drain_is_not_restarted_within_its_back_off(fleet: Fleet) -> N
     assert "next drain at 2026-12-01T20:35:00+01:00" in first.results[0].message
     record = train_record(fleet)
     # Nothing was scaled: the record is not left in `stopping` while the group is up.
-    assert (record.phase, record.drain_blocked.attempts) == ("up", 1)  # type: ignore[attr-defined]
-    assert record.drain_blocked.budgets == (("team-a/serve", 0),)  # type: ignore[attr-defined]
-    assert not fleet.kube.get("Node", "ip-10-0-1-1")["spec"].get("unschedulable")
+    block = record.drain_blocked
+    assert block is not None
+    assert (record.phase, block.attempts, block.budgets) == ("up", 1, (("team-a/serve", 0),))
+    assert not node(fleet, "ip-10-0-1-1")["spec"].get("unschedulable")
 
     # Ten minutes later, another pod has landed: no cordon, no eviction, no write at all; still a failed item.
     from tests.emulators.kube.seed import gpu_pod
@@ -171,7 +182,9 @@ def test_a_blocked_drain_is_not_restarted_within_its_back_off(fleet: Fleet) -> N
     assert [r.status for r in third.results] == ["failed"]
     assert "create pods/eviction" in drains(fleet)
     assert "next drain at 2026-12-01T21:36:00+01:00 (attempt 2" in third.results[0].message
-    assert train_record(fleet).drain_blocked.attempts == 2  # type: ignore[attr-defined]
+    again = train_record(fleet).drain_blocked
+    assert again is not None
+    assert again.attempts == 2
 
 
 def test_a_blocked_drain_is_tried_again_when_its_budget_changes(fleet: Fleet) -> None:
@@ -181,6 +194,7 @@ def test_a_blocked_drain_is_tried_again_when_its_budget_changes(fleet: Fleet) ->
     fleet.run(EVENING, policy=policy, only="train")
     # The team relaxes its budget: it allows one disruption now, so the drain goes through before the back-off.
     pdb = fleet.kube.get("PodDisruptionBudget", "serve", "team-a")
+    assert pdb is not None
     pdb["spec"] = {"selector": pdb["spec"]["selector"], "maxUnavailable": 1}
     fleet.kube.put(pdb)
     fleet.clear_logs()
@@ -189,7 +203,7 @@ def test_a_blocked_drain_is_tried_again_when_its_budget_changes(fleet: Fleet) ->
     assert "create pods/eviction" in drains(fleet)
     assert fleet.kube.get("Pod", "serve-0", "team-a") is None
     record = train_record(fleet)
-    assert (record.phase, record.drain_blocked, record.config.desired) == ("down", None, 3)  # type: ignore[attr-defined]
+    assert (record.phase, record.drain_blocked, record.config.desired) == ("down", None, 3)
 
 
 def test_a_blocked_drain_is_tried_again_when_its_pod_is_gone(fleet: Fleet) -> None:
@@ -213,5 +227,19 @@ def test_working_hours_forget_a_blocked_drain(fleet: Fleet) -> None:
     morning = fleet.run(MORNING, policy=policy, only="train")
     assert [s.reason for s in morning.skips] == ["working hours are back: the wait for running GPU pods is over"]
     record = train_record(fleet)
-    assert (record.phase, record.drain_blocked) == ("up", None)  # type: ignore[attr-defined]
+    assert (record.phase, record.drain_blocked) == ("up", None)
     assert fleet.configs()["train"].desired == 3
+
+
+def test_the_shipped_rbac_is_enough_for_a_blocked_drain(fleet: Fleet) -> None:
+    from datetime import timedelta
+
+    from tests.integration.test_deploy import rendered_allow_list
+
+    policy = blocked_train(fleet)
+    fleet.kube.allow_only(*rendered_allow_list("production/aws"))
+    first = fleet.run(EVENING, policy=policy, only="train")
+    assert "next drain at" in first.results[0].message  # the back-off was recorded, not refused
+    second = fleet.run(EVENING + timedelta(minutes=10), policy=policy, only="train")
+    assert second.skips[0].reason.startswith("shutdown blocked:")
+    assert "get poddisruptionbudgets" in fleet.kube.log.operations()
