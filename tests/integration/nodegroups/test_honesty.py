@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
+from tests.integration.cli import run_cli
 from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, _Log, make_fleet
 
 pytestmark = pytest.mark.integration
@@ -243,3 +245,33 @@ def test_the_shipped_rbac_is_enough_for_a_blocked_drain(fleet: Fleet) -> None:
     second = fleet.run(EVENING + timedelta(minutes=10), policy=policy, only="train")
     assert second.skips[0].reason.startswith("shutdown blocked:")
     assert "get poddisruptionbudgets" in fleet.kube.log.operations()
+
+
+def test_gpu_jobs_exits_1_for_a_group_left_down_that_the_policy_no_longer_names(fleet: Fleet, tmp_path: Path) -> None:
+    """As the CronJob runs it: one install reaching every cluster, a run per cluster; the record is reported by the
+    run of the cluster it describes only."""
+    environ = {
+        **fleet.aws.env(),
+        "KUBECONFIG": str(fleet.kube.kubeconfig),
+        "GPU_JOBS_GCP_ENDPOINT": fleet.gcp.url,
+        "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true",
+        "GPU_JOBS_AZURE_ENDPOINT": fleet.azure.url,
+        "GPU_JOBS_NAMESPACE": "gpu-jobs",
+        "GPU_JOBS_POLL_INTERVAL": "0.01",
+        "GPU_JOBS_RETRY_DEADLINE": "1",
+    }
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    evening = run_cli(["nodegroups", "--policy", str(policy), "--at", EVENING.isoformat()], environ)
+    assert evening.code == 0
+    policy.write_text(POLICY.replace(TRAIN, ""))  # a pull request removes the group while it is down
+    at = MORNING.isoformat()
+    morning = run_cli(["nodegroups", "--policy", str(policy), "--at", at, "--output", "json"], environ)
+    assert (morning.code, morning.summary["failed"]) == (1, 1)
+    doc = json.loads(morning.stdout)
+    (orphan,) = doc["orphans"]
+    assert (orphan["cluster"], orphan["phase"], orphan["failed"]) == ("ml-prod", "down", True)
+    assert orphan["restore"][0].startswith("aws eks update-nodegroup-config --region eu-west-1 --cluster-name ml-prod")
+    assert orphan["deleteRecord"].startswith("kubectl --context ")  # the cluster's kubeContext
+    assert {g["name"] for g in doc["nodeGroups"]} == {"batch", "research", "finetune", "vision"}  # the rest restored
+    assert fleet.configs()["train"].desired == 0
