@@ -60,7 +60,7 @@ class OrphanRecord:
 
 
 def _cmd(*words: object) -> str:
-    return " ".join(shlex.quote(str(w)) if not str(w).startswith("$(") else str(w) for w in words)
+    return " ".join(shlex.quote(str(w)) for w in words)
 
 
 def restore_commands(identity: GroupIdentity, config: GroupConfig) -> tuple[str, ...]:
@@ -82,8 +82,11 @@ def _aws(loc: dict[str, str], config: GroupConfig) -> tuple[str, ...]:
         where = ("--region", region, "--cluster-name", loc.get("cluster", ""), "--nodegroup-name", loc["nodegroup"])
         sizes = f"minSize={config.min},maxSize={config.max},desiredSize={desired}"
         commands = [_cmd("aws", "eks", "update-nodegroup-config", *where, "--scaling-config", sizes)]
-        query = "nodegroup.resources.autoScalingGroups[0].name"
-        asg = f"$(aws eks describe-nodegroup {_cmd(*where)} --query {query} --output text)"
+        if config.autoscaling and config.autoscaler_tags:
+            # The tags live on the node group's Auto Scaling group, which the record does not name: look it up.
+            query = ("--query", "nodegroup.resources.autoScalingGroups[0].name", "--output", "text")
+            commands.append(f"ASG=$({_cmd('aws', 'eks', 'describe-nodegroup', *where, *query)})")
+        asg = "$ASG"
     else:
         asg = loc.get("autoScalingGroup", "")
         commands = [
@@ -105,6 +108,7 @@ def _aws(loc: dict[str, str], config: GroupConfig) -> tuple[str, ...]:
         ]
     if config.autoscaling and config.autoscaler_tags:
         # The Cluster Autoscaler's discovery tags were removed from the Auto Scaling group at shutdown.
+        # Double quotes: $ASG expands, the rest is literal (tag keys and values hold no quote or dollar sign).
         tags = [
             f"ResourceId={asg},ResourceType=auto-scaling-group,Key={k},Value={v},"
             f"PropagateAtLaunch={'true' if k in config.propagated_tags else 'false'}"
