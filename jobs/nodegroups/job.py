@@ -604,7 +604,8 @@ def report_of(envelope: Envelope, policy: Policy, settings: JobSettings) -> Repo
     plan, unmanaged = planned.plan, planned.observation.unmanaged
     report = partial(report, observed=planned.observation.groups, orphans=planned.observation.orphans)
     if envelope.state == "locked":
-        return report(lock_holder=envelope.reason)
+        # Nothing done here: the run holding the Lease reports the orphan records, this one does not fail on them.
+        return report(lock_holder=envelope.reason, orphans=())
     if envelope.state == "refused":
         results = tuple(GroupResult(a.group, "refused", _describe_step_change(a), a) for a in plan.actions)
         return report(results, plan.skips, unmanaged, refused=envelope.reason)

@@ -275,3 +275,16 @@ def test_gpu_jobs_exits_1_for_a_group_left_down_that_the_policy_no_longer_names(
     assert orphan["deleteRecord"].startswith("kubectl --context ")  # the cluster's kubeContext
     assert {g["name"] for g in doc["nodeGroups"]} == {"batch", "research", "finetune", "vision"}  # the rest restored
     assert fleet.configs()["train"].desired == 0
+
+
+def test_a_run_that_finds_the_lease_held_leaves_orphans_to_the_run_holding_it(fleet: Fleet) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from jobs.adapters.kube.lease import LeaseLock
+
+    fleet.run(EVENING)
+    rival = LeaseLock(api_client(), "gpu-jobs", "gpu-jobs-nodegroups")
+    assert rival.acquire("manual-run", datetime.now(UTC), timedelta(minutes=30)) is None
+    without = parse_policy(POLICY.replace(TRAIN, ""), "policy.yaml")
+    locked = run_with(fleet, without, MORNING)
+    assert (locked.lock_holder, locked.orphans, tally(locked).failed) == ("manual-run", (), 0)
