@@ -35,7 +35,6 @@ KUBE_PORTS = tuple(dict.fromkeys(KUBE_PORTS_PODS + KUBE_PORTS_INSTANCES))
 
 #: Adapters, imported on first use: a pods-only install never imports a cloud SDK, an AWS-only policy never the
 #: Google one (the clouds' instance adapters are listed by ``jobs.sweep.instances.INSTANCE_ADAPTERS``).
-METRICS_ADAPTER = "jobs.adapters.prometheus:PrometheusMetrics"
 PARTS = ("pods", "instances")
 PROMETHEUS_URL = "GPU_JOBS_PROMETHEUS_URL"
 
@@ -90,6 +89,7 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
     # The Kubernetes client is imported only by the jobs, not by validate or calendar.
     from jobs.adapters.kube import client, lease  # noqa: PLC0415
     from jobs.adapters.kube.pods import KubePods  # noqa: PLC0415
+    from jobs.adapters.prometheus import PrometheusMetrics  # noqa: PLC0415
 
     idle = section.idle_pods
     assert idle is not None
@@ -103,7 +103,7 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
             api = client.api_client(adapters.request_timeout_s, context=scope.context)
         except client.ConfigException as exc:
             raise SettingsError(f"no Kubernetes configuration for cluster {scope.name}: {exc}") from None
-        metrics: Metrics | None = _adapter(METRICS_ADAPTER, url, adapters) if url is not None else None
+        metrics: Metrics | None = PrometheusMetrics(url, adapters) if url is not None else None
         ports = pods.Ports(
             metrics, KubePods(api), lease.LeaseLock(api, client.job_namespace(), _lease(SWEEP_PODS_LEASE, scope))
         )
