@@ -4,8 +4,9 @@ pod on its own, with an Event on the pod."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -93,6 +94,9 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
     ports: Ports
     log: Any
     no_metrics: str = "no Prometheus for this cluster: set clusters[].prometheus.url or GPU_JOBS_PROMETHEUS_URL"
+    # Owners are scaled one at a time: two pods of one Deployment, acted on at once, would race on its
+    # resourceVersion; one after the other, the second finds it already at 0.
+    _scaling: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @property
     def lock(self) -> RunLock:
@@ -175,7 +179,8 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
             self.backoff.call(lambda: self.ports.pods.delete(pod), retryable=retry)
             done = f"deleted {where}"
         else:
-            scaled = self.backoff.call(lambda: self.ports.pods.scale_owner(pod), retryable=retry)
+            with self._scaling:
+                scaled = self.backoff.call(lambda: self.ports.pods.scale_owner(pod), retryable=retry)
             # "Deployment ml/llm from 2", or "... already at 0" (another pod of the same owner came first).
             done = scaled if scaled.endswith("already at 0") else f"scaled {scaled} to 0 (restore: {SCALED_FROM})"
         message = f"{done}: {item.message}"
