@@ -282,6 +282,7 @@ def full_job_run(url: str, now: datetime, workloads: list[Any]) -> Mapping[str, 
         )
         env = {"KUBECONFIG": str(kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs", "GPU_JOBS_CLUSTER": CLUSTER}
         figures: dict[str, object] = {}
+        pages = -(-len(seeded) // 500)
         try:
             for label, at in (("first run", now), ("steady state", now + timedelta(minutes=10))):
                 conn.send("clear")
@@ -297,8 +298,9 @@ def full_job_run(url: str, now: datetime, workloads: list[Any]) -> Mapping[str, 
                 lists = sum(1 for op, _ in log if op == "list pods")
                 writes = sum(1 for _, is_write in log if is_write)
                 figures[label] = (
-                    f"exit {code}, {_queries_served(url) - before} PromQL queries, {lists} pod list call(s)"
-                    f" ({len(seeded)} pods, {-(-len(seeded) // 500)} pages), {writes} Kubernetes writes,"
+                    f"exit {code}, {_queries_served(url) - before} PromQL queries,"
+                    f" {'1 paginated pod list' if lists == pages else f'{lists / pages:.1f} pod lists'} ({lists}"
+                    f" pages of 500 for {len(seeded)} pods), {writes} Kubernetes writes,"
                     f" wall {wall:.1f} s (in-job {timing.get('run_s', '?')} s),"
                     f" peak RSS {timing.get('peak_rss_mib', '?')} MiB, pods reported {states}"
                 )
