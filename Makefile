@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 LINTENV := .tools/lint
 
-.PHONY: install tools test lint typecheck imports unit schema calendar bench bench-fleet bench-quotas clean
+.PHONY: install tools test lint typecheck imports unit schema calendar bench bench-fleet bench-quotas bench-sweep clean
 
 install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
 
@@ -65,6 +65,11 @@ bench-fleet:
 
 bench-quotas:
 	$(BIN)/python bench/quotas_namespaces.py --namespaces 5000 --latency-ms 3
+
+# 10,000 GPU pods' DCGM series in the real Prometheus (make tools installs it); 60 s scrapes: ~30 s of backfill,
+# --step 30s (the production density) ~1 min.
+bench-sweep:
+	$(BIN)/python bench/sweep.py --pods 10000 --window 2h --step 60s
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache

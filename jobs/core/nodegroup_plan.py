@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from jobs.core.limits import ChangeLimit
 from jobs.core.nodegroups import GroupConfig, Moves, Record, Step, moves
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
 from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, ResolvedGroup
+from jobs.errors import Busy
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "DEFAULT_MAX_DELAY"]
 #: The Event reason of a restore the provider accepted but could not deliver (stockout, quota).
@@ -49,9 +50,22 @@ class GpuPod:
     node: str
     gpus: int
     evictable: bool
+    uid: str = ""  # tells a pod from its replacement of the same name (a StatefulSet's)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}/{self.uid}"
+
+
+class BudgetRefused(Busy):
+    """An eviction a PodDisruptionBudget refused; ``budget`` is ``namespace/name`` when the API named it."""
+
+    def __init__(self, message: str, *, budget: str | None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.budget = budget
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,9 @@ class ObservedGroup:
     nodes_error: str | None = None  # the group's nodes could not be identified or read in that cluster
     record_error: str | None = None  # its record exists but cannot be used
     cordoned: tuple[str, ...] = ()  # its nodes a drain of this job left cordoned (marked as the job's)
+    # The budgets that blocked the group's last drain, as they are now: namespace/name -> disruptionsAllowed
+    # (None: the budget is gone). Read only when the record says a drain gave up.
+    budgets: tuple[tuple[str, int | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,7 @@ class GroupAction:
     drain_timeout: timedelta = DEFAULT_DRAIN_TIMEOUT
     uncordon: tuple[str, ...] = ()  # nodes the job cordoned and no drain needs any more: undo after the steps
     only_uncordon: bool = False  # nothing else to do: no step, no record
+    prior: Record | None = None  # the record as observed, also when a new one is taken (a drain that gives up)
 
 
 @dataclass(frozen=True)
@@ -211,6 +229,9 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
                 return GroupSkip(rg.name, f"stays up after maxDelay: GPU pods running ({names})", warning=True)
         if mode == "drain":
             evict = og.pods
+            blocked = _drain_blocked(og, now)
+            if blocked is not None:
+                return GroupSkip(rg.name, blocked, warning=True, failed=True)
         else:
             doomed = og.pods
     take_record = record is None or record.phase == "up"
@@ -228,6 +249,27 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
         cordon=og.nodes if evict else (),
         doomed=doomed,
         drain_timeout=settings.drain_timeout,
+        prior=record,
+    )
+
+
+def _drain_blocked(og: ObservedGroup, now: datetime) -> str | None:
+    """Why the group is not drained this run, or None: its last drain gave up, the back-off has not passed, and
+    nothing that blocked it changed (every blocking pod still there, the same pod and not a replacement, every
+    budget allowing what it allowed then). New pods landing on its nodes are not a change: draining again would
+    evict them and meet the same refusal."""
+    block = og.record.drain_blocked if og.record is not None else None
+    if block is None or now >= block.retry_at:
+        return None
+    running = {p.key for p in og.pods}
+    if not set(block.pods) <= running or dict(og.budgets) != dict(block.budgets):
+        return None
+    pods = ", ".join(p.rsplit("/", 1)[0] for p in block.pods) or "none"
+    budgets = ", ".join(f"{n} allows {a}" for n, a in block.budgets) or "none named"
+    return (
+        f"shutdown blocked: the drain at {block.at.isoformat()} gave up ({block.attempts} time(s)) on {pods}"
+        f" (disruption budgets: {budgets}); next drain at {block.retry_at.isoformat()}, or as soon as those pods or"
+        " budgets change"
     )
 
 
@@ -255,13 +297,13 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
 
 def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAction | GroupSkip | None:
     record, current = og.record, m.current
-    if record is not None and record.phase == "up" and record.busy_since is not None:
-        # A postponed shutdown never happened and working hours are back: forget when the wait began, or the
-        # next evening would start with the wait already used up.
+    if record is not None and record.phase == "up" and (record.busy_since or record.drain_blocked) is not None:
+        # A postponed or blocked shutdown never happened and working hours are back: forget when the wait began
+        # and why the drain gave up, or the next evening would start with the wait used up and the drain backed off.
         return GroupSkip(
             rg.name,
             "working hours are back: the wait for running GPU pods is over",
-            save_record=replace(record, busy_since=None),
+            save_record=replace(record, busy_since=None, drain_blocked=None),
         )
     if record is None and not m.looks_down:
         return None  # up, and nothing of ours to undo

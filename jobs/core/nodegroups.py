@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from jobs.core.policy_fleet import WorkingSize
@@ -191,6 +191,54 @@ def _instant(data: Mapping[str, Any], key: str) -> datetime:
     return value
 
 
+#: A drain that gave up is tried again after this back-off (doubling per give-up on the same blockers, capped), or
+#: as soon as what blocked it changes: not every run, which would cordon and evict all night for nothing.
+DRAIN_BACKOFF_FIRST = timedelta(minutes=30)
+DRAIN_BACKOFF_CAP = timedelta(hours=4)
+
+
+def drain_backoff(attempts: int) -> timedelta:
+    """How long after its ``attempts``-th consecutive give-up on the same blockers a drain waits: 30 min, 1 h, 2 h,
+    then 4 h for every later one."""
+    return min(DRAIN_BACKOFF_FIRST * (1 << max(0, min(attempts, 16) - 1)), DRAIN_BACKOFF_CAP)
+
+
+@dataclass(frozen=True)
+class DrainBlock:
+    """Why the last drain of a group gave up, durably (in its record): the pods it could not evict and the
+    PodDisruptionBudgets that refused, with the disruptions each allowed then. The drain is not tried again before
+    ``retry_at`` unless one of these changed (a pod gone or replaced, a budget allowing another number)."""
+
+    at: datetime
+    attempts: int  # consecutive give-ups on the same blockers
+    pods: tuple[str, ...]  # namespace/name/uid
+    budgets: tuple[tuple[str, int], ...]  # (namespace/name, disruptionsAllowed then)
+
+    @property
+    def retry_at(self) -> datetime:
+        return self.at + drain_backoff(self.attempts)
+
+    def same_blockers(self, other: DrainBlock) -> bool:
+        return (self.pods, self.budgets) == (other.pods, other.budgets)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "attempts": self.attempts,
+            "pods": list(self.pods),
+            "budgets": [{"name": n, "disruptionsAllowed": a} for n, a in self.budgets],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DrainBlock:
+        return cls(
+            at=_instant(data, "at"),
+            attempts=int(data["attempts"]),
+            pods=tuple(sorted(str(p) for p in data.get("pods") or ())),
+            budgets=tuple(sorted((str(b["name"]), int(b["disruptionsAllowed"])) for b in data.get("budgets") or ())),
+        )
+
+
 @dataclass(frozen=True)
 class Record:
     """The durable record of a group's pre-shutdown configuration (a ConfigMap per group in its cluster)."""
@@ -200,9 +248,11 @@ class Record:
     recorded_at: datetime
     busy_since: datetime | None = None  # when a shutdown was first postponed because GPU pods were running
     describes: GroupIdentity | None = None  # set by the store when it saves the record
+    drain_blocked: DrainBlock | None = None  # the last drain gave up (phase up: nothing was changed)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        blocked = {"drainBlocked": self.drain_blocked.to_json()} if self.drain_blocked else {}
+        return blocked | {
             "schemaVersion": RECORD_SCHEMA,
             "describes": self.describes.to_json() if self.describes else None,
             "config": self.config.to_json(),
@@ -228,6 +278,7 @@ class Record:
                 recorded_at=_instant(data, "recordedAt"),
                 busy_since=_instant(data, "busySince") if data.get("busySince") else None,
                 describes=GroupIdentity.from_json(describes) if describes is not None else None,
+                drain_blocked=DrainBlock.from_json(data["drainBlocked"]) if data.get("drainBlocked") else None,
             )
         except RecordError:
             raise

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.nodegroup_plan import (
     RESTORE_NOT_DELIVERED,
+    BudgetRefused,
     GpuPod,
     GroupAction,
     GroupSkip,
@@ -28,6 +29,7 @@ from jobs.core.nodegroup_plan import (
 )
 from jobs.core.nodegroups import (
     CloudGroup,
+    DrainBlock,
     GroupConfig,
     GroupIdentity,
     NotDelivered,
@@ -36,6 +38,7 @@ from jobs.core.nodegroups import (
     Step,
     step_applied,
 )
+from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
 from jobs.errors import Busy, CloudError, OutcomeUnknown, Stopped, Unavailable
@@ -100,12 +103,14 @@ class Report:
     refused: str | None = None
     lock_holder: str | None = None  # another run holds the lease: nothing done
     observed: tuple[ObservedGroup, ...] = ()  # every group looked at, for the text report's table
+    orphans: tuple[OrphanRecord, ...] = ()  # records of groups the policy no longer names
 
 
 @dataclass(frozen=True)
 class Observation:
     groups: tuple[ObservedGroup, ...]
     unmanaged: tuple[CloudGroup, ...]
+    orphans: tuple[OrphanRecord, ...] = ()
 
 
 def identities(policy: Policy, cluster: str | None) -> dict[str, GroupIdentity]:
@@ -159,12 +164,47 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
             return ObservedGroup(group, kind, config, record, cluster=cluster, nodes_error=reason)
         pods = tuple(p for n in mine for p in pods_by_node.get(n, []))
         cordoned = tuple(name for name in mine if name in cordoned_by_job)
-        return ObservedGroup(group, kind, config, record, pods, mine, cluster=cluster, cordoned=cordoned)
+        budgets = _budgets(ports.cluster, record, settings.backoff)
+        observed = ObservedGroup(group, kind, config, record, pods, mine, cluster=cluster, cordoned=cordoned)
+        return replace(observed, budgets=budgets)
 
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
         observed = tuple(pool.map(one, groups))
         unmanaged = _unmanaged(policy, ports, groups, pool, log) if discover and settings.only is None else ()
-    return Observation(observed, unmanaged)
+    orphans = _orphans(policy, ports, settings) if discover and settings.only is None else ()
+    return Observation(observed, unmanaged, orphans)
+
+
+def _orphans(policy: Policy, ports: Ports, settings: JobSettings) -> tuple[OrphanRecord, ...]:
+    """Records in this cluster's store that no group of the policy claims. Where one API serves several clusters
+    of the policy, each cluster's run reports its own; a record of a cluster the policy no longer has is reported
+    by every run that sees it (no other run would)."""
+    found = settings.backoff.call(ports.records.orphans)
+    if settings.cluster is None:
+        return found
+    names = {c.name for c in policy.clusters}
+    context = next((c.kube_context for c in policy.clusters if c.name == settings.cluster), None)
+
+    def ours(orphan: OrphanRecord) -> bool:
+        identity = orphan.identity
+        return identity is None or identity.cluster == settings.cluster or identity.cluster not in names
+
+    return tuple(replace(o, context=context) for o in found if ours(o))
+
+
+def _budgets(cluster: Cluster, record: Record | None, backoff: Backoff) -> tuple[tuple[str, int | None], ...]:
+    """The budgets that blocked the group's last drain, as they are now (read only after a drain gave up). One that
+    cannot be read counts as changed (-1): the drain is tried again rather than held back on an unknown."""
+    block = record.drain_blocked if record is not None else None
+    if block is None:
+        return ()
+    found: list[tuple[str, int | None]] = []
+    for name, _ in block.budgets:
+        try:
+            found.append((name, backoff.call(partial(cluster.disruptions_allowed, name))))
+        except CloudError:
+            found.append((name, -1))
+    return tuple(found)
 
 
 def _cluster_key(group: NodeGroup) -> tuple[str, ...]:
@@ -355,7 +395,11 @@ class Executor:
             self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
             self.event(group.name, "ConfigurationRecorded", f"pre-shutdown configuration: {record.config.to_json()}")
         if action.evict:
-            self._drain(action)
+            try:
+                self._drain(action)
+            except DrainGaveUp as exc:
+                assert record is not None  # the drain comes after the record
+                raise self._gave_up(action, record, exc) from exc
         for pod in action.doomed:
             self.log.warning("nodegroup.pod_lost", node_group=group.name, pod=str(pod), reason="onBusy force")
         for step in action.steps:
@@ -398,6 +442,28 @@ class Executor:
             return False
         return True
 
+    def _gave_up(self, action: GroupAction, record: Record, exc: DrainGaveUp) -> DrainGaveUp:
+        """Remember durably why the drain gave up, so the next runs neither cordon nor evict again before the
+        back-off passed or the blockers changed. Nothing was scaled: a record taken for this shutdown goes back to
+        phase ``up`` (the group is up), one from an earlier half-done shutdown keeps its phase and its sizes."""
+        block = DrainBlock(self.now, 1, exc.pods, exc.budgets)
+        previous = action.prior.drain_blocked if action.prior is not None else None
+        if previous is not None and previous.same_blockers(block):
+            block = replace(block, attempts=previous.attempts + 1)
+        if action.take_record:
+            busy_since = action.prior.busy_since if action.prior is not None else None
+            kept = Record(record.config, "up", record.recorded_at, busy_since, drain_blocked=block)
+        else:
+            kept = replace(record, drain_blocked=block)
+        message = f"{exc}; the group stays up, next drain at {block.retry_at.isoformat()} (attempt {block.attempts}"
+        message += " on these blockers), or as soon as those pods or budgets change"
+        try:
+            self.save_record(action.group, kept)
+        except CloudError as save_exc:
+            message += f" (the back-off could not be recorded: {save_exc}: the next run drains again)"
+        self.event(action.group, "DrainBlocked", message, warning=True)
+        return DrainGaveUp(message, pods=exc.pods, budgets=exc.budgets)
+
     def _uncordon(self, group: str, nodes: tuple[str, ...]) -> None:
         for node in nodes:
             self._retry("uncordon", partial(self.ports.cluster.uncordon, node), group, undo=True)
@@ -411,6 +477,7 @@ class Executor:
         deadline = time.monotonic() + action.drain_timeout.total_seconds()
         pending: list[GpuPod] = list(action.evict)
         evicted: set[GpuPod] = set()
+        refused_by: dict[GpuPod, str] = {}  # the budget that last refused each pod
         while pending:
             still: list[GpuPod] = []
             try:
@@ -429,7 +496,9 @@ class Executor:
                         self.ports.cluster.evict(pod)
                         evicted.add(pod)
                         self.log.info("nodegroup.evicted", node_group=action.group, pod=str(pod))
-                    except Busy:  # a PodDisruptionBudget says not now
+                    except Busy as exc:  # a PodDisruptionBudget says not now
+                        if isinstance(exc, BudgetRefused) and exc.budget:
+                            refused_by[pod] = exc.budget
                         still.append(pod)
                         continue
                 # Scaling down before an evicted pod has terminated would cut its grace period short.
@@ -439,10 +508,29 @@ class Executor:
                 names = ", ".join(map(str, still))
                 # The group stays up: its nodes must take work again, not sit cordoned through the next day.
                 self._uncordon(action.group, action.cordon)
-                raise Busy(f"drain timed out after {action.drain_timeout}: still running {names}", operation="drain")
+                budgets = []
+                for name in sorted({refused_by[p] for p in still if p in refused_by}):
+                    try:
+                        allowed = self.ports.cluster.disruptions_allowed(name)
+                    except CloudError:
+                        allowed = None
+                    budgets.append((name, -1 if allowed is None else allowed))
+                raise DrainGaveUp(
+                    f"drain timed out after {action.drain_timeout}: still running {names}",
+                    pods=tuple(sorted(p.key for p in still)),
+                    budgets=tuple(budgets),
+                )
             if still:
                 self.sleep(self.settings.drain_poll_s)
             pending = still
+
+
+class DrainGaveUp(Busy):
+    """A drain that timed out: the pods still running and the budgets that refused them (with what they allowed)."""
+
+    def __init__(self, message: str, *, pods: tuple[str, ...], budgets: tuple[tuple[str, int], ...]) -> None:
+        super().__init__(message, operation="drain")
+        self.pods, self.budgets = pods, budgets
 
 
 @dataclass(frozen=True)
@@ -486,9 +574,9 @@ class ClusterRun(ScopeWork[Observation, Planned, GroupAction | GroupSkip, GroupR
     def observe(self, first: Observation | None) -> Observation:
         if first is None:
             return observe(self.policy, self.ports, self.settings, self.log)
-        # The unmanaged groups found a moment ago still stand: no need to list every cluster twice.
+        # The unmanaged groups and orphan records found a moment ago still stand: no need to list them twice.
         again = observe(self.policy, self.ports, self.settings, self.log, discover=False)
-        return replace(again, unmanaged=first.unmanaged)
+        return replace(again, unmanaged=first.unmanaged, orphans=first.orphans)
 
     def plan(self, observation: Observation) -> Planned:
         return Planned(observation, plan_nodegroups(self.policy, observation.groups, self.now))
@@ -514,9 +602,10 @@ def report_of(envelope: Envelope, policy: Policy, settings: JobSettings) -> Repo
         message = f"not judged: {envelope.reason}"
         return report(tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings)))
     plan, unmanaged = planned.plan, planned.observation.unmanaged
-    report = partial(report, observed=planned.observation.groups)
+    report = partial(report, observed=planned.observation.groups, orphans=planned.observation.orphans)
     if envelope.state == "locked":
-        return report(lock_holder=envelope.reason)
+        # Nothing done here: the run holding the Lease reports the orphan records, this one does not fail on them.
+        return report(lock_holder=envelope.reason, orphans=())
     if envelope.state == "refused":
         results = tuple(GroupResult(a.group, "refused", _describe_step_change(a), a) for a in plan.actions)
         return report(results, plan.skips, unmanaged, refused=envelope.reason)
@@ -552,7 +641,9 @@ def tally(report: Report) -> Tally:
     return Tally(
         planned=len(report.results),
         applied=sum(r.status == "applied" for r in report.results),
-        failed=sum(r.status == "failed" for r in report.results) + sum(s.failed for s in report.skips),
+        failed=sum(r.status == "failed" for r in report.results)
+        + sum(s.failed for s in report.skips)
+        + sum(o.failed for o in report.orphans),
         skipped=len(report.skips),
         refused=report.refused is not None,
     )

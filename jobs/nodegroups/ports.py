@@ -11,6 +11,7 @@ from typing import Protocol
 
 from jobs.core.nodegroup_plan import GpuPod, NodeInfo
 from jobs.core.nodegroups import CloudGroup, GroupConfig, Record, RecordError, Step
+from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup
 from jobs.core.providers import ProviderKind
 
@@ -63,7 +64,12 @@ class Cluster(Protocol):
         ...
 
     def evict(self, pod: GpuPod) -> None:
-        """Through the Eviction API, so PodDisruptionBudgets hold; raises ``Busy`` when one refuses."""
+        """Through the Eviction API, so PodDisruptionBudgets hold; raises ``BudgetRefused`` (a ``Busy``) naming the
+        budget when one refuses."""
+        ...
+
+    def disruptions_allowed(self, budget: str) -> int | None:
+        """``status.disruptionsAllowed`` of the PodDisruptionBudget ``namespace/name``; None when it is gone."""
         ...
 
     def pod_exists(self, pod: GpuPod) -> bool:
@@ -80,6 +86,10 @@ class RecordStore(Protocol):
         ...
 
     def save(self, group: str, record: Record) -> None: ...
+
+    def orphans(self) -> tuple[OrphanRecord, ...]:
+        """Records in the store that no group of the policy claims, as stored (the job reports them)."""
+        ...
 
 
 class Events(Protocol):

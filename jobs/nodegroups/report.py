@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobs.core.nodegroups import GroupConfig
+from jobs.core.orphan_records import OrphanRecord
 from jobs.nodegroups.job import GroupResult, Report
 from jobs.report_text import headline, nothing_done, refused
 
@@ -34,7 +35,7 @@ def _text(report: Report) -> str:
         return "\n".join([*lines, stop]) + "\n"
     if report.refused:
         lines.append(refused(report.refused))
-    elif not report.results and not report.skips:
+    elif not report.results and not report.skips and not any(o.failed for o in report.orphans):
         # Never above a failed, postponed or busy group: those are listed below instead.
         lines.append("  nothing to change: every node group is where the schedule wants it")
     width = max([len(r.group) for r in report.results] + [len(o.group.name) for o in report.observed] + [10])
@@ -68,7 +69,50 @@ def _text(report: Report) -> str:
     if report.unmanaged:
         lines.append("  GPU node groups in the clouds with no schedule in the policy:")
         lines += [f"    {u.cloud} {'/'.join(u.locator.values())} ({u.instance_type})" for u in report.unmanaged]
+    lines += _orphans_text(report.orphans)
     return "\n".join(lines) + "\n"
+
+
+def _orphans_text(orphans: Sequence[OrphanRecord]) -> list[str]:
+    if not orphans:
+        return []
+    lines = ["  records of node groups the policy no longer names:"]
+    for o in orphans:
+        if o.record is None or o.identity is None:
+            lines.append(f"    {o.reason}")
+            lines.append(f"      {o.delete}")
+            continue
+        record = o.record
+        since = "down" if record.phase == "down" else f"phase {record.phase}"
+        lines.append(
+            f"    {o.identity.describe()}: {since}, recorded {record.recorded_at.isoformat()},"
+            f" restores {_size(record.config)} (ConfigMap {o.name})"
+        )
+        if not o.failed:
+            lines.append(f"      {o.reason}; drop it with: {o.delete}")
+            continue
+        lines.append(f"      {o.reason}")
+        lines.append("      restore it (or put it back in the policy: the next run restores it from this record):")
+        lines += [f"        {command}" for command in o.restore]
+        lines.append(f"      then drop the record: {o.delete}")
+    return lines
+
+
+def _orphan(o: OrphanRecord, cluster: str | None) -> dict[str, Any]:
+    record = o.record
+    return {
+        "cluster": cluster,
+        "record": o.name,
+        "namespace": o.namespace,
+        "describes": o.identity.to_json() if o.identity else None,
+        "phase": record.phase if record else None,
+        "recordedAt": record.recorded_at.isoformat() if record else None,
+        "restores": record.config.to_json() if record else None,
+        "failed": o.failed,
+        "reason": o.reason,
+        "restore": list(o.restore),
+        "deleteRecord": o.delete,
+    }
 
 
 def to_json(reports: Sequence[Report]) -> str:
@@ -90,6 +134,8 @@ def to_json(reports: Sequence[Report]) -> str:
             for report in reports
             for u in report.unmanaged
         ],
+        # Added after the first contract: records of groups the policy no longer names (failed unless phase up).
+        "orphans": [_orphan(o, report.cluster) for report in reports for o in report.orphans],
     }
     return json.dumps(doc) + "\n"  # one line: one record for a log collector
 

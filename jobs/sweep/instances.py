@@ -31,6 +31,7 @@ from jobs.sweep.ports import Instances
 INSTANCE_ADAPTERS = {
     "aws": "jobs.adapters.aws.instances:AwsInstances",
     "gcp": "jobs.adapters.gcp.instances:GcpInstances",
+    "azure": "jobs.adapters.azure.instances:AzureInstances",
 }
 
 ItemStatus = Literal["done", "gone", "failed"]

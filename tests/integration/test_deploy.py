@@ -989,7 +989,8 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
     assert not node["spec"].get("unschedulable")
     assert "patch nodes" in kube.log.operations()  # cordoned for the drain
     used = {tuple(op.split(" ", 1)) for op in kube.log.operations()}
-    assert used == allowed  # every granted verb is needed
+    # Every granted verb is needed; budgets are read only after a drain gave up (nodegroups/test_honesty.py).
+    assert used == allowed - {("get", "poddisruptionbudgets")}
 
 
 @pytest.mark.integration

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from jobs.adapters.kube import state
 from jobs.adapters.kube.client import ApiClient
 from jobs.core.nodegroups import GroupIdentity, Record, RecordError
+from jobs.core.orphan_records import OrphanRecord
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 
 RBAC = state.RBAC
@@ -66,3 +67,15 @@ class ConfigMapRecords(state.ConfigMapState[Record | RecordError]):
 
     def __init__(self, api: ApiClient, namespace: str, identities: Mapping[str, GroupIdentity]) -> None:
         super().__init__(api, namespace, RecordCodec(dict(identities)))
+
+    def orphans(self) -> tuple[OrphanRecord, ...]:
+        """Records no group of the policy claims (removed from it, or pointed at another group), read as they are."""
+        found: list[OrphanRecord] = []
+        for name, data in sorted(self.unclaimed().items()):
+            try:
+                record = Record.from_json(json.loads(data[RECORD_KEY]))
+            except (KeyError, json.JSONDecodeError, RecordError) as exc:
+                found.append(OrphanRecord(name, self.namespace, None, error=f"{type(exc).__name__}: {exc}"))
+                continue
+            found.append(OrphanRecord(name, self.namespace, record))
+        return tuple(found)

@@ -57,10 +57,19 @@ class ConfigMapState(Generic[T]):
         self._lock = threading.Lock()
         self._configmaps = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps"
 
-    def load(self) -> dict[str, T]:
+    def _listing(self) -> dict[str, Any]:
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{RECORD_KIND_LABEL}={self.codec.kind}"
         listing = json_pages(self.api, "list configmaps", self._configmaps, labelSelector=selector)
-        found = {cm["metadata"]["name"]: cm for cm in listing}
+        return {cm["metadata"]["name"]: cm for cm in listing}
+
+    def unclaimed(self) -> dict[str, Mapping[str, str]]:
+        """The data of this kind's ConfigMaps that no item claims (one list call): state left by items that are
+        gone from the policy, for the job to report, never to act on."""
+        claimed = set(self._names.values())
+        return {name: cm.get("data") or {} for name, cm in self._listing().items() if name not in claimed}
+
+    def load(self) -> dict[str, T]:
+        found = self._listing()
         entries: dict[str, T] = {}
         for key, name in self._names.items():
             cm = found.get(name)

@@ -5,6 +5,7 @@ cluster's workloads before a group goes down. Objects are read as JSON and parse
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -12,14 +13,19 @@ from urllib.parse import quote
 from jobs import errors
 from jobs.adapters.kube.client import STRATEGIC_MERGE_PATCH, ApiClient, json_pages, request
 from jobs.adapters.kube.rbac import Grant
-from jobs.core.nodegroup_plan import GpuPod, NodeInfo
+from jobs.core.nodegroup_plan import BudgetRefused, GpuPod, NodeInfo
 from jobs.labels import CORDONED_BY_ANNOTATION, GPU_RESOURCE_PREFIXES, KEEP_ALIVE_ANNOTATION, SAFE_TO_EVICT_ANNOTATION
 
 RBAC = (
     Grant("", "nodes", ("list", "patch"), "cluster"),  # a group's nodes by label; cordon before a drain
     Grant("", "pods", ("list", "get"), "cluster"),  # GPU pods on a group's nodes; a drain waits for evicted pods
     Grant("", "pods/eviction", ("create",), "cluster"),  # `onBusy: drain` evicts, so PodDisruptionBudgets hold
+    # After a drain gave up: whether a budget that refused it allows another number now (then it is tried again).
+    Grant("policy", "poddisruptionbudgets", ("get",), "cluster"),
 )
+
+# What the API server says when a budget refuses an eviction (pkg/registry/core/pod/storage/eviction.go).
+_BUDGET_CAUSE = re.compile(r"^The disruption budget (\S+) needs")
 
 # Pods that have finished hold no GPU.
 _RUNNING_OR_PENDING = "status.phase!=Succeeded,status.phase!=Failed"
@@ -46,7 +52,7 @@ def gpu_pod(pod: Mapping[str, Any]) -> GpuPod | None:
         return None
     notes = meta.get("annotations") or {}
     evictable = notes.get(SAFE_TO_EVICT_ANNOTATION) != "false" and KEEP_ALIVE_ANNOTATION not in notes
-    return GpuPod(str(meta["namespace"]), str(meta["name"]), str(node), gpus, evictable)
+    return GpuPod(str(meta["namespace"]), str(meta["name"]), str(node), gpus, evictable, str(meta.get("uid") or ""))
 
 
 class KubeCluster:
@@ -80,8 +86,11 @@ class KubeCluster:
         try:
             request(self.api, "create pods/eviction", "POST", f"{_pod_path(pod)}/eviction", body=body)
         except errors.Throttled as exc:  # 429 from eviction means a PodDisruptionBudget said no (for now)
-            raise errors.Busy(
+            named = (_BUDGET_CAUSE.match(c.message) for c in exc.causes if c.reason == "DisruptionBudget")
+            budget = next((f"{pod.namespace}/{m.group(1)}" for m in named if m), None)
+            raise BudgetRefused(
                 str(exc),
+                budget=budget,
                 operation=exc.operation,
                 code="DisruptionBudget",
                 status=exc.status,
@@ -91,6 +100,15 @@ class KubeCluster:
             ) from exc
         except errors.NotFound:
             pass  # already gone
+
+    def disruptions_allowed(self, budget: str) -> int | None:
+        namespace, _, name = budget.partition("/")
+        path = f"/apis/policy/v1/namespaces/{quote(namespace, safe='')}/poddisruptionbudgets/{quote(name, safe='')}"
+        try:
+            found = request(self.api, "get poddisruptionbudgets", "GET", path)
+        except errors.NotFound:
+            return None
+        return int((found.get("status") or {}).get("disruptionsAllowed") or 0)
 
     def pod_exists(self, pod: GpuPod) -> bool:
         try:

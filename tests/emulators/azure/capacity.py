@@ -38,6 +38,7 @@ _SIZES = (
     VmSize(16, "standardNCASv3_T4Family", "Standard_NC16as_T4_v3", 1, 110),
     VmSize(64, "standardNCASv3_T4Family", "Standard_NC64as_T4_v3", 4, 440),
     VmSize(96, "standardNDAMSv4_A100Family", "Standard_ND96amsr_A100_v4", 8, 1900),
+    VmSize(96, "standardNDASv4_A100Family", "Standard_ND96asr_v4", 8, 900),
     VmSize(36, "standardNVADSA10v5Family", "Standard_NV36ads_A10_v5", 1, 440),
     VmSize(4, "standardDSv5Family", "Standard_D4s_v5", 0, 16),
 )

@@ -1,5 +1,6 @@
-"""Microsoft.Compute virtual machines: list (subscription / resource group), get, instance view, tag PATCH, and
-deallocate / start / delete as long-running operations.
+"""Microsoft.Compute virtual machines: list (subscription / resource group, ``statusOnly``), get, instance view,
+tag PATCH (the tags object replaced as a whole, as ARM does), VMSS Flex membership (``virtualMachineScaleSet``),
+and deallocate / powerOff / start / delete as long-running operations that finish with time.
 
 Deallocate, start and delete answer 202 with ``Azure-AsyncOperation`` (status monitor) and ``Location``
 (``...?monitor=true``, the result URL azure-core GETs at the end of a POST), as Compute does. The power state
@@ -31,7 +32,7 @@ from tests.emulators.azure.arm import (
     retry_after_headers,
 )
 
-PowerState = Literal["running", "starting", "stopped", "deallocating", "deallocated"]
+PowerState = Literal["running", "starting", "stopping", "stopped", "deallocating", "deallocated"]
 
 _SUB = r"/subscriptions/(?P<sub>[^/]+)"
 _RG = _SUB + r"/resourceGroups/(?P<rg>[^/]+)"
@@ -40,6 +41,7 @@ _VM = _RG + r"/providers/Microsoft\.Compute/virtualMachines/(?P<vm>[^/]+)"
 _DISPLAY = {
     "running": "VM running",
     "starting": "VM starting",
+    "stopping": "VM stopping",
     "stopped": "VM stopped",
     "deallocating": "VM deallocating",
     "deallocated": "VM deallocated",
@@ -58,6 +60,8 @@ class VmState:
     provisioning_state: str = "Succeeded"
     spot: bool = False
     vm_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    #: The resource id of the VMSS (Flex orchestration) the VM belongs to, if any.
+    scale_set: str | None = None
 
     @property
     def id(self) -> str:
@@ -90,6 +94,8 @@ def vm_body(vm: VmState, with_instance_view: bool = False) -> dict[str, Any]:
     if vm.spot:
         props["evictionPolicy"] = "Deallocate"
         props["billingProfile"] = {"maxPrice": -1}
+    if vm.scale_set:
+        props["virtualMachineScaleSet"] = {"id": vm.scale_set}
     if with_instance_view:
         props["instanceView"] = instance_view(vm)
     return {
@@ -135,6 +141,7 @@ class ComputeService:
             Route("DELETE", _VM, "virtualMachines.delete", self._delete),
             Route("POST", _VM + "/deallocate", "virtualMachines.deallocate", self._deallocate),
             Route("POST", _VM + "/start", "virtualMachines.start", self._start),
+            Route("POST", _VM + "/powerOff", "virtualMachines.powerOff", self._power_off),
             Route(
                 "GET",
                 _SUB + r"/providers/Microsoft\.Compute/locations/(?P<loc>[^/]+)/operations/(?P<op>[^/]+)",
@@ -209,6 +216,10 @@ class ComputeService:
 
     def _deallocate(self, ctx: RequestContext, m: dict[str, str]) -> Response:
         return self._power(ctx, m, "deallocate", "deallocating", "deallocated")
+
+    def _power_off(self, ctx: RequestContext, m: dict[str, str]) -> Response:
+        # powerOff stops the guest but keeps the hardware allocated (and billed): "stopped", not "deallocated".
+        return self._power(ctx, m, "powerOff", "stopping", "stopped")
 
     def _start(self, ctx: RequestContext, m: dict[str, str]) -> Response:
         return self._power(ctx, m, "start", "starting", "running")

@@ -155,6 +155,7 @@ class AzureEmulator(Emulator):
         *,
         spot: bool = False,
         deallocated: bool = False,
+        scale_set: str | None = None,
     ) -> VmState:
         vm = VmState(
             subscription,
@@ -165,6 +166,7 @@ class AzureEmulator(Emulator):
             dict(tags or {}),
             power_state="deallocated" if deallocated else "running",
             spot=spot,
+            scale_set=scale_set,
         )
         return self.compute.add_vm(vm)
 

@@ -26,11 +26,12 @@ def sku_body(size: VmSize, location: str) -> dict[str, Any]:
     capabilities = {
         "vCPUs": str(size.vcpus),
         "vCPUsAvailable": str(size.vcpus),
-        "GPUs": str(size.gpus),
         "MemoryGB": f"{size.memory_gb:g}",
         "LowPriorityCapable": "True",
         "HyperVGenerations": "V1,V2",
     }
+    if size.gpus:
+        capabilities["GPUs"] = str(size.gpus)  # as Compute does: a CPU size has no GPUs capability at all
     return {
         "resourceType": "virtualMachines",
         "name": size.name,

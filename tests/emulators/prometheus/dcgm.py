@@ -13,6 +13,17 @@ What the output mimics (see DESIGN.md "Metrics"):
 - Idle is rarely exactly 0: 0..3 % with noise.
 - Without ``honor_labels``, Prometheus renames the exporter's ``pod``/``namespace``/``container`` labels to
   ``exported_*`` and the plain labels then name the dcgm-exporter pod itself, a classic attribution trap.
+- Older exporters (and kubelets before 1.16) name them ``pod_name``/``pod_namespace``/``container_name``; some
+  deployments relabel ``Hostname`` to ``hostname``.
+- A GPU no pod holds has no pod labels from the exporter. Scraped with plain target labels it has none at all;
+  through a ServiceMonitor (with or without ``honor_labels``: nothing conflicts) it gets the *exporter's own*
+  ``pod``/``namespace``/``container``, which looks exactly like a pod attribution: the trap is a pod named
+  ``nvidia-dcgm-exporter-<node>`` that seems to hold a GPU. Only a join with the cluster's pods tells them apart.
+- Time-slicing: every pod sharing a device gets a copy of the device's series, with a ``vgpu`` label and the
+  same values (the device's, not the pod's share).
+- A shared Thanos adds the source Prometheus's external labels, ``cluster`` at least.
+- Profiling metrics may be broken: ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` exactly 0 on every GPU while work runs.
+- A pod younger than the window has series only since it started.
 """
 
 from __future__ import annotations
@@ -24,7 +35,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 from uuid import UUID
 
-Profile = Literal["busy", "idle", "idle_after_busy"]
+#: ``leaked``: a crashed workload that left its memory allocated: utilisation ~0, ~95 % of the memory used.
+Profile = Literal["busy", "idle", "idle_after_busy", "leaked"]
+HostnameLabel = Literal["Hostname", "hostname"]
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -46,6 +59,8 @@ DEFAULT_WINDOW = timedelta(hours=6)
 
 BUSY_UTIL_PCT = (70.0, 95.0)
 IDLE_UTIL_PCT = (0.0, 3.0)
+LEAKED_UTIL_PCT = (0.0, 0.9)
+LEAKED_MEMORY_SHARE = (0.94, 0.96)
 
 # Labels the scrape adds; with exported_* naming the plain pod/namespace/container name the exporter itself.
 EXPORTER_JOB = "nvidia-dcgm-exporter"
@@ -55,7 +70,8 @@ EXPORTER_CONTAINER = "nvidia-dcgm-exporter"
 
 @dataclass(frozen=True)
 class Workload:
-    """One GPU (or MIG slice) attributed to one container of one pod; a 2-GPU pod is two workloads."""
+    """One GPU (or MIG slice, or time-sliced copy) attributed to one container of one pod; a 2-GPU pod is two
+    workloads. ``pod=""``: a GPU no pod holds."""
 
     pod: str
     namespace: str
@@ -75,6 +91,21 @@ class Workload:
     #: Label pod/namespace/container as Prometheus does without honor_labels.
     exported_labels: bool = False
     memory_total_mib: int = 81920
+    #: The ``cluster`` external label a shared Thanos adds; None: a cluster's own Prometheus, no such label.
+    cluster: str | None = None
+    #: The old attribution labels ``pod_name``/``pod_namespace``/``container_name``.
+    old_labels: bool = False
+    #: ``Hostname`` (dcgm-exporter's default) or ``hostname`` (relabelled).
+    hostname_label: HostnameLabel = "Hostname"
+    #: For a GPU no pod holds (``pod=""``): the series carry the exporter pod's own pod/namespace/container, as
+    #: a ServiceMonitor's target labels add them (see the module docstring); False: no pod labels at all.
+    exporter_pod_labels: bool = False
+    #: Time-slicing: the copy number of a shared device (label ``vgpu``); copies of one device share its values.
+    vgpu: int | None = None
+    #: DCGM_FI_PROF_GR_ENGINE_ACTIVE reads exactly 0 whatever the GPU does (the broken-profiling failure mode).
+    broken_prof: bool = False
+    #: A pod that started this long before ``now``: series only since then (None: older than any window).
+    started_ago: timedelta | None = None
 
     def __post_init__(self) -> None:
         if self.mig_profile is not None and not self.prof_metrics:
@@ -82,6 +113,24 @@ class Workload:
             raise ValueError(f"{self.pod}: a MIG slice without PROF metrics would have no utilisation series")
         if self.profile == "idle_after_busy" and self.idle_for <= timedelta(0):
             raise ValueError(f"{self.pod}: idle_for must be positive")
+        if self.exported_labels and self.old_labels:
+            raise ValueError(f"{self.pod}: exported_* and the old pod_name labels are two different shapes")
+        if self.unallocated and (self.exported_labels or self.old_labels):
+            raise ValueError("a GPU no pod holds has no pod labels to rename: use exporter_pod_labels")
+        if self.exporter_pod_labels and not self.unallocated:
+            raise ValueError(f"{self.pod}: exporter_pod_labels is for a GPU no pod holds (pod='')")
+        if self.started_ago is not None and self.started_ago <= timedelta(0):
+            raise ValueError(f"{self.pod}: started_ago must be positive")
+
+    @property
+    def unallocated(self) -> bool:
+        """No pod holds this GPU."""
+        return not self.pod
+
+    @property
+    def device(self) -> tuple[str | None, str, int, int]:
+        """(cluster, host, gpu, MIG instance): what one physical device (or slice) is, whatever shares it."""
+        return (self.cluster, self.hostname, self.gpu, self.mig_instance_id if self.is_mig else -1)
 
     @property
     def is_mig(self) -> bool:
@@ -94,7 +143,7 @@ class Workload:
 
     def idle_at(self, at: datetime, now: datetime) -> bool:
         """The truth the generator follows: is this workload idle at ``at``?"""
-        if self.profile == "idle":
+        if self.profile in ("idle", "leaked"):
             return True
         if self.profile == "busy":
             return False
@@ -104,32 +153,47 @@ class Workload:
         """Idle for the whole ``window`` before ``now``: what a sweep over that window should conclude."""
         if self.profile == "idle_after_busy":
             return self.idle_for >= window
-        return self.profile == "idle"
+        return self.profile in ("idle", "leaked")
+
+    def series_from(self, now: datetime) -> datetime | None:
+        """The first instant with samples: when a young pod started (None: the whole window)."""
+        return None if self.started_ago is None else now - self.started_ago
 
     def labels(self) -> dict[str, str]:
         """The label set of every series of this workload, in exposition order."""
         labels = {
             "gpu": str(self.gpu),
             "UUID": self.gpu_uuid,
+            "pci_bus_id": f"00000000:{0x10 + self.gpu:02X}:00.0",
             "device": f"nvidia{self.gpu}",
             "modelName": self.model_name,
-            "Hostname": self.hostname,
+            self.hostname_label: self.hostname,
         }
         if self.mig_profile is not None:
             labels["GPU_I_PROFILE"] = self.mig_profile
             labels["GPU_I_ID"] = str(self.mig_instance_id)
-        if self.exported_labels:
+        if self.vgpu is not None:
+            labels["vgpu"] = str(self.vgpu)
+        exporter = {
+            "container": EXPORTER_CONTAINER,
+            "namespace": EXPORTER_NAMESPACE,
+            "pod": f"nvidia-dcgm-exporter-{self.hostname}",
+        }
+        if self.unallocated:
+            labels |= exporter if self.exporter_pod_labels else {}
+        elif self.old_labels:
+            labels |= {"container_name": self.container, "pod_namespace": self.namespace, "pod_name": self.pod}
+        elif self.exported_labels:
             labels |= {
                 "exported_container": self.container,
                 "exported_namespace": self.namespace,
                 "exported_pod": self.pod,
-                "container": EXPORTER_CONTAINER,
-                "namespace": EXPORTER_NAMESPACE,
-                "pod": f"nvidia-dcgm-exporter-{self.hostname}",
-            }
+            } | exporter
         else:
             labels |= {"container": self.container, "namespace": self.namespace, "pod": self.pod}
         labels |= {"job": EXPORTER_JOB, "instance": f"{self.hostname}:9400"}
+        if self.cluster is not None:
+            labels["cluster"] = self.cluster  # the external label comes last, as Thanos appends it
         return labels
 
     def metrics(self) -> tuple[str, ...]:
@@ -164,6 +228,14 @@ class Sample:
         }[metric]
 
 
+_SAMPLE_FIELD = {
+    GPU_UTIL: "gpu_util_pct",
+    GR_ENGINE_ACTIVE: "gr_engine_active",
+    FB_USED: "fb_used_mib",
+    FB_FREE: "fb_free_mib",
+}
+
+
 def sample_times(now: datetime, window: timedelta = DEFAULT_WINDOW, step: timedelta = DEFAULT_STEP) -> list[datetime]:
     """Scrape instants in ``(now - window, now]``, oldest first, the last one exactly at ``now``."""
     if now.tzinfo is None:
@@ -183,13 +255,21 @@ def samples(
 ) -> list[Sample]:
     """The series of one workload; the same inputs always give the same numbers."""
     w = workload
-    rng = random.Random(f"{seed}/{w.hostname}/{w.gpu}/{w.mig_instance_id}/{w.namespace}/{w.pod}")
+    # Time-sliced copies are the device's series copied per pod: seeded by the device alone, identical values.
+    owner = "vgpu" if w.vgpu is not None else f"{w.namespace}/{w.pod}"
+    cluster = "" if w.cluster is None else f"{w.cluster}/"
+    rng = random.Random(f"{seed}/{cluster}{w.hostname}/{w.gpu}/{w.mig_instance_id}/{owner}")
     total = workload.memory_total_mib
     # A pod's memory footprint is mostly stable: what its model/data occupies, plus a little jitter.
     resident = rng.uniform(0.25, 0.55) * total
     out: list[Sample] = []
+    since = workload.series_from(now)
     for at in sample_times(now, window, step):
-        if workload.idle_at(at, now):
+        if workload.profile == "leaked":
+            # Crashed with its memory still allocated: next to no activity, the framebuffer nearly full.
+            util = 0.0 if rng.random() < 0.5 else rng.uniform(*LEAKED_UTIL_PCT)
+            used = total * rng.uniform(*LEAKED_MEMORY_SHARE)
+        elif workload.idle_at(at, now):
             # Mostly 1..3 %, sometimes 0: idle GPUs still show driver/housekeeping activity.
             util = 0.0 if rng.random() < 0.15 else rng.uniform(0.5, IDLE_UTIL_PCT[1])
             used = resident * rng.uniform(0.98, 1.0)
@@ -199,7 +279,11 @@ def samples(
         # The graphics engine ratio tracks utilisation but is finer-grained and never a clean integer.
         active = max(0.0, min(1.0, util / 100.0 + rng.uniform(-0.02, 0.02)))
         used_mib = int(used)
-        out.append(Sample(at, round(util), round(active, 4), used_mib, total - used_mib))
+        if since is not None and at <= since:  # (since, now], like the window
+            continue  # drawn all the same, so a young copy of a shared device keeps the device's values
+        out.append(
+            Sample(at, round(util), 0.0 if workload.broken_prof else round(active, 4), used_mib, total - used_mib)
+        )
     return out
 
 
@@ -235,17 +319,22 @@ def openmetrics_lines(
     seed: int = 0,
 ) -> Iterator[str]:
     """OpenMetrics lines (no newlines): one metric family at a time, each series in time order."""
-    series = [(w, _label_text(w.labels()), samples(w, now, window, step, seed)) for w in workloads]
     _check_unique(w.labels() for w in workloads)
+    _check_shared(workloads)
+    series = [(w, _label_text(w.labels()), samples(w, now, window, step, seed)) for w in workloads]
+    # Every workload samples the same instants: format each timestamp once (10,000 GPUs share them).
+    stamps = {at: _timestamp(at) for at in sample_times(now, window, step)}
     for metric in METRICS:
         members = [(labels, rows) for w, labels, rows in series if metric in w.metrics()]
         if not members:
             continue
+        field_name = _SAMPLE_FIELD[metric]
         yield f"# TYPE {metric} gauge"
         yield f"# HELP {metric} {METRIC_HELP[metric]}"
         for labels, rows in members:
+            prefix = f"{metric}{{{labels}}} "
             for row in rows:
-                yield f"{metric}{{{labels}}} {_format_value(row.value(metric))} {_timestamp(row.at)}"
+                yield f"{prefix}{_format_value(getattr(row, field_name))} {stamps[row.at]}"
     yield "# EOF"
 
 
@@ -268,3 +357,14 @@ def _check_unique(label_sets: Iterable[dict[str, str]]) -> None:
         if key in seen:
             raise ValueError(f"two workloads share the label set {dict(key)}")
         seen.add(key)
+
+
+def _check_shared(workloads: Sequence[Workload]) -> None:
+    # Copies of one time-sliced device show the device: they cannot differ in what the device does.
+    behaviour: dict[tuple[str | None, str, int, int], tuple[object, ...]] = {}
+    for w in workloads:
+        if w.vgpu is None:
+            continue
+        what = (w.profile, w.idle_for, w.memory_total_mib, w.prof_metrics, w.broken_prof, w.model_name, w.mig_profile)
+        if behaviour.setdefault(w.device, what) != what:
+            raise ValueError(f"time-sliced copies of {w.hostname}/gpu{w.gpu} must behave alike (profile, memory...)")

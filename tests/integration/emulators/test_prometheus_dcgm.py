@@ -200,3 +200,103 @@ def test_missing_binaries_with_an_empty_path_env(monkeypatch: pytest.MonkeyPatch
 def test_fixtures_fail_rather_than_skip_without_binaries() -> None:
     with pytest.raises(pytest.fail.Exception, match=r"run \.ci/install-prometheus"):
         require_binaries(path="")
+
+
+# --- production shapes -------------------------------------------------------------------------------------------
+
+OLD = Workload("legacy-0", "res", "trainer", 0, "node-o", old_labels=True, hostname_label="hostname", cluster="c1")
+BARE = Workload("", "", "", 4, "node-a", profile="idle")
+HELD_BY_EXPORTER = Workload("", "", "", 5, "node-a", profile="idle", exporter_pod_labels=True)
+
+
+def test_the_cluster_label_is_the_external_label_and_absent_by_default() -> None:
+    assert OLD.labels()["cluster"] == "c1"
+    assert list(OLD.labels())[-1] == "cluster"
+    assert "cluster" not in BUSY.labels()
+
+
+def test_old_label_names_and_a_lowercase_hostname() -> None:
+    labels = OLD.labels()
+
+    assert (labels["pod_name"], labels["pod_namespace"], labels["container_name"]) == ("legacy-0", "res", "trainer")
+    assert not {"pod", "namespace", "container", "exported_pod", "Hostname"} & set(labels)
+    assert labels["hostname"] == "node-o"
+
+
+def test_a_gpu_no_pod_holds_has_no_pod_labels_or_the_exporters_own() -> None:
+    bare, held = BARE.labels(), HELD_BY_EXPORTER.labels()
+
+    assert not {"pod", "namespace", "container", "exported_pod", "pod_name"} & set(bare)
+    # The trap: it looks like a pod attribution, to the dcgm-exporter pod of the node.
+    assert (held["pod"], held["namespace"]) == ("nvidia-dcgm-exporter-node-a", "gpu-operator")
+    assert "exported_pod" not in held
+    assert BARE.unallocated
+    assert not BUSY.unallocated
+
+
+def test_time_sliced_copies_share_the_device_and_its_values() -> None:
+    a = Workload("share-a", "ds", "nb", 0, "node-t", profile="idle", vgpu=0)
+    b = Workload("share-b", "other", "nb", 0, "node-t", profile="idle", vgpu=1)
+
+    assert a.labels()["UUID"] == b.labels()["UUID"]
+    assert (a.labels()["vgpu"], b.labels()["vgpu"]) == ("0", "1")
+    assert samples(a, NOW) == samples(b, NOW)
+    with pytest.raises(ValueError, match="behave alike"):
+        openmetrics([a, Workload("share-c", "ds", "nb", 0, "node-t", vgpu=2)], NOW, window=timedelta(minutes=5))
+
+
+def test_leaked_memory_is_near_zero_utilisation_with_the_memory_nearly_full() -> None:
+    leaked = Workload("crashed", "ml", "t", 0, "node-l", profile="leaked")
+    rows = samples(leaked, NOW, window=timedelta(hours=2))
+
+    assert max(r.gpu_util_pct for r in rows) <= 1
+    assert all(0.93 <= r.fb_used_mib / leaked.memory_total_mib <= 0.96 for r in rows)
+    assert leaked.idle_over(timedelta(hours=2))
+
+
+def test_a_broken_prof_metric_reads_exactly_zero_even_when_busy() -> None:
+    broken = Workload("busy-broken", "ml", "t", 0, "node-b", broken_prof=True)
+    rows = samples(broken, NOW, window=timedelta(hours=1))
+
+    assert {r.gr_engine_active for r in rows} == {0.0}
+    assert min(r.gpu_util_pct for r in rows) >= 70
+
+
+def test_a_young_pod_has_series_only_since_it_started() -> None:
+    young = Workload("young", "ml", "t", 0, "node-y", profile="idle", started_ago=timedelta(minutes=30))
+    rows = samples(young, NOW, window=timedelta(hours=2))
+
+    assert len(rows) == 60
+    assert rows[0].at > NOW - timedelta(minutes=30)
+    assert rows[-1].at == NOW
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Workload("p", "n", "c", 0, "h", exported_labels=True, old_labels=True),
+        lambda: Workload("", "", "", 0, "h", exported_labels=True),
+        lambda: Workload("p", "n", "c", 0, "h", exporter_pod_labels=True),
+        lambda: Workload("p", "n", "c", 0, "h", started_ago=timedelta(0)),
+    ],
+    ids=["two-shapes", "unallocated-exported", "exporter-labels-on-a-pod", "started-ago-zero"],
+)
+def test_impossible_shapes_are_refused(build: Callable[[], object]) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - each has its own message; that it refuses is the point
+        build()
+
+
+def test_representative_dataset_has_every_production_shape() -> None:
+    ws = REPRESENTATIVE_WORKLOADS
+
+    assert {w.cluster for w in ws} == {"ml-prod", "research", "notebooks"}
+    assert any(w.old_labels for w in ws)
+    assert any(w.hostname_label == "hostname" for w in ws)
+    assert any(w.unallocated and not w.exporter_pod_labels for w in ws)
+    assert any(w.unallocated and w.exporter_pod_labels for w in ws)
+    assert sum(w.vgpu is not None for w in ws) >= 2
+    assert any(w.profile == "leaked" for w in ws)
+    assert all(w.broken_prof for w in ws if w.cluster == "notebooks")
+    assert any(w.started_ago is not None for w in ws)
+    pods = [w.pod for w in ws if w.pod]
+    assert any(pods.count(p) >= 2 and not any(w.vgpu is not None for w in ws if w.pod == p) for p in pods)
