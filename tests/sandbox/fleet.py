@@ -154,6 +154,7 @@ class Instance:
     where: str  # AWS region, GCE zone, Azure location
     tags: dict[str, str] = field(default_factory=dict)
     accelerators: tuple[tuple[str, int], ...] = ()  # GCP: attached GPUs (none for types with built-in GPUs)
+    scale_set: str = ""  # Azure: the VMSS Flex it belongs to (its name; the VM is listed among the VMs)
 
 
 @dataclass(frozen=True)
@@ -367,6 +368,7 @@ def _instances(managed: list[Group], extra_regions: tuple[str, ...] = ()) -> lis
     protected, one CPU instance (never a GPU instance: ignored). AWS ones also in the other regions the sweep covers
     (the batch cluster's, the policy's extra scopes), so every account scope has something to say."""
     found: list[Instance] = []
+    # Each cloud's last group says where (us-east-1, away from the eu-west-1 quotas cloud-quotas keeps; europe-west4-a).
     clouds = {g.cloud: g for g in managed}
     if aws := clouds.get("aws"):
         region = aws.locator["region"]
@@ -396,7 +398,7 @@ def _instances(managed: list[Group], extra_regions: tuple[str, ...] = ()) -> lis
     if clouds.get("azure"):
         found += [
             Instance("azure", "vm-gpu-scratch1", "Standard_NC4as_T4_v3", "westeurope"),
-            Instance("azure", "vm-gpu-scratch2", "Standard_NC6s_v3", "westeurope", {"owner": "ml-platform"}),
+            Instance("azure", "vm-gpu-scratch2", "Standard_NC8as_T4_v3", "westeurope", {"owner": "ml-platform"}),
             Instance(
                 "azure",
                 "vm-gpu-owned",
@@ -406,6 +408,9 @@ def _instances(managed: list[Group], extra_regions: tuple[str, ...] = ()) -> lis
             ),
             Instance("azure", "vm-gpu-golden", "Standard_NC4as_T4_v3", "westeurope", PROTECT),
             Instance("azure", "vm-build-agent", "Standard_D4s_v5", "westeurope"),
+            # A render farm's scale set (VMSS Flex): its VMs are members, reported and never stopped one by one.
+            Instance("azure", "render-flex_0f3c", "Standard_NC4as_T4_v3", "westeurope", scale_set="render-flex"),
+            Instance("azure", "render-flex_7a21", "Standard_NC4as_T4_v3", "westeurope", scale_set="render-flex"),
         ]
     return found
 

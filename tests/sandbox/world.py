@@ -69,11 +69,12 @@ SYNC_INTERVAL_S = 0.2
 #: at the first instant reaches back to ``start - 2h31m``; 3 h covers it (every query inside the data, none after it).
 DCGM_WINDOW = timedelta(hours=3)
 #: How each cluster's Prometheus scrape shapes the DCGM labels (clusters not named: ``pod``/``namespace`` with
-#: honorLabels, ``Hostname``). research: a ServiceMonitor without honorLabels (``exported_pod``..., and the GPUs no
-#: pod holds carry the exporter's own pod labels); aks-ml: an old exporter (``pod_name``/``pod_namespace``) and a
-#: relabelled ``hostname``.
+#: honorLabels, ``Hostname``). The GKE clusters: a ServiceMonitor without honorLabels (``exported_pod``..., and the
+#: GPUs no pod holds carry the exporter's own pod labels); aks-ml: an old exporter (``pod_name``/``pod_namespace``)
+#: and a relabelled ``hostname``.
 SHAPES: dict[str, dict[str, Any]] = {
     "research": {"exported_labels": True},
+    "notebooks": {"exported_labels": True},
     "aks-ml": {"old_labels": True, "hostname_label": "hostname"},
 }
 MIG_RESOURCE = "nvidia.com/mig-{profile}"
@@ -402,7 +403,15 @@ class World:
                     labels=inst.tags,
                 )
             else:
-                self.azure.add_vm(azure_sub, "rg-ml-scratch", inst.name, inst.machine, inst.where, inst.tags)
+                scale_set = (
+                    f"/subscriptions/{azure_sub}/resourceGroups/rg-ml-scratch/providers/Microsoft.Compute"
+                    f"/virtualMachineScaleSets/{inst.scale_set}"
+                    if inst.scale_set
+                    else None
+                )
+                self.azure.add_vm(
+                    azure_sub, "rg-ml-scratch", inst.name, inst.machine, inst.where, inst.tags, scale_set=scale_set
+                )
 
     def _add_gke_instance(self, group: Group, node: str) -> None:
         """A GKE node's Compute Engine instance, as GKE makes it: named as the node, in its zone, labelled with its
