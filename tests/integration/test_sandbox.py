@@ -298,12 +298,19 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
         for p in k.list("Pod")
     }
 
-    phases, _ = sweep_demo.run_sweep(world, run_gpu_jobs, kubectl_lines=False)
+    snapshots: list[dict[tuple[str, str], dict[str, Any]]] = []
+
+    def snapshot(phase: Any) -> None:  # every pod as it is after each phase (the next may delete it)
+        pods = [p for k in world.kubes.values() for p in k.list("Pod")]
+        snapshots.append({(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods})
+
+    phases, _ = sweep_demo.run_sweep(world, run_gpu_jobs, kubectl_lines=False, after=snapshot)
 
     dry, marks, act, again, day, day_again = phases
     assert [p.code for p in phases] == [0] * 6, [p.stderr[-2000:] for p in phases if p.code]
     assert dry.report["dryRun"] is True
     assert dry.writes() == 0, dry.requests
+    assert all(IDLE_SINCE_ANNOTATION not in (p["metadata"].get("annotations") or {}) for p in snapshots[0].values())
 
     # --- the marks: every case the sandbox seeds, judged as the design says
     seen = _by_pod(marks)
@@ -342,7 +349,7 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
     mig_node = _seat(world, "biotech", "fold-eval")[0].placement.node
     assert unallocated[("aks-ml", mig_node)] == 5  # 7 slices, 2 held
     for (ns, name), verdict in state.items():
-        pod = next(k.get("Pod", name, ns) for k in world.kubes.values() if k.get("Pod", name, ns))
+        pod = snapshots[1][(ns, name)]
         annotations = pod["metadata"].get("annotations") or {}
         if verdict == "marked":
             assert annotations[IDLE_SINCE_ANNOTATION].startswith(at.mark.strftime("%Y-%m-%dT%H:%M")), (ns, name)
@@ -400,10 +407,18 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
             )
             assert gone_or_going, seat.name
     kube = world.kubes["ml-prod"]
-    canary = [p for p in kube.list("Pod", "ranking") if not p["metadata"].get("deletionTimestamp")]
-    assert len(canary) == 2  # the ReplicaSet started two new pods
-    assert {p["metadata"]["name"] for p in canary}.isdisjoint(named[("ranking", "ranker-canary")])
-    assert all(p["status"]["phase"] == "Running" for p in canary)
+    old = set(named[("ranking", "ranker-canary")])
+
+    def replaced() -> bool:
+        """The ReplicaSet's two new pods, Running, once the deleted ones are gone (5 s grace; the namespace's GPU
+        quota charges Terminating pods, so nothing new fits before)."""
+        live = [p for p in kube.list("Pod", "ranking") if not p["metadata"].get("deletionTimestamp")]
+        names = {p["metadata"]["name"] for p in live}
+        return len(live) == 2 and names.isdisjoint(old) and all(p["status"]["phase"] == "Running" for p in live)
+
+    assert _eventually(replaced, timeout_s=20)
+    replica_set = kube.list("ReplicaSet", "ranking")[0]
+    assert replica_set["spec"]["replicas"] == 2  # deleted, not scaled
     bare = world.kubes["ml-prod"].get("Pod", "jupyter-alice", "notebooks-alice")
     assert bare is None or bare["metadata"].get("deletionTimestamp")  # no owner: nothing starts it again
 

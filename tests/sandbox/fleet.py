@@ -139,6 +139,7 @@ class Pod:
     shared: bool = False
     mig: bool = False
     age: timedelta = JUDGED_AGE
+    grace_s: int = 30  # terminationGracePeriodSeconds: how long a deleted pod stays Terminating
 
     def gpu_profiles(self) -> tuple[Profile, ...]:
         return self.profiles or (self.profile,) * self.gpus
@@ -325,8 +326,9 @@ PODS: tuple[Pod, ...] = (
     Pod("speech", "asr-streaming-0", "inference-l4", 1, "idle"),
     # Someone answered the sweep's warning: snoozed until next week.
     Pod("ads-ml", "feature-embed-0", "inference-l4", 1, "idle", {SNOOZE: "7d"}),
-    # Two replicas time-sliced on one L4 (the group's last node): idle, since the device is.
-    Pod("ranking", "ranker-canary", "inference-l4", 1, "idle", owner="deployment", replicas=2, shared=True),
+    # Two replicas time-sliced on one L4 (the group's last node): idle, since the device is. A stateless server
+    # that stops in 5 s: its namespace's GPU quota charges Terminating pods, so their replacements wait for that.
+    Pod("ranking", "ranker-canary", "inference-l4", 1, "idle", owner="deployment", replicas=2, shared=True, grace_s=5),
     # A long training run that did not finish by the evening: research-h100 is postponed, not killed.
     Pod("ml-research", "train-llm-7b-0", "research-h100", 8, "busy", owner="none"),
     Pod("ml-research", "train-llm-7b-1", "research-h100", 4, "busy", owner="none"),

@@ -66,10 +66,14 @@ class Instants:
 
 
 def run_sweep(
-    world: World, run: Callable[..., Any], kubectl_lines: bool = True
+    world: World,
+    run: Callable[..., Any],
+    kubectl_lines: bool = True,
+    after: Callable[[Any], None] | None = None,
 ) -> tuple[list[Any], dict[str, list[str]]]:
     """Every phase of the cycle (``run`` is ``demo.run_gpu_jobs``); the kubectl lines shown after the marks and after
     the actions. Without an instances adapter for a cloud of the policy, only the pods part runs (said so).
+    ``after`` is called with each phase as soon as it ran (a test looks at the world between phases).
 
     The marks and the actions run both parts in one run, as a central install does: one limit across them
     (``sweep.limits``: 10 actions and 20 % of the pods and instances considered; the pods part alone considers the
@@ -78,11 +82,18 @@ def run_sweep(
     would only cost time."""
     at = Instants.of(world)
     both = not missing_clouds(world)
+
+    def step(*args: Any) -> Any:  # the caller's run, then its observer
+        phase = run(*args)
+        if after is not None:
+            after(phase)
+        return phase
+
     pods = ["--part", "pods"]
     json_at = ("--output", "json", "--at")
     phases = [
-        run(world, "sweep --dry-run", "sweep", "--dry-run", *json_at, at.mark.isoformat(), *pods),
-        run(world, "sweep: marks", "sweep", *json_at, at.mark.isoformat(), *([] if both else pods)),
+        step(world, "sweep --dry-run", "sweep", "--dry-run", *json_at, at.mark.isoformat(), *pods),
+        step(world, "sweep: marks", "sweep", *json_at, at.mark.isoformat(), *([] if both else pods)),
     ]
     shown: dict[str, list[str]] = {}
     if kubectl_lines:
@@ -91,16 +102,16 @@ def run_sweep(
         start = next((i for i, line in enumerate(described) if line.strip() == "Events:"), len(described))
         shown["events"] = [described[0], *described[start:]]
     both_or_pods = [] if both else pods
-    phases.append(run(world, "sweep: grace period over", "sweep", *json_at, at.act.isoformat(), *both_or_pods))
+    phases.append(step(world, "sweep: grace period over", "sweep", *json_at, at.act.isoformat(), *both_or_pods))
     if kubectl_lines:
         shown["pods"] = kubectl(world, LISTED[0], "-n", LISTED[1], "get", "pods")
-    phases.append(run(world, "sweep again", "sweep", *json_at, at.act.isoformat(), *pods))
+    phases.append(step(world, "sweep again", "sweep", *json_at, at.act.isoformat(), *pods))
     instances = ["--part", "instances"]
     if both:
         day = at.stop.isoformat()
         phases += [
-            run(world, "sweep instances: a day later", "sweep", *json_at, day, *instances),
-            run(world, "sweep instances again", "sweep", *json_at, day, *instances),
+            step(world, "sweep instances: a day later", "sweep", *json_at, day, *instances),
+            step(world, "sweep instances again", "sweep", *json_at, day, *instances),
         ]
     for phase, when in zip(phases, (at.mark, at.mark, at.act, at.act, at.stop, at.stop), strict=False):
         phase.at = when

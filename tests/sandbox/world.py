@@ -648,6 +648,7 @@ def _seed_kube(
                 phase="Succeeded" if finished else "Running",
                 created=started,
                 started=started,
+                grace_s=pod.grace_s,
             )
             names = [kube.create(manifest)["metadata"]["name"]]
         else:
@@ -663,6 +664,7 @@ def _seed_kube(
                 resource=resource,
                 pod_annotations=annotations or None,
                 started=started,
+                grace_s=pod.grace_s,
             )
             names = [p["metadata"]["name"] for p in seeded.pods]
         seats += [Seat(pod, n, group.cluster, p) for n, p in zip(names, where, strict=True)]
