@@ -478,11 +478,14 @@ def show_sweep(world: World) -> list[Phase]:
         if not phase.ok:
             print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
         if index == 1 and "events" in shown:
-            print("  the Warning Event a pod's owner sees:")
+            print("  the Warning Event its owner sees (kubectl describe pod, its Events):")
             print("\n".join(shown["events"]))
         if index == 2 and "pods" in shown:
-            print("  the pods deleted are Terminating; their Deployment started new ones (young: not judged):")
+            print("  deleted: Terminating for their grace period, still charged to the namespace's GPU quota:")
             print("\n".join(shown["pods"]))
+    if "pods later" in shown:
+        print("\n  their Deployment's replacements, once the deleted pods are gone (young: not judged until 2h old):")
+        print("\n".join(shown["pods later"]))
     return phases
 
 
@@ -507,9 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         fleet = world.fleet
         print(
             f"  up in {time.perf_counter() - began:.1f} s: {len(world.kubes)} clusters, {len(fleet.groups)} node groups, "
-            f"{sum(len(k.list('Node')) for k in world.kubes.values())} nodes, {len(fleet.pods)} GPU pods in "
+            f"{sum(len(k.list('Node')) for k in world.kubes.values())} nodes, {len(world.seats)} GPU pods in "
             f"{len(fleet.namespaces)} namespaces, "
-            f"{len(fleet.instances)} stand-alone GPU instances",
+            f"{len(fleet.instances)} stand-alone instances (GPU and CPU)",
             flush=True,
         )
         phase = run_gpu_jobs(world, "validate", "validate", str(world.policy_path))

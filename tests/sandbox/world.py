@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
@@ -48,6 +48,7 @@ from jobs.core.policy import Policy
 from jobs.labels import KEEP_ALIVE_UNTIL_ANNOTATION
 from jobs.policy_file import load_policy
 from tests.emulators.kube import seed
+from tests.emulators.kube.cluster import timestamp
 from tests.emulators.kube.fixtures import KubeHandle, start_kube
 from tests.sandbox import install as installer
 from tests.sandbox.executor import JobExecutor
@@ -68,14 +69,23 @@ SYNC_INTERVAL_S = 0.2
 #: How far back the DCGM series go. The demo's sweep marks at ``start - 31m`` and acts at ``start``: its 2 h window
 #: at the first instant reaches back to ``start - 2h31m``; 3 h covers it (every query inside the data, none after it).
 DCGM_WINDOW = timedelta(hours=3)
+
+
 #: How each cluster's Prometheus scrape shapes the DCGM labels (clusters not named: ``pod``/``namespace`` with
 #: honorLabels, ``Hostname``). The GKE clusters: a ServiceMonitor without honorLabels (``exported_pod``..., and the
 #: GPUs no pod holds carry the exporter's own pod labels); aks-ml: an old exporter (``pod_name``/``pod_namespace``)
 #: and a relabelled ``hostname``.
-SHAPES: dict[str, dict[str, Any]] = {
-    "research": {"exported_labels": True},
-    "notebooks": {"exported_labels": True},
-    "aks-ml": {"old_labels": True, "hostname_label": "hostname"},
+@dataclass(frozen=True)
+class Shape:
+    exported_labels: bool = False  # a ServiceMonitor without honorLabels
+    old_labels: bool = False  # pod_name / pod_namespace / container_name
+    hostname_label: Literal["Hostname", "hostname"] = "Hostname"
+
+
+SHAPES: dict[str, Shape] = {
+    "research": Shape(exported_labels=True),
+    "notebooks": Shape(exported_labels=True),
+    "aks-ml": Shape(old_labels=True, hostname_label="hostname"),
 }
 MIG_RESOURCE = "nvidia.com/mig-{profile}"
 #: Framebuffer sizes by model (MiB), as dcgm-exporter reports FB_USED + FB_FREE.
@@ -666,7 +676,10 @@ def _seed_kube(
                 started=started,
                 grace_s=pod.grace_s,
             )
-            names = [p["metadata"]["name"] for p in seeded.pods]
+            names = []
+            for stored in seeded.pods:  # created when they started, as kubectl's AGE should say
+                stored["metadata"]["creationTimestamp"] = timestamp(started)
+                names.append(kube.put(stored)["metadata"]["name"])
         seats += [Seat(pod, n, group.cluster, p) for n, p in zip(names, where, strict=True)]
     return tuple(seats)
 
@@ -682,46 +695,51 @@ def _workloads(fleet: Fleet, nodes: dict[str, list[str]], seats: tuple[Seat, ...
     from tests.emulators.prometheus.dcgm import Workload
 
     found: list[Workload] = []
-    held: set[tuple[str, int, int]] = set()  # (node, gpu, slice)
+    held: set[tuple[str, int, int]] = set()  # (node, gpu, MIG instance or -1)
     for seat in seats:
         pod, place = seat.pod, seat.placement
         if (pod.namespace, pod.name) in FINISHED:
             continue
-        group = fleet.group(pod.group)
-        hw = group.hardware
-        shape = SHAPES.get(seat.cluster, {})
-        common: dict[str, Any] = {
-            "model_name": hw.model,
-            "cluster": seat.cluster,
-            "memory_total_mib": _memory(hw),
-            **shape,
-        }
-        if pod.age < DCGM_WINDOW:  # a young pod: series only since it started
-            common["started_ago"] = pod.age
-        if hw.mig:
-            for slice_id in place.slices:
-                held.add((place.node, 0, slice_id))
-                mig = {"mig_profile": hw.mig, "mig_instance_id": slice_id}
-                found.append(
-                    Workload(seat.name, pod.namespace, "main", 0, place.node, profile=pod.profile, **mig, **common)
-                )
-            continue
-        for gpu, profile in zip(place.gpus, pod.gpu_profiles(), strict=False):
-            held.add((place.node, gpu, -1))
+        hw = fleet.group(pod.group).hardware
+        shape = SHAPES.get(seat.cluster, Shape())
+        young = pod.age if pod.age < DCGM_WINDOW else None  # a young pod: series only since it started
+        # (gpu, MIG instance, profile) per device it holds: whole GPUs, or slices of GPU 0 on a MIG pool
+        devices = (
+            [(0, s, pod.profile) for s in place.slices]
+            if hw.mig
+            else [(g, -1, p) for g, p in zip(place.gpus, pod.gpu_profiles(), strict=False)]
+        )
+        for gpu, slice_id, profile in devices:
+            held.add((place.node, gpu, slice_id))
             found.append(
-                Workload(seat.name, pod.namespace, "main", gpu, place.node, profile=profile, vgpu=place.vgpu, **common)
+                Workload(
+                    seat.name,
+                    pod.namespace,
+                    "main",
+                    gpu,
+                    place.node,
+                    hw.model,
+                    profile=profile,
+                    mig_profile=hw.mig or None,
+                    mig_instance_id=max(slice_id, 0),
+                    exported_labels=shape.exported_labels,
+                    old_labels=shape.old_labels,
+                    hostname_label=shape.hostname_label,
+                    memory_total_mib=_memory(hw),
+                    cluster=seat.cluster,
+                    vgpu=place.vgpu,
+                    started_ago=young,
+                )
             )
     for group in fleet.groups:
         hw = group.hardware
         if not hw.gpus:
             continue
-        shape = SHAPES.get(group.cluster, {})
+        shape = SHAPES.get(group.cluster, Shape())
         for node in nodes[group.name]:
-            devices = [(0, s) for s in range(hw.slices)] if hw.mig else [(g, -1) for g in range(hw.gpus)]
-            for gpu, slice_id in devices:
+            for gpu, slice_id in [(0, s) for s in range(hw.slices)] if hw.mig else [(g, -1) for g in range(hw.gpus)]:
                 if (node, gpu, slice_id) in held:
                     continue
-                mig = {"mig_profile": hw.mig, "mig_instance_id": slice_id} if hw.mig else {}
                 found.append(
                     Workload(
                         "",
@@ -731,11 +749,12 @@ def _workloads(fleet: Fleet, nodes: dict[str, list[str]], seats: tuple[Seat, ...
                         node,
                         hw.model,
                         profile="idle",
-                        cluster=group.cluster,
+                        mig_profile=hw.mig or None,
+                        mig_instance_id=max(slice_id, 0),
                         memory_total_mib=_memory(hw),
-                        exporter_pod_labels=bool(shape.get("exported_labels")),
-                        hostname_label=shape.get("hostname_label", "Hostname"),
-                        **mig,
+                        cluster=group.cluster,
+                        exporter_pod_labels=shape.exported_labels,
+                        hostname_label=shape.hostname_label,
                     )
                 )
     return found
