@@ -133,6 +133,41 @@ def test_kubectl_works_against_every_cluster_of_the_sandbox(world: World) -> Non
     assert len(nodes) == len(world.kubes["notebooks"].list("Node")) > 0
 
 
+def test_prometheus_holds_each_clusters_dcgm_series_for_exactly_its_running_gpu_pods(world: World) -> None:
+    """The sweep's data is consistent with the clusters: every series carries ``cluster``; per cluster, the pods
+    the series name (in that cluster's label shape) are exactly its Running GPU pods, and every other GPU of its
+    nodes has series naming no pod of it (unallocated)."""
+    assert world.prometheus is not None
+    shapes = {"ml-prod": ("pod", "namespace"), "research": ("exported_pod", "exported_namespace")}
+    shapes |= {"aks-ml": ("pod_name", "pod_namespace")}
+    assert not world.prometheus.query('count(DCGM_FI_DEV_FB_USED{cluster=""})')  # every series says its cluster
+    for cluster, kube in world.kubes.items():
+        series = world.prometheus.query(f'DCGM_FI_DEV_FB_USED{{cluster="{cluster}"}}')
+        running = {
+            (p["metadata"]["namespace"], p["metadata"]["name"])
+            for p in kube.list("Pod")
+            if p["status"]["phase"] == "Running"
+        }
+        pod_label, namespace_label = shapes.get(cluster, ("pod", "namespace"))
+        named = {(s["metric"].get(namespace_label), s["metric"].get(pod_label)) for s in series}
+        assert running <= named, (cluster, running - named)
+        others = named - running
+        assert all(ns in (None, "gpu-operator") for ns, _ in others), (cluster, others)  # none, or the exporter's
+        gpus = sum(
+            int(next(v for k, v in n["status"]["capacity"].items() if k.startswith("nvidia.com/")))
+            for n in kube.list("Node")
+            if any(k.startswith("nvidia.com/") for k in n["status"]["capacity"])
+        )
+        devices = {(s["metric"].get("UUID"), s["metric"].get("GPU_I_ID")) for s in series}
+        shared = [n for n in kube.list("Node") if "nvidia.com/gpu.replicas" in n["metadata"]["labels"]]
+        assert len(devices) == gpus - sum(int(n["metadata"]["labels"]["nvidia.com/gpu.replicas"]) - 1 for n in shared)
+    hostnames = {s["metric"].get("hostname") for s in world.prometheus.query('DCGM_FI_DEV_FB_USED{cluster="aks-ml"}')}
+    assert None not in hostnames  # the relabelled shape: lowercase hostname
+    sliced = world.prometheus.query('DCGM_FI_DEV_FB_USED{cluster="ml-prod", vgpu!=""}')
+    assert len(sliced) == 2
+    assert len({s["metric"]["UUID"] for s in sliced}) == 1
+
+
 def test_quotas_are_made_in_every_cluster_and_a_second_run_writes_nothing(world: World) -> None:
     """The demo's quota phases: each cluster's run through its own API; a rule limited to one cluster applies there
     only; the second run changes nothing anywhere."""

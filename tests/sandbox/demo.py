@@ -474,7 +474,7 @@ def show_sweep(world: World) -> list[Phase]:
     phases, shown = sweep_demo.run_sweep(world, run_gpu_jobs)
     for index, phase in enumerate(phases):
         print()
-        print("\n".join(sweep_demo.render(phase)), flush=True)
+        print("\n".join(sweep_demo.render(phase, why=index == 1)), flush=True)
         if not phase.ok:
             print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
         if index == 1 and "events" in shown:

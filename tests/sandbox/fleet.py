@@ -370,7 +370,8 @@ def _instances(managed: list[Group], extra_regions: tuple[str, ...] = ()) -> lis
     protected, one CPU instance (never a GPU instance: ignored). AWS ones also in the other regions the sweep covers
     (the batch cluster's, the policy's extra scopes), so every account scope has something to say."""
     found: list[Instance] = []
-    # Each cloud's last group says where (us-east-1, away from the eu-west-1 quotas cloud-quotas keeps; europe-west4-a).
+    # Each cloud's last group says where (us-east-1 and europe-west4-a in the example policy); AWS ones also in the
+    # sweep's other regions (eu-west-1, us-west-2).
     clouds = {g.cloud: g for g in managed}
     if aws := clouds.get("aws"):
         region = aws.locator["region"]

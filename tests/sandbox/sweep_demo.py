@@ -142,7 +142,17 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}%"
 
 
-def render(phase: Any) -> list[str]:
+def _noteworthy(pod: dict[str, Any]) -> bool:
+    """The rows whose message says something the table cannot: why a pod is left alone, leaked memory, a MIG slice."""
+    return (
+        pod["state"] in ("exempt", "snoozed", "young", "unknown")
+        or pod["reason"] == "leaked-memory"
+        or ("GR_ENGINE_ACTIVE" in (pod["message"] or ""))
+    )
+
+
+def render(phase: Any, why: bool = False) -> list[str]:
+    """The phase's summary; ``why``: the messages of the noteworthy pods too (what their Event or report says)."""
     at = phase.at.isoformat() if phase.at else "?"
     lines = [f"== {phase.name} at {at}   (exit {phase.code}, {phase.seconds:.1f} s)"]
     lines.append(f"  $ gpu-jobs {' '.join(phase.argv)}")
@@ -169,6 +179,9 @@ def render(phase: Any) -> list[str]:
             )
         if not pods:
             lines.append("  no pod to report: nothing idle is left unmarked, nothing marked is due")
+        for p in pods if why else ():
+            if _noteworthy(p):
+                lines.append(f"    {p['namespace']}/{p['pod']}: {p['message']}")
         per_cluster: dict[str, tuple[int, int]] = {}
         for u in report["unallocatedGpus"]:
             gpus, nodes = per_cluster.get(u["cluster"], (0, 0))
