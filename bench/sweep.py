@@ -23,8 +23,11 @@ Conditions, printed with the figures:
   adds ``--rtt-ms`` per query by computation, labelled as such;
 - CPU and wall time on a shared machine move with other load: run it twice before reading much into a few percent.
 
-Targets (issue 16): at most 3 PromQL queries per cluster per run; peak RSS under 250 MiB (for the whole job: the lead
-adds the Kubernetes side through :func:`run_job`).
+Then the whole job (:func:`full_job_run`): ``gpu-jobs sweep --part pods`` as a process, against that Prometheus and a
+Kubernetes emulator (its own process) holding the same pods, a first run and the steady state: PromQL queries (as
+Prometheus counts them), pod list calls and writes (as the emulator logged them), wall time and the job's peak RSS.
+
+Targets (issue 16): at most 3 PromQL queries and 1 paginated pod list per cluster per run; peak RSS under 250 MiB.
 """
 
 from __future__ import annotations
@@ -186,11 +189,128 @@ def measure(url: str, at: datetime, queries: list[str]) -> tuple[list[QueryFigur
     return result
 
 
-#: The lead's hook: the full job run (``gpu-jobs sweep --part pods`` with GPU_JOBS_PROMETHEUS_URL set to the server
-#: and a Kubernetes emulator seeded with these pods), returning figures to print (list calls, wall, peak RSS...).
-#: None until the job and its kube side are merged.
+def _serve_kube(conn: Connection, kubeconfig: str, pods: list[tuple[str, str, str, int, str]], started: str) -> None:
+    """The Kubernetes emulator's own process (as a real API server runs apart from its clients): the cluster's
+    namespaces and its Running GPU pods, then answers about its request log."""
+    from tests.emulators.kube.fixtures import start_kube
+    from tests.emulators.kube.seed import gpu_pod, namespace
+
+    kube = start_kube(kubeconfig)
+    at = datetime.fromisoformat(started)
+    for name in sorted({"gpu-jobs", *(ns for ns, _, _, _, _ in pods)}):
+        kube.create(namespace(name))
+    for ns, name, node, gpus, kind in pods:
+        kube.cluster.create(gpu_pod(name, ns, node=node, gpus=gpus, resource=kind, started=at, created=at))
+    conn.send(len(pods))
+    while True:
+        command = conn.recv()
+        if command == "clear":
+            kube.log.clear()
+            conn.send(None)
+        elif command == "log":
+            conn.send([(r.operation, r.is_write) for r in kube.log.all()])
+        else:
+            kube.stop()
+            conn.send(None)
+            return
+
+
+def _queries_served(url: str) -> int:
+    """How many instant queries the Prometheus has answered so far (its own counter, not the job's word)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query"' in line
+    )
+
+
+def _sweep_process(env: dict[str, str], policy: Path, at: datetime) -> tuple[float, dict[str, Any], int, str]:
+    """One ``gpu-jobs sweep --part pods`` process: wall time, its run.summary and timing events, exit code."""
+    import json
+    import os
+    import subprocess
+
+    argv = [sys.executable, "-m", "jobs", "--log-format", "json", "sweep", "--part", "pods", "--policy", str(policy)]
+    argv += ["--at", at.isoformat(), "--output", "json", "--max-changes", "100000"]
+    started = time.perf_counter()
+    done = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, check=False, timeout=900)
+    wall = time.perf_counter() - started
+    events: dict[str, Any] = {}
+    for line in done.stderr.splitlines():
+        if line.startswith("{"):
+            event = json.loads(line)
+            if event.get("event") in ("run.summary", "sweep.timing"):
+                events[event["event"]] = event
+    return wall, events, done.returncode, done.stdout
+
+
+def full_job_run(url: str, now: datetime, workloads: list[Any]) -> Mapping[str, object]:
+    """The whole job against that Prometheus and a Kubernetes emulator holding the same pods (Running, started
+    before the window): a first run (marks every idle pod: a patch and an Event each) and the steady state (the same
+    marks again 10 minutes later, inside the grace period: nothing to write)."""
+    import json
+    import tempfile
+
+    from tests.emulators.prometheus.dcgm import Workload
+
+    pods: dict[tuple[str, str], list[Workload]] = {}
+    for w in workloads:
+        pods.setdefault((w.namespace, w.pod), []).append(w)
+    seeded = [
+        (ns, name, ws[0].hostname, len(ws), f"nvidia.com/mig-{ws[0].mig_profile}" if ws[0].is_mig else "nvidia.com/gpu")
+        for (ns, name), ws in sorted(pods.items())
+    ]
+    with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        context = multiprocessing.get_context("spawn")
+        conn, child = context.Pipe()
+        started = (now - timedelta(hours=6)).isoformat()
+        process = context.Process(target=_serve_kube, args=(child, str(kubeconfig), seeded, started), daemon=True)
+        process.start()
+        conn.recv()
+        policy = Path(tmp) / "policy.yaml"
+        policy.write_text(
+            "apiVersion: gpu-jobs/v1\nkind: GpuPolicy\n"
+            f"clusters: [{{name: {CLUSTER}, cloud: aws, aws: {{region: eu-west-1, cluster: {CLUSTER}}},"
+            f" prometheus: {{url: {json.dumps(url)}, matchers: {json.dumps(MATCHERS)}}}}}]\n"
+            "sweep:\n  idlePods: {window: 2h, gracePeriod: 30m, action: annotate}\n"
+            "  leakedMemory: {utilBelow: 1, memoryUsedAbove: 90%}\n"
+        )
+        env = {"KUBECONFIG": str(kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs", "GPU_JOBS_CLUSTER": CLUSTER}
+        figures: dict[str, object] = {}
+        try:
+            for label, at in (("first run", now), ("steady state", now + timedelta(minutes=10))):
+                conn.send("clear")
+                conn.recv()
+                before = _queries_served(url)
+                wall, events, code, stdout = _sweep_process(env, policy, at)
+                conn.send("log")
+                log: list[tuple[str, bool]] = conn.recv()
+                states: dict[str, int] = {}
+                for pod in json.loads(stdout or "{}").get("pods", []):
+                    states[pod["state"]] = states.get(pod["state"], 0) + 1
+                timing = events.get("sweep.timing", {})
+                lists = sum(1 for op, _ in log if op == "list pods")
+                writes = sum(1 for _, is_write in log if is_write)
+                figures[label] = (
+                    f"exit {code}, {_queries_served(url) - before} PromQL queries, {lists} pod list call(s)"
+                    f" ({len(seeded)} pods, {-(-len(seeded) // 500)} pages), {writes} Kubernetes writes,"
+                    f" wall {wall:.1f} s (in-job {timing.get('run_s', '?')} s),"
+                    f" peak RSS {timing.get('peak_rss_mib', '?')} MiB, pods reported {states}"
+                )
+        finally:
+            conn.send("stop")
+            conn.recv()
+            process.join(timeout=10)
+    return figures
+
+
 JobRun = Callable[[str, datetime, list[Any]], Mapping[str, object]]
-run_job: JobRun | None = None
+run_job: JobRun | None = full_job_run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ COMMANDS = {
     "nodegroups": "scale GPU node groups to zero outside working hours and back (EKS, ASG, GKE, AKS)",
     "quotas": "make every namespace's GPU ResourceQuota what the policy says, in each cluster",
     "cloud-quotas": "request cloud GPU quota increases (AWS, GCP, Azure) before the node groups need them",
+    "sweep": "warn about, then act on idle GPU pods (DCGM metrics) and GPU instances missing their owner tags",
     "schema": "print the policy's JSON Schema (generated from the models)",
 }
 

@@ -111,7 +111,7 @@ def choice_setting(flag: str | None, name: str, default: str, choices: Collectio
     return raw.lower()
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, items: str, at: str) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, items: str, at: str, *, default: str = "50") -> None:
     """The flags every job that acts on a fleet takes, each with its environment variable."""
     parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
     parser.add_argument(
@@ -130,5 +130,5 @@ def add_run_arguments(parser: argparse.ArgumentParser, items: str, at: str) -> N
         "--max-changes",
         metavar="N|P%",
         help=f"refuse a plan changing more {items} than this, a number or a percentage of those considered"
-        " (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
+        f" (exit 3; default {default}) [GPU_JOBS_MAX_CHANGES]",
     )

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from zoneinfo import ZoneInfo
 
-from jobs.core.limits import DEFAULT_LIMIT
+from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
 from jobs.lease import run_holder
 from jobs.outcome import Outcome
@@ -58,6 +58,8 @@ class JobSpec(Generic[V]):
     tally: Callable[[V], Tally]
     to_text: Callable[[Sequence[V]], str]
     to_json: Callable[[Sequence[V]], str]
+    #: The change limit when neither --max-changes nor GPU_JOBS_MAX_CHANGES is given (a job's policy may say it).
+    default_limit: Callable[[Policy], ChangeLimit] = field(default=lambda policy: DEFAULT_LIMIT)
 
     def run(self, args: argparse.Namespace, log: Any) -> Outcome:
         output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))  # before any work: a typo is exit 2
@@ -70,7 +72,7 @@ class JobSpec(Generic[V]):
         dry_run = bool(args.dry_run) or env_flag("DRY_RUN")
         settings = RunSettings(
             dry_run=dry_run,
-            limit=limit_setting(args.max_changes, "MAX_CHANGES", DEFAULT_LIMIT),
+            limit=limit_setting(args.max_changes, "MAX_CHANGES", self.default_limit(policy)),
             workers=int_setting(args.workers, "WORKERS", self.default_workers, minimum=1),
             holder=run_holder(),
             # Renewed every third of it, taken over from a holder two renewals late: the duration bounds how long a

@@ -515,9 +515,12 @@ class Executor:
                     except CloudError:
                         allowed = None
                     budgets.append((name, -1 if allowed is None else allowed))
+                # What blocked it: the pods whose eviction was refused. An evicted pod still in its grace period
+                # (Terminating) is on its way out: it is no blocker, and its absence next run is no change.
+                blockers = [p for p in still if p not in evicted] or still
                 raise DrainGaveUp(
                     f"drain timed out after {action.drain_timeout}: still running {names}",
-                    pods=tuple(sorted(p.key for p in still)),
+                    pods=tuple(sorted(p.key for p in blockers)),
                     budgets=tuple(budgets),
                 )
             if still:

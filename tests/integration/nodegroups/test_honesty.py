@@ -124,9 +124,10 @@ def drain_policy(fleet: Fleet) -> Policy:
 
 
 def blocked_train(fleet: Fleet) -> Policy:
+    # Pods that stop at once when evicted (grace 0): the drain timeout (1 s) then measures refusals, not grace.
     from tests.emulators.kube.seed import disruption_budget, gpu_pod
 
-    fleet.kube.create(gpu_pod("serve-0", "team-a", node="ip-10-0-1-1", labels={"app": "serve"}))
+    fleet.kube.create(gpu_pod("serve-0", "team-a", node="ip-10-0-1-1", labels={"app": "serve"}, grace_s=0))
     fleet.kube.create(disruption_budget("serve", "team-a", {"app": "serve"}, min_available=1))
     return drain_policy(fleet)
 
@@ -166,7 +167,7 @@ def test_a_blocked_drain_is_not_restarted_within_its_back_off(fleet: Fleet) -> N
     # Ten minutes later, another pod has landed: no cordon, no eviction, no write at all; still a failed item.
     from tests.emulators.kube.seed import gpu_pod
 
-    fleet.kube.create(gpu_pod("notebook-0", "team-b", node="ip-10-0-1-1"))
+    fleet.kube.create(gpu_pod("notebook-0", "team-b", node="ip-10-0-1-1", grace_s=0))
     fleet.clear_logs()
     second = fleet.run(EVENING + timedelta(minutes=10), policy=policy, only="train")
     assert second.results == ()
@@ -187,6 +188,20 @@ def test_a_blocked_drain_is_not_restarted_within_its_back_off(fleet: Fleet) -> N
     again = train_record(fleet).drain_blocked
     assert again is not None
     assert again.attempts == 2
+
+
+def test_an_evicted_pod_still_in_its_grace_period_is_no_blocker(fleet: Fleet) -> None:
+    from tests.emulators.kube.seed import gpu_pod
+
+    policy = blocked_train(fleet)
+    fleet.kube.create(gpu_pod("notebook-0", "team-b", node="ip-10-0-1-1", grace_s=30))  # evicted, still Terminating
+    first = fleet.run(EVENING, policy=policy, only="train")
+    assert [r.status for r in first.results] == ["failed"]
+    block = train_record(fleet).drain_blocked
+    assert block is not None
+    # Only the pod whose eviction its budget refused: the Terminating one is on its way out, and its going away by
+    # the next run must not count as "the blockers changed" (that would drain again at once).
+    assert [key.rsplit("/", 1)[0] for key in block.pods] == ["team-a/serve-0"]
 
 
 def test_a_blocked_drain_is_tried_again_when_its_budget_changes(fleet: Fleet) -> None:
@@ -216,7 +231,7 @@ def test_a_blocked_drain_is_tried_again_when_its_pod_is_gone(fleet: Fleet) -> No
     policy = blocked_train(fleet)
     fleet.run(EVENING, policy=policy, only="train")
     fleet.kube.cluster.delete("Pod", "serve-0", "team-a")  # it finished; another pod took its place on the node
-    fleet.kube.create(gpu_pod("train-1", "team-b", node="ip-10-0-1-1"))
+    fleet.kube.create(gpu_pod("train-1", "team-b", node="ip-10-0-1-1", grace_s=0))
     fleet.clear_logs()
     later = fleet.run(EVENING + timedelta(minutes=10), policy=policy, only="train")
     assert [r.status for r in later.results] == ["applied"]

@@ -1,0 +1,203 @@
+"""``gpu-jobs sweep``: idle GPU pods and leaked VRAM in each cluster (``--part pods``), GPU instances missing their
+owner tags in each account (``--part instances``); both when ``--part`` is omitted, in one run with one limit."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+from typing import Any
+
+from jobs.adapters.settings import AdapterSettings
+from jobs.commands.reconcile import JobSpec, Run
+from jobs.core.limits import ChangeLimit
+from jobs.core.policy import Policy
+from jobs.core.policy_fields import check_url
+from jobs.core.policy_sweep import Sweep
+from jobs.labels import SWEEP_INSTANCES_LEASE, SWEEP_PODS_LEASE
+from jobs.retry import Backoff
+from jobs.runner import ScopeReport, ScopeWork
+from jobs.scopes import Scope, account_scopes, cluster_scopes
+from jobs.settings import SettingsError, add_run_arguments, choice_setting, seconds_setting
+from jobs.sweep import instances, pods, report
+from jobs.sweep.ports import Instances, Metrics
+
+#: The ``jobs.adapters.kube`` modules each part is wired with: each CronJob's ServiceAccount is granted exactly the
+#: union of their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py). The pods part
+#: writes to the pods of its cluster (annotations, deletes, the owners' scale, Events); the instances part keeps only
+#: its Lease in the install's cluster (its marks are the clouds' tags).
+KUBE_PORTS_PODS = ("pods", "lease")
+KUBE_PORTS_INSTANCES = ("lease",)
+#: Added where ``idlePods.action`` is ``scale-owner`` (kustomize/components/sweep-scale-owner): apps writes for no one
+#: else.
+KUBE_PORTS_SCALE_OWNER = ("owners",)
+KUBE_PORTS = tuple(dict.fromkeys(KUBE_PORTS_PODS + KUBE_PORTS_INSTANCES))
+
+#: Adapters, imported on first use: a pods-only install never imports a cloud SDK, an AWS-only policy never the
+#: Google one (the clouds' instance adapters are listed by ``jobs.sweep.instances.INSTANCE_ADAPTERS``).
+PARTS = ("pods", "instances")
+PROMETHEUS_URL = "GPU_JOBS_PROMETHEUS_URL"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(
+        parser, "actions (delete, scale the owner, stop, terminate)", "the sweep", default="the policy's sweep.limits"
+    )
+    parser.add_argument(
+        "--part",
+        metavar="pods|instances",
+        help="sweep only idle pods (per cluster) or only untagged instances (per account); both when omitted"
+        " [GPU_JOBS_SWEEP_PART]",
+    )
+    parser.add_argument(
+        "--workers", metavar="N", help="pods or instances worked on at once, per scope (default 8) [GPU_JOBS_WORKERS]"
+    )
+
+
+def _adapter(path: str, *args: Any) -> Any:
+    module_name, _, class_name = path.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)(*args)
+
+
+def parts(run: Run) -> tuple[str, ...]:
+    """The parts this run sweeps: the one ``--part`` names (its policy section must exist), else those the policy
+    has a section for."""
+    section = run.policy.sweep
+    if section is None:
+        raise SettingsError(f"{run.args.policy} has no sweep section: nothing for the sweep job to do")
+    chosen = choice_setting(getattr(run.args, "part", None), "SWEEP_PART", "", PARTS)
+    present = {"pods": section.idle_pods is not None, "instances": section.untagged_instances is not None}
+    if chosen:
+        if not present[chosen]:
+            missing = "sweep.idlePods" if chosen == "pods" else "sweep.untaggedInstances"
+            raise SettingsError(f"--part {chosen}: {run.args.policy} has no {missing}")
+        return (chosen,)
+    return tuple(p for p in PARTS if present[p])
+
+
+def prometheus_url() -> str | None:
+    url = os.environ.get(PROMETHEUS_URL) or None
+    if url is None:
+        return None
+    try:
+        return check_url(url)
+    except ValueError as exc:
+        raise SettingsError(f"{PROMETHEUS_URL}={url!r}: {exc}") from None
+
+
+def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Scope, pods.ClusterSweep]:
+    # The Kubernetes client is imported only by the jobs, not by validate or calendar.
+    from jobs.adapters.kube import client, lease  # noqa: PLC0415
+    from jobs.adapters.kube.pods import KubePods  # noqa: PLC0415
+    from jobs.adapters.prometheus import PrometheusMetrics  # noqa: PLC0415
+
+    idle = section.idle_pods
+    assert idle is not None
+    adapters = AdapterSettings.from_env()
+    override = prometheus_url()
+    work = {}
+    for scope in cluster_scopes(run.policy, run.args.cluster or None, log):
+        source = run.policy.cluster(scope.name).prometheus
+        url = override or (source.url if source is not None else None)
+        try:
+            api = client.api_client(adapters.request_timeout_s, context=scope.context)
+        except client.ConfigException as exc:
+            raise SettingsError(f"no Kubernetes configuration for cluster {scope.name}: {exc}") from None
+        metrics: Metrics | None = PrometheusMetrics(url, adapters) if url is not None else None
+        ports = pods.Ports(
+            metrics, KubePods(api), lease.LeaseLock(api, client.job_namespace(), _lease(SWEEP_PODS_LEASE, scope))
+        )
+        work[scope] = pods.ClusterSweep(
+            scope,
+            idle,
+            section.leaked_memory,
+            dict(source.matchers) if source is not None else {},
+            run.now,
+            backoff,
+            ports,
+            log.bind(cluster=scope.name, part="pods"),
+            no_metrics=f"cluster {scope.name} has no prometheus.url in the policy and {PROMETHEUS_URL} is not set:"
+            " nothing is judged idle",
+        )
+    return work
+
+
+def _lease(prefix: str, scope: Scope) -> str:
+    return f"{prefix}-{scope.slug}"
+
+
+def _instances_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Scope, ScopeWork[Any, Any, Any, Any]]:
+    from jobs.adapters.kube import client, lease  # noqa: PLC0415
+
+    untagged = section.untagged_instances
+    assert untagged is not None
+    adapters = AdapterSettings.from_env()
+    try:
+        api = client.api_client(adapters.request_timeout_s)  # the install's own cluster: account state lives there
+    except client.ConfigException as exc:
+        raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
+    namespace = client.job_namespace()
+    scopes = account_scopes(run.policy, extra=instances.extra_scopes(untagged))
+    clouds: dict[str, Instances] = {}
+    for cloud in sorted({s.cloud for s in scopes if s.cloud}):
+        if cloud not in instances.INSTANCE_ADAPTERS:
+            raise SettingsError(f"the instances part cannot sweep {cloud} accounts yet (no adapter for {cloud})")
+        clouds[cloud] = _adapter(instances.INSTANCE_ADAPTERS[cloud], adapters)
+    work: dict[Scope, ScopeWork[Any, Any, Any, Any]] = {}
+    for scope in scopes:
+        assert scope.cloud is not None
+        ports = instances.Ports(
+            clouds[scope.cloud], lease.LeaseLock(api, namespace, _lease(SWEEP_INSTANCES_LEASE, scope))
+        )
+        work[scope] = instances.AccountSweep(
+            scope, untagged, run.now, backoff, ports, log.bind(scope=scope.name, part="instances")
+        )
+    return work
+
+
+def _wire(run: Run, log: Any) -> dict[Scope, ScopeWork[Any, Any, Any, Any]]:
+    chosen = parts(run)
+    section = run.policy.sweep
+    assert section is not None
+    backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0))
+    work: dict[Scope, ScopeWork[Any, Any, Any, Any]] = {}
+    if "pods" in chosen:
+        work.update(_pods_work(run, section, backoff, log))
+    if "instances" in chosen:
+        work.update(_instances_work(run, section, backoff, log))
+    return work
+
+
+def _view(envelope: ScopeReport[Any, Any], run: Run) -> report.Section:
+    if envelope.scope.kind == "cluster":
+        return report.pods_section(pods.report_of(envelope))
+    seen = instances.report_of(envelope)
+    return report.instances_section(
+        seen.scope,
+        seen.at,
+        seen.dry_run,
+        seen.state,
+        seen.reason,
+        instances.tally(seen),
+        instances.instance_rows(seen),
+        instances.instance_lines(seen),
+    )
+
+
+def default_limit(policy: Policy) -> ChangeLimit:
+    """``sweep.limits``: maxActionsPerRun and maxPercentPerRun, whichever allows fewer."""
+    return policy.sweep.limits.limit if policy.sweep is not None else ChangeLimit()
+
+
+SPEC = JobSpec(
+    name="sweep",
+    noun="actions",
+    default_workers=8,
+    wire=_wire,
+    view=_view,
+    tally=lambda section: section.tally,
+    to_text=report.to_text,
+    to_json=report.to_json,
+    default_limit=default_limit,
+)
+run = SPEC.run
