@@ -481,7 +481,8 @@ def show_sweep(world: World) -> list[Phase]:
             print("  the Warning Event its owner sees (kubectl describe pod, its Events):")
             print("\n".join(shown["events"]))
         if index == 2 and "pods" in shown:
-            print("  deleted: Terminating for their grace period, still charged to the namespace's GPU quota:")
+            print("  deleted: Terminating for their grace period (the namespace's GPU quota still charges them, so")
+            print("  their Deployment's replacements wait for room):")
             print("\n".join(shown["pods"]))
     if "pods later" in shown:
         print("\n  their Deployment's replacements, once the deleted pods are gone (young: not judged until 2h old):")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -115,11 +116,23 @@ def run_sweep(
         phases.append(step(world, "sweep instances: a day later", "sweep", *json_at, day, *instances))
         if instances_again:
             phases.append(step(world, "sweep instances again", "sweep", *json_at, day, *instances))
-    if kubectl_lines:  # by now the deleted pods are gone and their ReplicaSet's replacements run
+    if kubectl_lines:  # once the deleted pods are gone (their grace period), their ReplicaSet's replacements run
+        wait_gone(world, *LISTED)
         shown["pods later"] = kubectl(world, LISTED[0], "-n", LISTED[1], "get", "pods")
     for phase, when in zip(phases, (at.mark, at.mark, at.act, at.act, at.stop, at.stop), strict=False):
         phase.at = when
     return phases, shown
+
+
+def wait_gone(world: World, cluster: str, namespace: str, timeout_s: float = 20.0) -> bool:
+    """Until no pod of ``namespace`` is Terminating (read in-process: the emulator finishes deletions with time)."""
+    kube = world.kubes[cluster]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(p["metadata"].get("deletionTimestamp") for p in kube.list("Pod", namespace)):
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def kubectl(world: World, context: str, *args: str) -> list[str]:
@@ -194,11 +207,14 @@ def render(phase: Any, why: bool = False) -> list[str]:
     instances = [i for i in report["instances"] if i["state"] != "member"]
     members = [i for i in report["instances"] if i["state"] == "member"]
     if instances:
-        lines.append(f"  {'cloud':<6} {'scope':<38} {'instance':<22} {'type':<22} {'state':<10} missing")
+        lines.append(f"  {'cloud':<6} {'scope':<38} {'instance':<22} {'type':<22} {'state':<18} missing")
     for i in sorted(instances, key=lambda i: (i["cloud"], i["scope"], i["id"])):
         name = i["id"].rsplit("/", 1)[-1]
+        # On Azure the policy's stop is a deallocate (a stopped VM is still billed): say what the cloud did.
+        did = "deallocate" if (i["cloud"], i["action"]) == ("azure", "stop") else i["action"]
+        state = f"{i['state']} ({did})" if i["state"] == "acted" else i["state"]
         lines.append(
-            f"  {i['cloud']:<6} {i['scope']:<38} {name:<22} {i['type']:<22} {i['state']:<10} "
+            f"  {i['cloud']:<6} {i['scope']:<38} {name:<22} {i['type']:<22} {state:<18} "
             f"{','.join(i['missingTags']) or '-'}"
         )
     if members:
