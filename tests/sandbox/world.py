@@ -71,17 +71,18 @@ SYNC_INTERVAL_S = 0.2
 DCGM_WINDOW = timedelta(hours=3)
 
 
-#: How each cluster's Prometheus scrape shapes the DCGM labels (clusters not named: ``pod``/``namespace`` with
-#: honorLabels, ``Hostname``). The GKE clusters: a ServiceMonitor without honorLabels (``exported_pod``..., and the
-#: GPUs no pod holds carry the exporter's own pod labels); aks-ml: an old exporter (``pod_name``/``pod_namespace``)
-#: and a relabelled ``hostname``.
 @dataclass(frozen=True)
 class Shape:
-    exported_labels: bool = False  # a ServiceMonitor without honorLabels
-    old_labels: bool = False  # pod_name / pod_namespace / container_name
+    """How a cluster's Prometheus scrape shapes the DCGM labels."""
+
+    exported_labels: bool = False  # a ServiceMonitor without honorLabels: exported_pod, exported_namespace...
+    old_labels: bool = False  # an old exporter: pod_name / pod_namespace / container_name
     hostname_label: Literal["Hostname", "hostname"] = "Hostname"
 
 
+#: Clusters not named: ``pod``/``namespace`` (honorLabels), ``Hostname``. The GKE clusters scrape through a
+#: ServiceMonitor without honorLabels (and their GPUs no pod holds carry the exporter's own pod labels); aks-ml runs an
+#: old exporter, its ``hostname`` relabelled.
 SHAPES: dict[str, Shape] = {
     "research": Shape(exported_labels=True),
     "notebooks": Shape(exported_labels=True),
@@ -188,19 +189,19 @@ class World:
                 azure_f = pool.submit(start_azure_emulator, 0, retry_after_s=0.01)
                 gcp_f = pool.submit(start_gcp, 0)
                 kubes: dict[str, KubeHandle] = {}
-                for cluster in policy.fleet:
-                    kubes[cluster.name] = start_kube(work / "clusters" / cluster.name / "kubeconfig")
-                    started.append(kubes[cluster.name].stop)
-                seats = _seed_kube(kubes, fleet, nodes, placements, now)
-                prom = (
-                    pool.submit(start_prometheus, _workloads(fleet, nodes, seats), now, window=DCGM_WINDOW)
-                    if prometheus
-                    else None
-                )
-                futures = [f for f in (aws_f, azure_f, gcp_f, prom) if f is not None]
-                for future in futures:
-                    with contextlib.suppress(BaseException):
-                        started.append(future.result().stop)
+                prom = None
+                try:
+                    for cluster in policy.fleet:
+                        kubes[cluster.name] = start_kube(work / "clusters" / cluster.name / "kubeconfig")
+                        started.append(kubes[cluster.name].stop)
+                    seats = _seed_kube(kubes, fleet, nodes, placements, now)
+                    if prometheus:
+                        prom = pool.submit(start_prometheus, _workloads(fleet, nodes, seats), now, window=DCGM_WINDOW)
+                finally:  # whatever failed, what did start is stopped below
+                    for future in (aws_f, azure_f, gcp_f, prom):
+                        if future is not None:
+                            with contextlib.suppress(BaseException):
+                                started.append(future.result().stop)
                 aws, azure, gcp = aws_f.result(), azure_f.result(), gcp_f.result()
                 prom_server = prom.result() if prom else None
             world = cls(
