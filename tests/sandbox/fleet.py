@@ -366,9 +366,10 @@ PROTECT_LABEL = {"gpu-jobs_protect": "true"}  # GCP labels allow no "/": the swe
 
 
 def _instances(managed: list[Group], extra_regions: tuple[str, ...] = ()) -> list[Instance]:
-    """Stand-alone instances per cloud used: untagged GPU ones (sweep candidates), one half-tagged, one tagged, one
-    protected, one CPU instance (never a GPU instance: ignored). AWS ones also in the other regions the sweep covers
-    (the batch cluster's, the policy's extra scopes), so every account scope has something to say."""
+    """Stand-alone instances per cloud used: untagged GPU ones (sweep candidates), one tagged, one protected, one CPU
+    instance (never a GPU instance: ignored); on AWS and Azure one with ``owner`` but no ``project``; on Azure a VMSS
+    Flex's VMs (members). AWS ones also in the policy's other AWS regions and the sweep's extra scopes, so every
+    account scope has something to say."""
     found: list[Instance] = []
     # Each cloud's last group says where (us-east-1 and europe-west4-a in the example policy); AWS ones also in the
     # sweep's other regions (eu-west-1, us-west-2).
