@@ -8,6 +8,7 @@ its replacement pods would land on any node with room, so it goes after the nigh
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 from jobs.labels import IDLE_SINCE_ANNOTATION, SWEEP_MARK_TAG
+from tests.emulators.kube.cluster import timestamp
 from tests.sandbox import sweep_demo
 from tests.sandbox.demo import (
     CLOUD_QUOTAS_COMMAND,
@@ -163,6 +165,16 @@ def test_prometheus_holds_each_clusters_dcgm_series_for_exactly_its_running_gpu_
         assert len(devices) == gpus - sum(int(n["metadata"]["labels"]["nvidia.com/gpu.replicas"]) - 1 for n in shared)
     hostnames = {s["metric"].get("hostname") for s in world.prometheus.query('DCGM_FI_DEV_FB_USED{cluster="aks-ml"}')}
     assert None not in hostnames  # the relabelled shape: lowercase hostname
+    # Series start when their pod did: 3 h of 30 s scrapes for a judged pod, 45 minutes' for the young one.
+    for pod, minutes in (("sdxl-finetune-.*", 45), ("diffusion-sweep-0", 180)):
+        counted = world.prometheus.query(
+            f'count_over_time(DCGM_FI_DEV_FB_USED{{cluster="research", exported_pod=~"{pod}"}}[4h])'
+        )
+        assert {int(float(c["value"][1])) for c in counted} == {minutes * 2}, pod
+        seat = next(s for s in world.seats if re.fullmatch(pod, s.name))
+        stored = world.kubes["research"].get("Pod", seat.name, seat.pod.namespace)
+        assert stored is not None
+        assert stored["status"]["startTime"] == timestamp(world.now - timedelta(minutes=minutes)), pod
     sliced = world.prometheus.query('DCGM_FI_DEV_FB_USED{cluster="ml-prod", vgpu!=""}')
     assert len(sliced) == 2
     assert len({s["metric"]["UUID"] for s in sliced}) == 1
