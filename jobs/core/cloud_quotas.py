@@ -21,6 +21,7 @@ The target is never a decrease and never above ``max``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -205,6 +206,15 @@ def _counts_against(entry: CloudQuota, group: GroupSize, shape: Shape) -> str | 
                 f"node group {group.name} ({group.shape}: family {shape.family}, {group.capacity}) does not count"
                 f" against quota {entry.name} (family {family}, {capacity})"
             )
+    if entry.cloud == "gcp" and shape.unit == "GPU":
+        wanted, preemptible = gcp_gpu_family(entry)
+        spot = group.capacity == "spot"
+        if (wanted is not None and shape.family != wanted) or spot != preemptible:
+            counted = ("preemptible " if preemptible else "") + (wanted or "GPUs")
+            return (
+                f"node group {group.name} ({group.shape}: family {shape.family}, {group.capacity}) does not count"
+                f" against quota {entry.name} ({counted})"
+            )
     if entry.cloud == "azure" and entry.family and shape.family:
         wanted = entry.family.lower()
         spot = wanted == "lowprioritycores"
@@ -214,6 +224,19 @@ def _counts_against(entry: CloudQuota, group: GroupSize, shape: Shape) -> str | 
                 f" against quota {entry.name} ({entry.family})"
             )
     return None
+
+
+GCP_FAMILY_QUOTA = re.compile(r"(?P<preemptible>PREEMPTIBLE-)?(?P<family>NVIDIA-[A-Z0-9-]+?)-GPUS-per-project-region")
+
+
+def gcp_gpu_family(entry: CloudQuota) -> tuple[str | None, bool]:
+    """The GPU family a GCP GPU quota counts (None: every family) and whether it is the preemptible (Spot) one:
+    ``gpu_family`` of ``GPUS-PER-GPU-FAMILY-per-project-region``, or the family in ``NVIDIA-L4-GPUS-...``."""
+    quota_id = str(entry.quota_id or "")
+    found = GCP_FAMILY_QUOTA.fullmatch(quota_id)
+    if found is not None:
+        return found["family"].replace("-", "_"), bool(found["preemptible"])
+    return entry.gcp_dimensions.get("gpu_family"), quota_id.startswith("PREEMPTIBLE-")
 
 
 def effective_target(entry: CloudQuota, base: int, limit: int, usage: int | None) -> tuple[int, str]:

@@ -447,7 +447,15 @@ def judge_pod(
     why = exemption(pod, idle.exempt)
     until, unparseable = snooze(pod, now)
     if why is not None or unparseable is not None:
-        return replace(seen, state="exempt", message=why or unparseable or "") if j.reason is not None else None
+        message = why or unparseable or ""
+        if marked is not None:
+            # Our own mark from before the exemption is removed: once the exemption goes, the pod is warned again
+            # and gets a full grace period, never acted on at once on a stale warning.
+            event = ("GpuIdleExempt", f"{message}: the idle mark is removed", False)
+            return replace(
+                seen, state="exempt", message=message, write="unmark", annotations=_UNMARK, event=event, mark=marked
+            )
+        return replace(seen, state="exempt", message=message) if j.reason is not None else None
     if until is not None:
         message = f"snoozed until {_minute(until)} ({KEEP_ALIVE_UNTIL_ANNOTATION})"
         if marked is not None:
@@ -543,7 +551,7 @@ def recheck(verdict: Verdict, pod: PodInfo | None, exempt: Exempt, now: datetime
         return f"{where} is being deleted"
     if pod.phase != "Running":
         return f"{where} is {pod.phase} now, not Running"
-    if verdict.state in ("snoozed", "unmarked"):
+    if verdict.write == "unmark":  # snoozed, busy again, exempt: removing our own mark
         if pod.annotations.get(IDLE_SINCE_ANNOTATION) is None:
             return f"{where} carries no idle mark any more"
         return None

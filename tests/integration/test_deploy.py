@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from jobs.adapters.kube import rbac
 from jobs.commands import cloud_quotas as cloud_quotas_command
 from jobs.commands import nodegroups as nodegroups_command
 from jobs.commands import quotas as quotas_command
+from jobs.commands import sweep as sweep_command
 
 if TYPE_CHECKING:
     from tests.emulators.aws.emulator import AwsEmulator
@@ -72,7 +74,16 @@ JOBS = {
     "nodegroups": nodegroups_command.KUBE_PORTS,
     "quotas": quotas_command.KUBE_PORTS,
     "cloud-quotas": cloud_quotas_command.KUBE_PORTS,
+    "sweep-pods": sweep_command.KUBE_PORTS_PODS,
+    "sweep-instances": sweep_command.KUBE_PORTS_INSTANCES,
 }
+#: Each CronJob's container args (the sweep's two CronJobs run one command, a part each).
+ARGS = {job: [job] for job in JOBS} | {
+    "sweep-pods": ["sweep", "--part", "pods"],
+    "sweep-instances": ["sweep", "--part", "instances"],
+}
+#: The CronJobs that only act on accounts: nothing cluster-wide (a namespaced Role only).
+ACCOUNT_JOBS = ("cloud-quotas", "sweep-instances")
 #: The jobs every install runs every ten minutes (cloud-quotas runs daily, in one install only).
 EVERY_TEN_MINUTES = ("nodegroups", "quotas")
 
@@ -169,8 +180,11 @@ def test_renders_and_every_object_passes_strict_validation(target: str) -> None:
 
     kinds = sorted(o["kind"] for o in objects)
     per_job = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "CronJob"]
-    in_its_namespace = ["ServiceAccount", "Role", "RoleBinding", "CronJob"]  # cloud-quotas: nothing cluster-wide
-    assert kinds == sorted(["Namespace", "ConfigMap", *(per_job * (len(JOBS) - 1)), *in_its_namespace])
+    in_its_namespace = ["ServiceAccount", "Role", "RoleBinding", "CronJob"]  # account jobs: nothing cluster-wide
+    cluster_jobs = len(JOBS) - len(ACCOUNT_JOBS)
+    assert kinds == sorted(
+        ["Namespace", "ConfigMap", *(per_job * cluster_jobs), *(in_its_namespace * len(ACCOUNT_JOBS))]
+    )
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "CronJob"} == set(JOBS)
     for obj in objects:
         for version in K8S_VERSIONS:
@@ -200,9 +214,25 @@ def kustomizations() -> list[Path]:
     return sorted(ROOT / path for path in tracked)
 
 
+#: Components a user adds to an overlay by choice (no shipped overlay uses them): each is rendered on the base below.
+OPT_IN_COMPONENTS = ("sweep-live", "sweep-scale-owner")
+
+
+def render_with(*components: str) -> list[Obj]:
+    """The base with opt-in components, as a user's overlay lists them (one line each)."""
+    with tempfile.TemporaryDirectory(dir=ROOT / "kustomize" / "overlays") as tmp:
+        lines = "".join(f"  - ../../components/{c}\n" for c in components)
+        (Path(tmp) / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../base\n"
+            f"components:\n{lines}"
+        )
+        return [dict(o) for o in _render.__wrapped__(Path(tmp))]
+
+
 def test_every_kustomization_in_the_repository_renders_without_flags() -> None:
-    """Components (kustomize/components/) render nothing on their own: each must be used by some overlay. A
-    kustomization with a remote base (the own-repository example) is rendered by its own test, from a local clone."""
+    """Components (kustomize/components/) render nothing on their own: each must be used by some overlay, or be an
+    opt-in one rendered on the base by its own test. A kustomization with a remote base (the own-repository example)
+    is rendered by its own test, from a local clone."""
     found = kustomizations()
     assert ROOT / "gitops" / "kustomization.yaml" in found  # the policy ConfigMap's own root
     assert len(found) >= 2 + len(TARGETS)
@@ -212,9 +242,40 @@ def test_every_kustomization_in_the_repository_renders_without_flags() -> None:
     assert remote == [OWN_REPOSITORY / "kustomization.yaml"]
     for path, kustomization in loaded.items():
         if kustomization.get("kind") == "Component":
-            assert path.parent in used, f"{path} is used by no overlay"
+            assert path.parent in used or path.parent.name in OPT_IN_COMPONENTS, f"{path} is used by no overlay"
         elif path not in remote:
             assert _render(path.parent), path
+
+
+def test_the_sweep_is_shipped_in_dry_run_and_one_component_turns_it_live() -> None:
+    for job in ("sweep-pods", "sweep-instances"):
+        assert env(render("base"), job)["GPU_JOBS_DRY_RUN"] == "true"
+        assert env(render_with("sweep-live"), job)["GPU_JOBS_DRY_RUN"] == "false"
+    live = render_with("sweep-live")
+    for obj in live:
+        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+    # Nothing else changes: the other CronJobs, the RBAC, the schedules; only that one value.
+    assert yaml.safe_dump_all(live, sort_keys=True) == yaml.safe_dump_all(render("base"), sort_keys=True).replace(
+        "name: GPU_JOBS_DRY_RUN\n              value: 'true'", "name: GPU_JOBS_DRY_RUN\n              value: 'false'"
+    )
+
+
+def test_scale_owner_grants_exactly_the_owners_module_to_the_sweep_and_nobody_else() -> None:
+    from jobs.adapters.kube import owners, pods
+
+    objects = render_with("sweep-scale-owner")
+    cluster = granted(bound_roles(objects, "gpu-jobs-sweep-pods", "ClusterRoleBinding"))
+    declared = rbac.union([*pods.RBAC, *owners.RBAC])
+    assert cluster == {(g, r): set(verbs) for (g, r, scope), verbs in declared.items() if scope == "cluster"}
+    assert [tuple(sweep_command.KUBE_PORTS_SCALE_OWNER)] == [("owners",)]
+    for job in JOBS:
+        if job != "sweep-pods":
+            account = pod_spec(objects, job)["serviceAccountName"]
+            assert granted(bound_roles(objects, account, "ClusterRoleBinding")) == granted(
+                bound_roles(render("base"), account, "ClusterRoleBinding")
+            )
+    for obj in objects:
+        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
 
 
 # --- RBAC: exactly what the code calls ---------------------------------------------------------------------------
@@ -285,7 +346,7 @@ def test_cronjob_container_command_env_and_image(target: str, job: str) -> None:
     main = container(objects, job)
     variables = env(objects, job)
 
-    assert main["args"] == [job]
+    assert main["args"] == ARGS[job]
     assert "command" not in main  # the image's ENTRYPOINT is gpu-jobs
     assert main["image"] == f"{IMAGE}:{TAGS[target]}"
     assert variables["GPU_JOBS_POLICY"] == "/etc/gpu-jobs/policy.yaml"
@@ -311,7 +372,13 @@ def test_cronjob_security_context_and_resources(target: str, job: str) -> None:
     assert security["seccompProfile"] == {"type": "RuntimeDefault"}
     assert main["resources"]["requests"] == {
         "cpu": "100m",
-        "memory": {"nodegroups": "256Mi", "quotas": "128Mi", "cloud-quotas": "256Mi"}[job],
+        "memory": {
+            "nodegroups": "256Mi",
+            "quotas": "128Mi",
+            "cloud-quotas": "256Mi",
+            "sweep-pods": "128Mi",
+            "sweep-instances": "256Mi",
+        }[job],
     }
     assert set(main["resources"]["limits"]) == {"cpu", "memory"}
     assert "hostNetwork" not in pod
@@ -384,13 +451,13 @@ def expected_identity(cloud: str | None, objects: list[Obj]) -> set[tuple[str, s
 
 
 def test_the_cloud_calling_jobs_are_labelled_in_the_base() -> None:
-    """The label is how a cloud component finds the CronJobs to give an identity: nodegroups and cloud-quotas."""
+    """The label is how a cloud component finds the CronJobs to give an identity: the jobs that call a cloud."""
     labelled = {
         o["metadata"]["name"]
         for o in render("base")
         if o["kind"] == "CronJob" and o["metadata"]["labels"].get(CLOUD_IDENTITY_LABEL) == "true"
     }
-    assert labelled == {"nodegroups", "cloud-quotas"}
+    assert labelled == {"nodegroups", "cloud-quotas", "sweep-instances"}
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -452,7 +519,10 @@ def test_an_environment_is_the_same_on_every_cloud_but_for_the_identity(cloud: s
 def test_staging_is_a_dry_run_and_production_is_not(cloud: str) -> None:
     for job in JOBS:
         assert env(render(f"staging/{cloud}"), job)["GPU_JOBS_DRY_RUN"] == "true"
-        assert "GPU_JOBS_DRY_RUN" not in env(render(f"production/{cloud}"), job)
+        if job.startswith("sweep-"):  # shipped in dry-run everywhere until an overlay adds sweep-live
+            assert env(render(f"production/{cloud}"), job)["GPU_JOBS_DRY_RUN"] == "true"
+        else:
+            assert "GPU_JOBS_DRY_RUN" not in env(render(f"production/{cloud}"), job)
     assert env(render(f"production/{cloud}"))["GPU_JOBS_MAX_CHANGES"] == "20"
     assert "GPU_JOBS_MAX_CHANGES" not in env(render(f"production/{cloud}"), "quotas")  # its default: 50 namespaces
     assert all(

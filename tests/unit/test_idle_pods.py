@@ -352,6 +352,15 @@ def test_exempt_pods_are_reported_if_idle_and_never_written(target: PodInfo, pol
     assert plan([target], [on(50, name=target.name, namespace=target.namespace)], policy) == {}
 
 
+def test_an_exempt_pod_loses_a_mark_made_before_its_exemption() -> None:
+    """Else, once the exemption goes, an old mark would let the pod be acted on at once, without a fresh warning."""
+    notes = {"gpu-jobs/keep-alive": "", IDLE_SINCE_ANNOTATION: "2026-12-02T10:00:00Z"}
+    verdict = plan([pod(annotations=notes)], [on(0.4)])["train-0"]
+    assert (verdict.state, verdict.write) == ("exempt", "unmark")
+    assert verdict.event is not None
+    assert verdict.event[0] == "GpuIdleExempt"
+
+
 def test_snooze_in_the_future_removes_the_mark() -> None:
     notes = {KEEP_ALIVE_UNTIL_ANNOTATION: "2026-12-03T09:00:00+01:00", IDLE_SINCE_ANNOTATION: "2026-12-02T14:00:00Z"}
     verdict = plan([pod(annotations=notes)], [on(0.4)])["train-0"]

@@ -27,7 +27,7 @@ from jobs.adapters.gcp.errors import translated as _translated
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.cloud_quota_policy import CloudQuota
-from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
+from jobs.core.cloud_quotas import GCP_FAMILY_QUOTA, Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
 from jobs.core.policy import GcpLocator, NodeGroup
 from jobs.errors import NotFound
 
@@ -46,7 +46,6 @@ PERMISSIONS = Permissions(
 SERVICE = "compute.googleapis.com"
 COMPUTE_ENDPOINT = "https://compute.googleapis.com"
 #: The per-family GPU quota ids of Cloud Quotas (NVIDIA-H100-GPUS-per-project-region and its PREEMPTIBLE- twin).
-_FAMILY_QUOTA = re.compile(r"(?P<preemptible>PREEMPTIBLE-)?(?P<family>NVIDIA-[A-Z0-9-]+?)-GPUS-per-project-region")
 
 
 def unit_of(quota_id: str) -> str:
@@ -63,11 +62,23 @@ def compute_metric(quota_id: str, dimensions: Mapping[str, str]) -> str | None:
         return f"{family}_GPUS" if family else None
     if quota_id == "CPUS-per-project-region":
         return "CPUS"
-    found = _FAMILY_QUOTA.fullmatch(quota_id)
+    found = GCP_FAMILY_QUOTA.fullmatch(quota_id)
     if found is None:
         return None
     prefix = "PREEMPTIBLE_" if found["preemptible"] else ""
     return f"{prefix}{found['family'].replace('-', '_')}_GPUS"
+
+
+def gpu_family(accelerator: str) -> str:
+    """Compute's accelerator type as the GPU family its quotas are counted in (the ``gpu_family`` dimension, the
+    ``NVIDIA_<family>_GPUS`` region metric): ``nvidia-tesla-t4`` is ``NVIDIA_T4``, ``nvidia-a100-80gb`` is
+    ``NVIDIA_A100_80GB`` (the A100's two sizes are two families), ``nvidia-h100-80gb`` is ``NVIDIA_H100`` and
+    ``nvidia-h200-141gb`` ``NVIDIA_H200`` (one size each: the family carries no size), ``nvidia-h100-mega-80gb``
+    ``NVIDIA_H100_MEGA``."""
+    name = accelerator.lower().removeprefix("nvidia-").removeprefix("tesla-")
+    if name.startswith(("h100", "h200")):
+        name = re.sub(r"-\d+gb$", "", name)
+    return "NVIDIA_" + name.replace("-", "_").upper()
 
 
 def _shape_name(machine_type: str, accelerators: Sequence[tuple[str, int]]) -> str:
@@ -141,7 +152,7 @@ class GcpQuotas:
             # Accelerator-optimized types (A2, A3, G2) carry their GPUs; an N1 pool's GPUs are attached to it. GKE
             # lists an A3 pool's built-in GPUs as its accelerators too: counted once.
             gpus = built_in or list(attached)
-            family = next((kind for kind, _ in gpus), None)
+            family = next((gpu_family(kind) for kind, _ in gpus), None)
             per = sum(n for _, n in gpus) if unit == "GPU" else int(found.get("guestCpus", 0))
             out[name] = Shape(name, per, unit, family=family)
         return out

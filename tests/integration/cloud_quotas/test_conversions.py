@@ -221,3 +221,55 @@ def test_an_n1_pools_attached_gpus_are_counted(job: Job, gcp: GcpEmulator) -> No
     t4 = ran.quota("h100-europe-west4")
     assert (ran.code, t4["target"], t4["action"]) == (0, 6, "request")
     assert t4["demand"] == "notebooks-t4: 6 x n1-standard-8+1xnvidia-tesla-t4 x 1 GPU = 6"
+
+
+def test_a_gke_pool_of_another_gpu_family_is_a_plan_error_naming_both(gke: Job, gcp: GcpEmulator) -> None:
+    """H100 nodes do not count against the L4 quota: the family is the pool's GPUs', as Compute names them."""
+    gcp.set_quota(
+        "ml-research-prod",
+        "GPUS-PER-GPU-FAMILY-per-project-region",
+        "europe-west4",
+        16,
+        dimensions={"gpu_family": "NVIDIA_L4"},
+    )
+    gke.write(GKE_POLICY.replace("UP\n", "").replace("gpu_family: NVIDIA_H100", "gpu_family: NVIDIA_L4"))
+    ran = gke.run("--dry-run")
+    quota = ran.quota("h100-europe-west4")
+    assert (ran.code, quota["action"]) == (1, "error")
+    assert (
+        "node group research-h100 (a3-highgpu-8g+8xnvidia-h100-80gb: family NVIDIA_H100, on-demand)" in quota["message"]
+    )
+    assert "(NVIDIA_L4)" in quota["message"]
+    assert gcp.quotas.preferences == {}
+
+
+def test_a_spot_gke_pool_counts_against_the_preemptible_quota_only(job: Job, gcp: GcpEmulator) -> None:
+    job.env(gcp.env())
+    gcp.add_node_pool(
+        "ml-research-prod",
+        "europe-west4",
+        "research",
+        "h100-pool",
+        zones=("europe-west4-a",),
+        per_zone_count=1,
+        machine_type="a3-highgpu-8g",
+        accelerator_type="nvidia-h100-80gb",
+        accelerator_count=8,
+        autoscaling=(0, 2),
+        spot=True,
+    )
+    job.write(GKE_POLICY.replace("UP\n", ""))
+    ran = job.run("--dry-run")
+    quota = ran.quota("h100-europe-west4")
+    assert (ran.code, quota["action"]) == (1, "error")
+    assert "family NVIDIA_H100, spot) does not count against quota h100-europe-west4 (NVIDIA_H100)" in quota["message"]
+    job.write(
+        GKE_POLICY.replace("UP\n", "").replace(
+            "quotaId: GPUS-PER-GPU-FAMILY-per-project-region\n    dimensions: {gpu_family: NVIDIA_H100}",
+            "quotaId: PREEMPTIBLE-NVIDIA-H100-GPUS-per-project-region",
+        )
+    )
+    gcp.set_quota("ml-research-prod", "PREEMPTIBLE-NVIDIA-H100-GPUS-per-project-region", "europe-west4", 8)
+    ran = job.run("--dry-run")
+    quota = ran.quota("h100-europe-west4")
+    assert (ran.code, quota["action"], quota["target"]) == (0, "request", 16)

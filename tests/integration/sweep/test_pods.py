@@ -189,6 +189,31 @@ def test_a_pod_busy_again_is_unmarked(world: tuple[KubeHandle, PrometheusServer]
     assert ("busy-0", "GpuBusyAgain", "Normal") in events(kube)
 
 
+def test_an_exempt_pod_loses_a_mark_made_before_it_was_exempted(
+    world: tuple[KubeHandle, PrometheusServer], tmp_path: Path
+) -> None:
+    kube, prometheus = world
+    pod = kube.get("Pod", "idle-0", "ml")
+    assert pod is not None
+    long_ago = timestamp(prometheus.now - timedelta(hours=1))  # past its grace period
+    pod["metadata"]["annotations"] = {"gpu-jobs/idle-since": long_ago, "gpu-jobs/keep-alive": "true"}
+    kube.put(pod)
+    done, document = sweep(kube, tmp_path, prometheus.url, prometheus.now)
+    assert done.code == 0, done.stderr
+    assert states(document)["idle-0"] == "exempt"
+    assert pod_annotations(kube, "idle-0") == {"gpu-jobs/keep-alive": "true"}
+    assert ("idle-0", "GpuIdleExempt", "Normal") in events(kube)
+    # The exemption is lifted: a fresh warning and a full grace period, never the old mark's action at once.
+    pod = kube.get("Pod", "idle-0", "ml")
+    assert pod is not None
+    pod["metadata"]["annotations"] = {}
+    kube.put(pod)
+    done, document = sweep(kube, tmp_path, prometheus.url, prometheus.now)
+    assert done.code == 0, done.stderr
+    assert states(document)["idle-0"] == "marked"
+    assert kube.get("Pod", "idle-0", "ml") is not None
+
+
 def test_prometheus_down_fails_the_cluster_and_changes_nothing(
     world: tuple[KubeHandle, PrometheusServer], tmp_path: Path
 ) -> None:
