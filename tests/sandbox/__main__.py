@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"#   source {env_file}; .tools/bin/kubectl --context {first} -n gpu-jobs \\")
         print("#       create job --from=cronjob/quotas quotas-manual-$(date +%s)    # a one-off run of the install")
         print(f"#   source {env_file}; .tools/bin/kubectl --context {first} -n gpu-jobs logs job/<name>")
+        print(
+            f"#   source {env_file}; .venv/bin/gpu-jobs sweep --dry-run      # idle GPU pods (the sandbox's Prometheus)"
+        )
+        print("#       # and untagged GPU instances. The DCGM series end when the sandbox started: judge a full")
+        print(f"#       # window with --at {world.now.replace(microsecond=0).isoformat()} (or earlier, up to 1h)")
         print(f"# contexts: {contexts}")
         print("# Ctrl-C stops everything.", flush=True)
         stop.wait()

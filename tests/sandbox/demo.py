@@ -12,7 +12,8 @@ cloud; the sandbox, standing in for each cloud's reviewers, decides them (AWS ap
 failed with ContactSupport, the second AWS request handed to a support case), and the next run reports each outcome
 with the cloud's ids. The end: a one-off run as a
 person starts one, ``kubectl create job --from=cronjob/quotas`` in one cluster, run by the sandbox's job executor
-from the install applied there, and its logs.
+from the install applied there, and its logs. Last, the sweep's grace cycle (:mod:`tests.sandbox.sweep_demo`): marked, acted on after the grace
+period (``--at``), then a run that writes nothing; the instances a day later.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobs.core.schedule import desired_state
+from tests.sandbox import sweep_demo
 from tests.sandbox.fleet import JOB_NAMESPACE
 from tests.sandbox.install import KUBECTL
 from tests.sandbox.world import World, child_env
@@ -456,6 +458,38 @@ def render_calendar(world: World, calendar: dict[str, Any]) -> list[str]:
     return lines
 
 
+# --- the sweep ----------------------------------------------------------------------------------------------------
+
+
+def show_sweep(world: World) -> list[Phase]:
+    """The sweep's grace cycle (:mod:`tests.sandbox.sweep_demo`), printed phase by phase."""
+    why = sweep_demo.available()
+    print("\n== sweep: idle GPU pods, leaked VRAM, untagged GPU instances (a full grace cycle)")
+    if why:
+        print(f"  skipped: {why}")
+        return []
+    missing = sweep_demo.missing_clouds(world)
+    if missing:
+        print(f"  the instances part has no adapter for {', '.join(missing)} yet: the pods part only")
+    phases, shown = sweep_demo.run_sweep(world, run_gpu_jobs)
+    for index, phase in enumerate(phases):
+        print()
+        print("\n".join(sweep_demo.render(phase, why=index == 1)), flush=True)
+        if not phase.ok:
+            print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
+        if index == 1 and "events" in shown:
+            print("  the Warning Event its owner sees (kubectl describe pod, its Events):")
+            print("\n".join(shown["events"]))
+        if index == 2 and "pods" in shown:
+            print("  deleted: Terminating for their grace period (the namespace's GPU quota still charges them, so")
+            print("  their Deployment's replacements wait for room):")
+            print("\n".join(shown["pods"]))
+    if "pods later" in shown:
+        print("\n  their Deployment's replacements, once the deleted pods are gone (young: not judged until 2h old):")
+        print("\n".join(shown["pods later"]))
+    return phases
+
+
 # --- main -------------------------------------------------------------------------------------------------------
 
 
@@ -477,9 +511,9 @@ def main(argv: list[str] | None = None) -> int:
         fleet = world.fleet
         print(
             f"  up in {time.perf_counter() - began:.1f} s: {len(world.kubes)} clusters, {len(fleet.groups)} node groups, "
-            f"{sum(len(k.list('Node')) for k in world.kubes.values())} nodes, {len(fleet.pods)} GPU pods in "
+            f"{sum(len(k.list('Node')) for k in world.kubes.values())} nodes, {len(world.seats)} GPU pods in "
             f"{len(fleet.namespaces)} namespaces, "
-            f"{len(fleet.instances)} stand-alone GPU instances",
+            f"{len(fleet.instances)} stand-alone instances (GPU and CPU)",
             flush=True,
         )
         phase = run_gpu_jobs(world, "validate", "validate", str(world.policy_path))
@@ -537,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
             f"\n== {phase.name}: kubectl create job --from=cronjob/{cronjob}   (exit {phase.code}, {phase.seconds:.1f} s)"
         )
         print("\n".join(lines), flush=True)
+        phases += show_sweep(world)
     finally:
         world.stop()
     bad = [p for p in phases if not p.ok]

@@ -14,7 +14,15 @@ ConfigMap, the CronJobs. A job executor (:mod:`tests.sandbox.executor`) runs the
 A small reconciler (:meth:`World.sync_nodes`, run by a background thread) keeps each cluster's Node objects in
 step with the emulated clouds' live sizes, as the cloud controllers would: when a group goes to zero its nodes
 (and the pods still bound to them) disappear; when it comes back, fresh nodes join. It works in-process on the
-emulators' state, so it never shows up in their request logs.
+emulators' state, so it never shows up in their request logs. It keeps GKE nodes' Compute Engine instances in
+step too (the GCP emulator's node pools have none of their own): the sweep sees them as the pools' members.
+
+The sweep's data (:func:`_workloads`): the real Prometheus holds every cluster's DCGM series labelled
+``cluster=<name>`` (one shared Thanos in the policy; ``GPU_JOBS_PROMETHEUS_URL`` points every cluster at it, the
+matchers pick each one's), one series set per GPU of every node: a pod's GPUs with its labels, in the shape of its
+cluster's scrape (:data:`SHAPES`), and every GPU no pod holds with none (unallocated). Pods' ``status.startTime``
+matches their series: they start where the data starts (:data:`DCGM_WINDOW` before the sandbox's start), a young
+one later.
 """
 
 from __future__ import annotations
@@ -29,20 +37,22 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
 from jobs.core.policy import Policy
+from jobs.labels import KEEP_ALIVE_UNTIL_ANNOTATION
 from jobs.policy_file import load_policy
 from tests.emulators.kube import seed
+from tests.emulators.kube.cluster import timestamp
 from tests.emulators.kube.fixtures import KubeHandle, start_kube
 from tests.sandbox import install as installer
 from tests.sandbox.executor import JobExecutor
-from tests.sandbox.fleet import CLOUD_QUOTAS, FINISHED, JOB_NAMESPACE, Fleet, Group, build_fleet
+from tests.sandbox.fleet import CLOUD_QUOTAS, FINISHED, JOB_NAMESPACE, SNOOZE, Fleet, Group, Hardware, Pod, build_fleet
 
 if TYPE_CHECKING:
     from tests.emulators.aws.emulator import AwsEmulator
@@ -56,6 +66,33 @@ DEFAULT_POLICY = REPO / "gitops" / "policy.yaml"
 #: Which fleet group a node belongs to (label values cannot hold "/": eks/x becomes eks.x).
 GROUP_LABEL = "sandbox.gpu-jobs.dev/group"
 SYNC_INTERVAL_S = 0.2
+#: How far back the DCGM series go. The demo's sweep marks at ``start - 31m`` and acts at ``start``: its 2 h window
+#: at the first instant reaches back to ``start - 2h31m``; 3 h covers it (every query inside the data, none after it).
+DCGM_WINDOW = timedelta(hours=3)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a cluster's Prometheus scrape shapes the DCGM labels."""
+
+    exported_labels: bool = False  # a ServiceMonitor without honorLabels: exported_pod, exported_namespace...
+    old_labels: bool = False  # an old exporter: pod_name / pod_namespace / container_name
+    hostname_label: Literal["Hostname", "hostname"] = "Hostname"
+
+
+#: Clusters not named: ``pod``/``namespace`` (honorLabels), ``Hostname``. The GKE clusters scrape through a
+#: ServiceMonitor without honorLabels (and their GPUs no pod holds carry the exporter's own pod labels); aks-ml runs an
+#: old exporter, its ``hostname`` relabelled.
+SHAPES: dict[str, Shape] = {
+    "research": Shape(exported_labels=True),
+    "notebooks": Shape(exported_labels=True),
+    "aks-ml": Shape(old_labels=True, hostname_label="hostname"),
+}
+MIG_RESOURCE = "nvidia.com/mig-{profile}"
+#: Framebuffer sizes by model (MiB), as dcgm-exporter reports FB_USED + FB_FREE.
+MEMORY_MIB = {"NVIDIA A100-SXM4-80GB": 81920, "NVIDIA H100 80GB HBM3": 81559, "NVIDIA L4": 23034}
+MEMORY_MIB |= {"Tesla T4": 15360, "NVIDIA A10G": 23028}
+MIG_MEMORY_MIB = {"1g.10gb": 9856}
 log = logging.getLogger(__name__)
 
 
@@ -67,12 +104,25 @@ def _suffix(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Placement:
-    """Which node runs which pod, and which GPU indexes it holds there (for the DCGM series)."""
+    """Which node runs a pod (one replica), and which GPUs it holds there (for the DCGM series): GPU indexes, the
+    MIG instance ids of its slices (GPU 0), or the time-sliced copy it gets (``vgpu``) of one shared GPU."""
 
     node: str
     gpus: tuple[int, ...]
+    slices: tuple[int, ...] = ()
+    vgpu: int | None = None
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One pod placed and seeded: its fleet entry, its actual name (a Deployment's pods get generated names)."""
+
+    pod: Pod
+    name: str
+    cluster: str
+    placement: Placement
 
 
 @dataclass
@@ -86,7 +136,11 @@ class World:
     gcp: GcpEmulator
     azure: AzureEmulator
     prometheus: PrometheusServer | None
-    placements: dict[tuple[str, str], Placement] = field(default_factory=dict)
+    placements: dict[tuple[str, str], list[Placement]] = field(default_factory=dict)
+    #: Every seeded pod (a Deployment's replicas one by one) with its name: what the DCGM series describe.
+    seats: tuple[Seat, ...] = ()
+    #: The instant the DCGM series end: the sandbox's start.
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
     asg_names: dict[str, str] = field(default_factory=dict)  # group -> the ASG holding its instances
     _serial: dict[str, int] = field(default_factory=dict)  # group -> next node index
     _nodes: dict[str, list[str]] = field(default_factory=dict)  # group -> its Node names, oldest first
@@ -124,30 +178,35 @@ class World:
         work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="gpu-jobs-sandbox-"))
         work.mkdir(parents=True, exist_ok=True)
         nodes, placements = _layout(fleet)
+        now = datetime.now(UTC)
         started: list[Callable[[], None]] = []
         try:
             with ThreadPoolExecutor(max_workers=5) as pool:
-                # Prometheus (promtool + a process) and moto's warm-up take the longest: start them side by side.
-                prom = (
-                    pool.submit(start_prometheus, _workloads(fleet, placements), datetime.now(UTC))
-                    if prometheus
-                    else None
-                )
+                # moto's warm-up takes the longest: the clouds start while the clusters are seeded, and Prometheus
+                # once the pods have their names (a Deployment's are generated), its series describing those pods.
                 aws_f = pool.submit(start_aws, 0, "eu-west-1")
                 # 10 ms between ARM long-running-operation polls (real ARM says 1 s+): the demo stays fast.
                 azure_f = pool.submit(start_azure_emulator, 0, retry_after_s=0.01)
                 gcp_f = pool.submit(start_gcp, 0)
                 kubes: dict[str, KubeHandle] = {}
-                for cluster in policy.fleet:
-                    kubes[cluster.name] = start_kube(work / "clusters" / cluster.name / "kubeconfig")
-                    started.append(kubes[cluster.name].stop)
-                futures = [f for f in (aws_f, azure_f, gcp_f, prom) if f is not None]
-                for future in futures:
-                    with contextlib.suppress(BaseException):
-                        started.append(future.result().stop)
+                prom = None
+                try:
+                    for cluster in policy.fleet:
+                        kubes[cluster.name] = start_kube(work / "clusters" / cluster.name / "kubeconfig")
+                        started.append(kubes[cluster.name].stop)
+                    seats = _seed_kube(kubes, fleet, nodes, placements, now)
+                    if prometheus:
+                        prom = pool.submit(start_prometheus, _workloads(fleet, nodes, seats), now, window=DCGM_WINDOW)
+                finally:  # whatever failed, what did start is stopped below
+                    for future in (aws_f, azure_f, gcp_f, prom):
+                        if future is not None:
+                            with contextlib.suppress(BaseException):
+                                started.append(future.result().stop)
                 aws, azure, gcp = aws_f.result(), azure_f.result(), gcp_f.result()
                 prom_server = prom.result() if prom else None
-            world = cls(path, policy, fleet, work, kubes, aws, gcp, azure, prom_server, placements, _own_workdir=own)
+            world = cls(
+                path, policy, fleet, work, kubes, aws, gcp, azure, prom_server, placements, seats, now, _own_workdir=own
+            )
             world._write_kubeconfigs()
             world._seed(nodes)
             if install:
@@ -275,33 +334,16 @@ class World:
     # --- seeding -----------------------------------------------------------------------------------------------
 
     def _seed(self, nodes: dict[str, list[str]]) -> None:
+        """The clouds (the clusters were seeded first, see :func:`_seed_kube`)."""
         for group in self.fleet.groups:
             self._seed_cloud(group)
-        self._seed_instances()
-        self._seed_cloud_quotas()
-        for kube in self.kubes.values():  # teams have their namespaces in every cluster
-            for namespace in self.fleet.namespaces:
-                kube.create(seed.namespace(namespace, {"team": namespace}))
-        for group in self.fleet.groups:
-            for name in nodes[group.name]:
-                self.kubes[group.cluster].create(_node(group, name))
             self._nodes[group.name] = list(nodes[group.name])
             self._serial[group.name] = len(nodes[group.name])
-        for pod in self.fleet.pods:
-            placement = self.placements.get((pod.namespace, pod.name))
-            if placement is None:
-                continue
-            finished = (pod.namespace, pod.name) in FINISHED
-            manifest = seed.gpu_pod(
-                pod.name,
-                pod.namespace,
-                placement.node,
-                pod.gpus,
-                labels={"app": pod.name.rsplit("-", 1)[0]},
-                annotations=pod.annotations,
-                phase="Succeeded" if finished else "Running",
-            )
-            self.kubes[self.fleet.group(pod.group).cluster].create(manifest)
+            if group.kind == "gke":
+                for name in nodes[group.name]:
+                    self._add_gke_instance(group, name)
+        self._seed_instances()
+        self._seed_cloud_quotas()
 
     def _seed_cloud(self, group: Group) -> None:
         loc, hw = group.locator, group.hardware
@@ -363,17 +405,51 @@ class World:
             if inst.cloud == "aws":
                 self.aws.add_instance(inst.where, inst.machine, inst.tags)
             elif inst.cloud == "gcp":
-                accelerator = "nvidia-tesla-t4" if inst.machine.startswith("n1-") else "nvidia-l4"
                 self.gcp.add_instance(
                     gcp_project,
                     inst.where,
                     inst.name,
                     machine_type=inst.machine,
-                    accelerators=((accelerator, 1),),
+                    accelerators=inst.accelerators,
                     labels=inst.tags,
                 )
             else:
-                self.azure.add_vm(azure_sub, "rg-ml-scratch", inst.name, inst.machine, inst.where, inst.tags)
+                scale_set = (
+                    f"/subscriptions/{azure_sub}/resourceGroups/rg-ml-scratch/providers/Microsoft.Compute"
+                    f"/virtualMachineScaleSets/{inst.scale_set}"
+                    if inst.scale_set
+                    else None
+                )
+                self.azure.add_vm(
+                    azure_sub, "rg-ml-scratch", inst.name, inst.machine, inst.where, inst.tags, scale_set=scale_set
+                )
+
+    def _add_gke_instance(self, group: Group, node: str) -> None:
+        """A GKE node's Compute Engine instance, as GKE makes it: named as the node, in its zone, labelled with its
+        cluster and pool, ``created-by`` its pool's managed instance group (the sweep reports it as a member)."""
+        loc, hw = group.locator, group.hardware
+        zone = _gke_zone(group, node)
+        attached = () if hw.machine.startswith(("a2-", "a3-", "g2-")) else ((hw.accelerator, hw.gpus),)
+        igm = f"gke-{loc['cluster']}-{loc['nodePool']}-{_suffix(zone)}-grp"[:63]
+        self.gcp.add_instance(
+            loc["project"],
+            zone,
+            node,
+            machine_type=hw.machine,
+            accelerators=attached,
+            labels={
+                "goog-gke-node": "",
+                "goog-k8s-cluster-name": loc["cluster"],
+                "goog-k8s-node-pool-name": loc["nodePool"],
+            },
+            spot=hw.spot,
+            metadata={"created-by": f"projects/{loc['project']}/zones/{zone}/instanceGroupManagers/{igm}"},
+        )
+
+    def _remove_gke_instance(self, group: Group, node: str) -> None:
+        compute = self.gcp.compute
+        with compute._lock:  # the reconciler's in-process write, as GKE deletes a node's instance
+            compute.instances.pop((group.locator["project"], _gke_zone(group, node), node), None)
 
     def _seed_cloud_quotas(self) -> None:
         for quota in CLOUD_QUOTAS:
@@ -407,6 +483,8 @@ class World:
                     index = self._serial.get(group.name, 0)
                     self._serial[group.name] = index + 1
                     names.append(kube.create(_node(group, _node_name(group, index)))["metadata"]["name"])
+                    if group.kind == "gke":
+                        self._add_gke_instance(group, names[-1])
                 if len(names) > want:
                     # The newest go first, as a scale-in picks them; their pods go with them.
                     gone, names[:] = set(names[want:]), names[:want]
@@ -417,6 +495,8 @@ class World:
                     for name in gone:
                         with contextlib.suppress(Exception):
                             kube.cluster.delete("Node", name)
+                        if group.kind == "gke":
+                            self._remove_gke_instance(group, name)
 
     def _sync_loop(self) -> None:
         while not self._stop.wait(SYNC_INTERVAL_S):
@@ -458,50 +538,226 @@ def _node_name(group: Group, index: int) -> str:
     return f"aks-{group.locator['agentPool']}-{int(key, 16) % 10**8:08d}-vmss{index:06x}"
 
 
-def _node(group: Group, name: str) -> dict[str, Any]:
+def _gke_zone(group: Group, name: str) -> str:
+    zones = group.hardware.zones
+    return zones[int(name.rsplit("-", 1)[1], 16) % len(zones)]
+
+
+def _node(group: Group, name: str, shared: bool = False) -> dict[str, Any]:
+    """The Node of ``group`` named ``name``; ``shared``: its GPUs are time-sliced (advertised ``shared_last`` times
+    each, labelled as the NVIDIA device plugin labels them)."""
+    hw = group.hardware
     labels = {
         **group.node_labels,
         GROUP_LABEL: _label_value(group.name),
-        "node.kubernetes.io/instance-type": group.hardware.machine,
+        "node.kubernetes.io/instance-type": hw.machine,
     }
     if group.kind == "gke":
-        zones = group.hardware.zones
-        labels["topology.kubernetes.io/zone"] = zones[int(name.rsplit("-", 1)[1], 16) % len(zones)]
-    node = seed.gpu_node(name, gpus=group.hardware.gpus, labels=labels)
-    if not group.hardware.gpus:  # the AKS System pool: no GPU resource at all
+        labels["topology.kubernetes.io/zone"] = _gke_zone(group, name)
+    if hw.mig:
+        labels["nvidia.com/mig.strategy"] = "mixed"
+        node = seed.gpu_node(
+            name, gpus=hw.gpus * hw.slices, labels=labels, resource=MIG_RESOURCE.format(profile=hw.mig)
+        )
+    else:
+        if shared:
+            labels |= {
+                "nvidia.com/gpu.replicas": str(hw.shared_last),
+                "nvidia.com/gpu.sharing-strategy": "time-slicing",
+            }
+        node = seed.gpu_node(name, gpus=hw.gpus * (hw.shared_last if shared else 1), labels=labels)
+    if not hw.gpus:  # the AKS System pool: no GPU resource at all
         for key in ("capacity", "allocatable"):
             node["status"][key].pop(seed.GPU)
     return node
 
 
-def _layout(fleet: Fleet) -> tuple[dict[str, list[str]], dict[tuple[str, str], Placement]]:
-    """Node names per group at working size, and a first-fit placement of the pods on them."""
+def _shared_node(group: Group, nodes: list[str], name: str) -> bool:
+    """Time-slicing is on the group's last node of its working size (and that node only)."""
+    return group.hardware.shared_last > 1 and len(nodes) >= group.nodes and name == nodes[group.nodes - 1]
+
+
+def _layout(fleet: Fleet) -> tuple[dict[str, list[str]], dict[tuple[str, str], list[Placement]]]:
+    """Node names per group at working size, and a first-fit placement of the pods (each replica) on them: whole
+    GPUs on ordinary nodes, MIG slices on a MIG pool's, copies of one GPU on a time-sliced node (for shared pods
+    only, and only there)."""
     nodes = {g.name: [_node_name(g, i) for i in range(g.nodes)] for g in fleet.groups}
-    free = {name: list(range(g.hardware.gpus)) for g in fleet.groups for name in nodes[g.name]}
-    placements: dict[tuple[str, str], Placement] = {}
+    free: dict[str, list[int]] = {}
+    shared_free: dict[str, list[int]] = {}
+    for g in fleet.groups:
+        for name in nodes[g.name]:
+            if _shared_node(g, nodes[g.name], name):
+                shared_free[name] = list(range(g.hardware.shared_last))
+                free[name] = []
+            else:
+                free[name] = list(range(g.hardware.slices if g.hardware.mig else g.hardware.gpus))
+    placements: dict[tuple[str, str], list[Placement]] = {}
     for pod in fleet.pods:
-        for node in nodes.get(pod.group, []):
-            if len(free[node]) >= pod.gpus:
-                taken, free[node] = free[node][: pod.gpus], free[node][pod.gpus :]
-                placements[(pod.namespace, pod.name)] = Placement(node, tuple(taken))
-                break
-        else:
-            log.warning("no room for %s/%s on %s", pod.namespace, pod.name, pod.group)
+        group = fleet.group(pod.group)
+        for _ in range(pod.replicas):
+            placement = None
+            for node in nodes.get(pod.group, []):
+                if pod.shared:
+                    if shared_free.get(node):
+                        placement = Placement(node, (0,), vgpu=shared_free[node].pop(0))
+                elif len(free[node]) >= pod.gpus:
+                    taken, free[node] = free[node][: pod.gpus], free[node][pod.gpus :]
+                    placement = (
+                        Placement(node, (0,), slices=tuple(taken))
+                        if group.hardware.mig
+                        else Placement(node, tuple(taken))
+                    )
+                if placement is not None:
+                    placements.setdefault((pod.namespace, pod.name), []).append(placement)
+                    break
+            else:
+                log.warning("no room for %s/%s on %s", pod.namespace, pod.name, pod.group)
     return nodes, placements
 
 
-def _workloads(fleet: Fleet, placements: dict[tuple[str, str], Placement]) -> list[Any]:
-    """DCGM series for every running pod's GPUs (busy or idle as the fleet says)."""
+def _seed_kube(
+    kubes: dict[str, KubeHandle],
+    fleet: Fleet,
+    nodes: dict[str, list[str]],
+    placements: dict[tuple[str, str], list[Placement]],
+    now: datetime,
+) -> tuple[Seat, ...]:
+    """Namespaces (every team's, in every cluster), the nodes, and the pods with their owners: a StatefulSet, a
+    Deployment (its ReplicaSet between), or none. Pods start ``pod.age`` before ``now``."""
+    from tests.emulators.kube import workloads
+
+    for kube in kubes.values():
+        for namespace in fleet.namespaces:
+            kube.create(seed.namespace(namespace, {"team": namespace}))
+    for group in fleet.groups:
+        for name in nodes[group.name]:
+            kubes[group.cluster].create(_node(group, name, _shared_node(group, nodes[group.name], name)))
+    seats: list[Seat] = []
+    for pod in fleet.pods:
+        where = placements.get((pod.namespace, pod.name))
+        if not where:
+            continue
+        group = fleet.group(pod.group)
+        kube = kubes[group.cluster]
+        started = now - pod.age
+        annotations = dict(pod.annotations)
+        if SNOOZE in annotations:  # a person's snooze, a week from the sandbox's start
+            annotations.pop(SNOOZE)
+            until = (now + timedelta(days=7)).replace(microsecond=0)
+            annotations[KEEP_ALIVE_UNTIL_ANNOTATION] = until.isoformat().replace("+00:00", "Z")
+        resource = MIG_RESOURCE.format(profile=group.hardware.mig) if pod.mig else seed.GPU
+        if pod.owner == "none":
+            finished = (pod.namespace, pod.name) in FINISHED
+            manifest = seed.gpu_pod(
+                pod.name,
+                pod.namespace,
+                where[0].node,
+                pod.gpus,
+                resource=resource,
+                labels={"app": pod.name.rsplit("-", 1)[0]},
+                annotations=annotations,
+                phase="Succeeded" if finished else "Running",
+                created=started,
+                started=started,
+                grace_s=pod.grace_s,
+            )
+            names = [kube.create(manifest)["metadata"]["name"]]
+        else:
+            seeder = workloads.deployment if pod.owner == "deployment" else workloads.statefulset
+            base = pod.name if pod.owner == "deployment" else pod.name.rsplit("-", 1)[0]
+            seeded = seeder(
+                kube.cluster,
+                base,
+                pod.namespace,
+                nodes=[p.node for p in where],
+                replicas=len(where),
+                gpus=pod.gpus,
+                resource=resource,
+                pod_annotations=annotations or None,
+                started=started,
+                grace_s=pod.grace_s,
+            )
+            names = []
+            for stored in seeded.pods:  # created when they started, as kubectl's AGE should say
+                stored["metadata"]["creationTimestamp"] = timestamp(started)
+                names.append(kube.put(stored)["metadata"]["name"])
+        seats += [Seat(pod, n, group.cluster, p) for n, p in zip(names, where, strict=True)]
+    return tuple(seats)
+
+
+def _memory(hw: Hardware) -> int:
+    return MIG_MEMORY_MIB.get(hw.mig, 10240) if hw.mig else MEMORY_MIB.get(hw.model, 16384)
+
+
+def _workloads(fleet: Fleet, nodes: dict[str, list[str]], seats: tuple[Seat, ...]) -> list[Any]:
+    """DCGM series for every GPU of every cluster's nodes: a running pod's (busy, idle or leaked as the fleet says,
+    in its cluster's label shape), and every GPU no pod holds (unallocated: no pod labels, or the exporter's own
+    behind a ServiceMonitor). Every series carries ``cluster``."""
     from tests.emulators.prometheus.dcgm import Workload
 
-    found = []
-    for pod in fleet.pods:
-        placement = placements.get((pod.namespace, pod.name))
-        if placement is None or (pod.namespace, pod.name) in FINISHED:
+    found: list[Workload] = []
+    held: set[tuple[str, int, int]] = set()  # (node, gpu, MIG instance or -1)
+    for seat in seats:
+        pod, place = seat.pod, seat.placement
+        if (pod.namespace, pod.name) in FINISHED:
             continue
-        model = fleet.group(pod.group).hardware.model
-        for gpu in placement.gpus:
-            found.append(Workload(pod.name, pod.namespace, "main", gpu, placement.node, model, profile=pod.profile))
+        hw = fleet.group(pod.group).hardware
+        shape = SHAPES.get(seat.cluster, Shape())
+        young = pod.age if pod.age < DCGM_WINDOW else None  # a young pod: series only since it started
+        # (gpu, MIG instance, profile) per device it holds: whole GPUs, or slices of GPU 0 on a MIG pool
+        devices = (
+            [(0, s, pod.profile) for s in place.slices]
+            if hw.mig
+            else [(g, -1, p) for g, p in zip(place.gpus, pod.gpu_profiles(), strict=False)]
+        )
+        for gpu, slice_id, profile in devices:
+            held.add((place.node, gpu, slice_id))
+            found.append(
+                Workload(
+                    seat.name,
+                    pod.namespace,
+                    "main",
+                    gpu,
+                    place.node,
+                    hw.model,
+                    profile=profile,
+                    mig_profile=hw.mig or None,
+                    mig_instance_id=max(slice_id, 0),
+                    exported_labels=shape.exported_labels,
+                    old_labels=shape.old_labels,
+                    hostname_label=shape.hostname_label,
+                    memory_total_mib=_memory(hw),
+                    cluster=seat.cluster,
+                    vgpu=place.vgpu,
+                    started_ago=young,
+                )
+            )
+    for group in fleet.groups:
+        hw = group.hardware
+        if not hw.gpus:
+            continue
+        shape = SHAPES.get(group.cluster, Shape())
+        for node in nodes[group.name]:
+            for gpu, slice_id in [(0, s) for s in range(hw.slices)] if hw.mig else [(g, -1) for g in range(hw.gpus)]:
+                if (node, gpu, slice_id) in held:
+                    continue
+                found.append(
+                    Workload(
+                        "",
+                        "",
+                        "",
+                        gpu,
+                        node,
+                        hw.model,
+                        profile="idle",
+                        mig_profile=hw.mig or None,
+                        mig_instance_id=max(slice_id, 0),
+                        memory_total_mib=_memory(hw),
+                        cluster=group.cluster,
+                        exporter_pod_labels=shape.exported_labels,
+                        hostname_label=shape.hostname_label,
+                    )
+                )
     return found
 
 
