@@ -4,7 +4,6 @@ increase requests before they are needed, and follow them until the cloud decide
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
 from jobs.adapters.settings import AdapterSettings
@@ -12,7 +11,7 @@ from jobs.cloud_quotas import job
 from jobs.cloud_quotas import report as render
 from jobs.cloud_quotas.ports import QuotaCloud
 from jobs.cloud_quotas.records import RequestCodec
-from jobs.commands.reconcile import JobSpec, Run
+from jobs.commands.reconcile import JobSpec, Run, construct
 from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.labels import CLOUD_QUOTAS_LEASE
 from jobs.retry import Backoff
@@ -50,8 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def quota_cloud(cloud: str, settings: AdapterSettings) -> QuotaCloud:
-    module_name, _, class_name = QUOTA_ADAPTERS[cloud].partition(":")
-    adapter: QuotaCloud = getattr(importlib.import_module(module_name), class_name)(settings)
+    adapter: QuotaCloud = construct(QUOTA_ADAPTERS[cloud], settings)
     return adapter
 
 

@@ -4,10 +4,10 @@ imported on first use, so a GKE-only policy never imports boto3. The shipped clo
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from jobs.adapters.settings import AdapterSettings
+from jobs.commands.reconcile import construct
 
 if TYPE_CHECKING:
     from jobs.nodegroups.ports import NodeGroupCloud
@@ -20,6 +20,5 @@ NODEGROUP_ADAPTERS = {
 
 
 def nodegroup_cloud(cloud: str, settings: AdapterSettings) -> NodeGroupCloud:
-    module_name, _, class_name = NODEGROUP_ADAPTERS[cloud].partition(":")
-    adapter: NodeGroupCloud = getattr(importlib.import_module(module_name), class_name)(settings)
+    adapter: NodeGroupCloud = construct(NODEGROUP_ADAPTERS[cloud], settings)
     return adapter

@@ -7,6 +7,7 @@ settings from flags and env  ->  policy  ->  scopes  ->  one ScopeWork per scope
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,13 @@ from jobs.scopes import Scope
 from jobs.settings import choice_setting, env_flag, int_setting, limit_setting, parse_at, seconds_setting
 
 V = TypeVar("V")  # the job's view of one scope's report
+
+
+def construct(path: str, *args: Any) -> Any:
+    """An adapter from its ``module:Class`` path, its module imported now: a command imports only the SDKs of the
+    clouds its policy names (an AWS-only policy never imports the Google SDK)."""
+    module_name, _, class_name = path.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)(*args)
 
 
 def peak_rss_mib() -> float | None:

@@ -4,12 +4,11 @@ owner tags in each account (``--part instances``); both when ``--part`` is omitt
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 from typing import Any
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.commands.reconcile import JobSpec, Run
+from jobs.commands.reconcile import JobSpec, Run, construct
 from jobs.core.limits import ChangeLimit
 from jobs.core.policy import Policy
 from jobs.core.policy_fields import check_url
@@ -33,10 +32,16 @@ KUBE_PORTS_INSTANCES = ("lease",)
 KUBE_PORTS_SCALE_OWNER = ("owners",)
 KUBE_PORTS = tuple(dict.fromkeys(KUBE_PORTS_PODS + KUBE_PORTS_INSTANCES))
 
-#: Adapters, imported on first use: a pods-only install never imports a cloud SDK, an AWS-only policy never the
-#: Google one (the clouds' instance adapters are listed by ``jobs.sweep.instances.INSTANCE_ADAPTERS``).
 PARTS = ("pods", "instances")
 PROMETHEUS_URL = "GPU_JOBS_PROMETHEUS_URL"
+#: Which adapter serves which cloud (``module:Class``, each taking ``AdapterSettings``), imported on first use: a
+#: pods-only install never imports a cloud SDK, an AWS-only policy never the Google one. Each module declares its
+#: ``PERMISSIONS`` (tests/unit/test_permissions.py: the IAM documents grant exactly those).
+INSTANCE_ADAPTERS = {
+    "aws": "jobs.adapters.aws.instances:AwsInstances",
+    "gcp": "jobs.adapters.gcp.instances:GcpInstances",
+    "azure": "jobs.adapters.azure.instances:AzureInstances",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,11 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", metavar="N", help="pods or instances worked on at once, per scope (default 8) [GPU_JOBS_WORKERS]"
     )
-
-
-def _adapter(path: str, *args: Any) -> Any:
-    module_name, _, class_name = path.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)(*args)
 
 
 def parts(run: Run) -> tuple[str, ...]:
@@ -96,6 +96,8 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
     adapters = AdapterSettings.from_env()
     override = prometheus_url()
     work = {}
+    # One client per Prometheus: a shared Thanos (or GPU_JOBS_PROMETHEUS_URL) serves every cluster through one pool.
+    clients: dict[str, Metrics] = {}
     for scope in cluster_scopes(run.policy, run.args.cluster or None, log):
         source = run.policy.cluster(scope.name).prometheus
         url = override or (source.url if source is not None else None)
@@ -103,7 +105,9 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
             api = client.api_client(adapters.request_timeout_s, context=scope.context)
         except client.ConfigException as exc:
             raise SettingsError(f"no Kubernetes configuration for cluster {scope.name}: {exc}") from None
-        metrics: Metrics | None = PrometheusMetrics(url, adapters) if url is not None else None
+        if url is not None and url not in clients:
+            clients[url] = PrometheusMetrics(url, adapters)
+        metrics = clients.get(url) if url is not None else None
         ports = pods.Ports(
             metrics, KubePods(api), lease.LeaseLock(api, client.job_namespace(), _lease(SWEEP_PODS_LEASE, scope))
         )
@@ -138,11 +142,9 @@ def _instances_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dic
         raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
     namespace = client.job_namespace()
     scopes = account_scopes(run.policy, extra=instances.extra_scopes(untagged))
-    clouds: dict[str, Instances] = {}
-    for cloud in sorted({s.cloud for s in scopes if s.cloud}):
-        if cloud not in instances.INSTANCE_ADAPTERS:
-            raise SettingsError(f"the instances part cannot sweep {cloud} accounts yet (no adapter for {cloud})")
-        clouds[cloud] = _adapter(instances.INSTANCE_ADAPTERS[cloud], adapters)
+    clouds: dict[str, Instances] = {
+        cloud: construct(INSTANCE_ADAPTERS[cloud], adapters) for cloud in sorted({s.cloud for s in scopes if s.cloud})
+    }
     work: dict[Scope, ScopeWork[Any, Any, Any, Any]] = {}
     for scope in scopes:
         assert scope.cloud is not None

@@ -26,14 +26,6 @@ from jobs.runner import ScopeReport, ScopeWork, Tally
 from jobs.scopes import Scope, account
 from jobs.sweep.ports import Instances
 
-#: Which adapter serves which cloud (``module:Class``, each taking ``AdapterSettings``); imported on first use by the
-#: command, so an AWS-only policy never imports the Google SDK. Each module declares its ``PERMISSIONS``.
-INSTANCE_ADAPTERS = {
-    "aws": "jobs.adapters.aws.instances:AwsInstances",
-    "gcp": "jobs.adapters.gcp.instances:GcpInstances",
-    "azure": "jobs.adapters.azure.instances:AzureInstances",
-}
-
 ItemStatus = Literal["done", "gone", "failed"]
 
 

@@ -43,7 +43,7 @@ def available() -> str | None:
 
 def missing_clouds(world: World) -> list[str]:
     """Clouds of the policy's account scopes the instances part has no adapter for (it refuses them: exit 2)."""
-    from jobs.sweep.instances import INSTANCE_ADAPTERS
+    from jobs.commands.sweep import INSTANCE_ADAPTERS
 
     clouds = {c.cloud for c in world.policy.fleet}
     return sorted(c for c in clouds if c not in INSTANCE_ADAPTERS)

@@ -19,8 +19,8 @@ import yaml
 from jobs.adapters.permissions import Cloud, Permissions, union
 from jobs.commands.cloud_quotas import QUOTA_ADAPTERS
 from jobs.commands.nodegroup_clouds import NODEGROUP_ADAPTERS
+from jobs.commands.sweep import INSTANCE_ADAPTERS
 from jobs.labels import SWEEP_MARK_TAG
-from jobs.sweep.instances import INSTANCE_ADAPTERS
 
 IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
 
