@@ -3,6 +3,7 @@
     GpuJobsError
     ├── ConfigError     bad policy or settings: nothing may change (exit 2)   SettingsError, PolicyError
     ├── Stopped         the run may not write any more (a stop request, the Lease lost)
+    ├── DeadlineReached the run's deadline ended a wait or a write not yet started: that item fails (exit 1)
     └── CloudError      an outside system (a cloud, a Kubernetes API) failed: that item fails (exit 1)
         ├── NotFound, Conflict, Denied, Invalid, OutcomeUnknown
         └── Busy, Throttled, Unavailable   (retryable)
@@ -39,6 +40,12 @@ class Stopped(GpuJobsError):
     def __init__(self, message: str, *, why: str = "") -> None:
         super().__init__(message)
         self.why = why or message  # the reason alone, for a message that says what was done before it
+
+
+class DeadlineReached(GpuJobsError):
+    """The run's deadline (``jobs.deadline``) ended a wait, a retry or a write not yet started. Neither a cloud error
+    (nothing retries it) nor a stop request: the item fails with a reason starting ``deadline:``, and the run still
+    undoes what is temporary and reports."""
 
 
 class CloudError(GpuJobsError):

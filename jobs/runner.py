@@ -12,6 +12,8 @@ everything else, once for every job:
   plan that grew is held to the same limit.
 - One item's failure (an error or a bug) fails that item only; a bug in observing fails that scope only.
 - A stop request (SIGTERM, Ctrl-C) starts nothing new: items not started fail with the same words in every job.
+- So does the run's deadline (``jobs.deadline``): once only its reserve is left, no scope, item or write starts;
+  what it cut short fails with a reason starting ``deadline:``, and the reports are still made.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
-from jobs.errors import CloudError, Stopped
+from jobs.deadline import NOT_STARTED, Deadline
+from jobs.errors import CloudError, DeadlineReached, Stopped
 from jobs.lease import STOP, HeldLease, RunLock, stop_on_signals
 from jobs.outcome import ExitCode, Outcome
 from jobs.scopes import Scope
@@ -135,6 +138,8 @@ class RunSettings:
     # The Lease runs on the real clock, not on the schedule's ``now``: a run evaluated ``--at`` another instant must
     # still exclude the runs happening now.
     clock: Callable[[], datetime] = field(default=_system_clock)
+    # The run's one deadline (made at its start): what its waits and writes may still use.
+    deadline: Deadline = field(default_factory=Deadline.start)
 
 
 @dataclass
@@ -195,6 +200,8 @@ class Reconcile(Generic[O, P, I, R]):
         work = self.work[scope]
         if STOP.is_set():
             return self._stopped(scope, plan)
+        if self.settings.deadline.expired():
+            return self._stopped(scope, plan, NOT_STARTED)
         try:
             holder = work.lock.acquire(self.settings.holder, self.settings.clock(), self.settings.lease_duration)
         except CloudError as exc:
@@ -234,8 +241,14 @@ class Reconcile(Generic[O, P, I, R]):
             if reason is not None:
                 self.log.error("run.refused", scope=scope.name, reason=reason)
                 return self._report(scope, "refused", plan, reason=reason)
+        deadline = self.settings.deadline
+
+        def fence(what: str) -> None:
+            deadline.check(what)
+            held.check(what)
+
         with ThreadPoolExecutor(max_workers=max(1, self.settings.workers)) as pool:
-            results = tuple(pool.map(lambda item: self._item(work, item, held.check), plan.items))
+            results = tuple(pool.map(lambda item: self._item(work, item, fence), plan.items))
         return self._report(scope, "applied", plan, results)
 
     def _still_allowed(self, scope: Scope, changes: int) -> str | None:
@@ -253,16 +266,18 @@ class Reconcile(Generic[O, P, I, R]):
         try:
             if STOP.is_set():
                 return work.failed(item, STOPPED_BEFORE)
+            if self.settings.deadline.expired():
+                return work.failed(item, NOT_STARTED)
             return work.apply(item, fence)
-        except Stopped as exc:
+        except (Stopped, DeadlineReached) as exc:
             return work.failed(item, str(exc))
         except Exception as exc:  # one item's failure, whatever it is, must not stop the others
             self.log.error("item.crashed", error=repr(exc), exc_info=not isinstance(exc, CloudError))
             return work.failed(item, f"unexpected error: {exc!r}" if not isinstance(exc, CloudError) else str(exc))
 
-    def _stopped(self, scope: Scope, plan: P) -> ScopeReport[P, R]:
+    def _stopped(self, scope: Scope, plan: P, why: str = STOPPED_BEFORE) -> ScopeReport[P, R]:
         work = self.work[scope]
-        return self._report(scope, "applied", plan, tuple(work.failed(item, STOPPED_BEFORE) for item in plan.items))
+        return self._report(scope, "applied", plan, tuple(work.failed(item, why) for item in plan.items))
 
 
 def _seconds(delta: timedelta) -> str:

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from jobs.core.limits import ChangeLimit
 from jobs.core.policy import MAX_YEAR, MIN_YEAR
+from jobs.deadline import DEFAULT_DEADLINE_S
 from jobs.errors import ConfigError
 
 ENV_PREFIX = "GPU_JOBS_"
@@ -88,9 +89,9 @@ def limit_setting(flag: str | None, name: str, default: ChangeLimit) -> ChangeLi
         raise SettingsError(f"{source}={raw!r}: {exc}") from None
 
 
-def seconds_setting(name: str, default: float, *, minimum: float = 0.0) -> float:
-    """A duration in seconds from the environment (``5``, ``0.5``; not ``5s``)."""
-    raw, source = _raw(None, name)
+def seconds_setting(name: str, default: float, *, minimum: float = 0.0, flag: str | None = None) -> float:
+    """A duration in seconds from the flag or the environment (``5``, ``0.5``; not ``5s``)."""
+    raw, source = _raw(flag, name)
     if raw is None:
         return default
     try:
@@ -132,3 +133,19 @@ def add_run_arguments(parser: argparse.ArgumentParser, items: str, at: str, *, d
         help=f"refuse a plan changing more {items} than this, a number or a percentage of those considered"
         f" (exit 3; default {default}) [GPU_JOBS_MAX_CHANGES]",
     )
+    add_deadline_argument(parser)
+
+
+def add_deadline_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deadline",
+        metavar="SECONDS",
+        help="the run's deadline: every wait ends by then, what is unfinished fails ('deadline: ...') and the run"
+        f" reports; keep it below the CronJob's activeDeadlineSeconds (default {DEFAULT_DEADLINE_S:g})"
+        " [GPU_JOBS_DEADLINE]",
+    )
+
+
+def deadline_setting(flag: str | None) -> float:
+    """The run's deadline in seconds, from ``--deadline`` or ``GPU_JOBS_DEADLINE``."""
+    return seconds_setting("DEADLINE", DEFAULT_DEADLINE_S, minimum=1.0, flag=flag)

@@ -60,7 +60,7 @@ class PrometheusMetrics:
             raise Invalid(f"prometheus url {url!r}: needs http:// or https:// and a host", operation=OPERATION)
         self.url = url.rstrip("/")
         self.endpoint = f"{self.url}/api/v1/query"
-        self._timeout = urllib3.Timeout(total=settings.request_timeout_s)
+        self._settings = settings
         self._pool = pool or urllib3.PoolManager()
         # token_file="" (or the variable set empty) means no token: tests pass it to ignore the environment.
         self._token_file = (token_file if token_file is not None else os.environ.get(TOKEN_FILE_ENV)) or None
@@ -82,7 +82,7 @@ class PrometheusMetrics:
                 self.endpoint,
                 body=urlencode({"query": promql, "time": rfc3339_millis(at)}),
                 headers=headers,
-                timeout=self._timeout,
+                timeout=urllib3.Timeout(total=self._settings.request_timeout()),  # within the run's deadline
                 retries=False,
                 redirect=False,
             )

@@ -7,8 +7,9 @@ endpoints can be pointed elsewhere (a private endpoint, or the local emulators) 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from jobs.deadline import Deadline
 from jobs.settings import env_flag, seconds_setting
 
 
@@ -23,9 +24,12 @@ class AdapterSettings:
     # fake token) and may use plain http. For the local emulators only: a custom endpoint alone keeps the real
     # credentials, so pointing the clients at a private endpoint or a proxy never loses authentication.
     emulator_credentials: bool = False
+    # The run's deadline: an operation followed past it fails that item ("deadline: ..."), the operation carries on in
+    # the cloud and the next run converges. Unbounded for an adapter built outside a run.
+    deadline: Deadline = field(default_factory=Deadline.unbounded)
 
     @classmethod
-    def from_env(cls) -> AdapterSettings:
+    def from_env(cls, deadline: Deadline | None = None) -> AdapterSettings:
         return cls(
             poll_interval_s=seconds_setting("POLL_INTERVAL", cls.poll_interval_s),
             operation_timeout_s=seconds_setting("OPERATION_TIMEOUT", cls.operation_timeout_s, minimum=1),
@@ -33,4 +37,10 @@ class AdapterSettings:
             gcp_endpoint=os.environ.get("GPU_JOBS_GCP_ENDPOINT") or None,
             azure_endpoint=os.environ.get("GPU_JOBS_AZURE_ENDPOINT") or None,
             emulator_credentials=env_flag("INSECURE_EMULATOR_CREDENTIALS"),
+            deadline=deadline or Deadline.unbounded(),
         )
+
+    def request_timeout(self) -> float:
+        """One call's timeout: the request timeout, or less when the run's deadline comes first (never below a
+        second, so that undoing a temporary change near the end can still be sent)."""
+        return max(1.0, min(self.request_timeout_s, self.deadline.left_to_end()))

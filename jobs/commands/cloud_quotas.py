@@ -16,7 +16,7 @@ from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.labels import CLOUD_QUOTAS_LEASE
 from jobs.retry import Backoff
 from jobs.scopes import Scope, account
-from jobs.settings import DEFAULT_POLICY, SettingsError, env, seconds_setting
+from jobs.settings import DEFAULT_POLICY, SettingsError, add_deadline_argument, env, seconds_setting
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
@@ -46,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", metavar="N", help="quotas worked on at once, per account (default 4) [GPU_JOBS_WORKERS]"
     )
+    add_deadline_argument(parser)
 
 
 def quota_cloud(cloud: str, settings: AdapterSettings) -> QuotaCloud:
@@ -68,13 +69,13 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.AccountRun]:
     # The Kubernetes client and the cloud SDKs are imported only by the jobs, not by validate or calendar.
     from jobs.adapters.kube import client, lease, record_events, state  # noqa: PLC0415
 
-    adapters = AdapterSettings.from_env()
+    adapters = AdapterSettings.from_env(run.settings.deadline)
     try:
         api = client.api_client(adapters.request_timeout_s)  # the install's own cluster: account state lives there
     except client.ConfigException as exc:
         raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
     namespace = client.job_namespace()
-    backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0))
+    backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0), run=run.settings.deadline)
     scoped = scopes_of(policy.cloud_quotas)
     clouds = {cloud: quota_cloud(cloud, adapters) for cloud in sorted({s.cloud for s in scoped if s.cloud})}
     work = {}

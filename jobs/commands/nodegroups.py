@@ -67,11 +67,12 @@ def _settings(run: Run, adapters: AdapterSettings, only: str | None, cluster: st
         workers=s.workers,
         # Well inside the CronJob's activeDeadlineSeconds, with room for the writes: a cloud that is down fails the
         # run after minutes, and the next run tries again.
-        backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0)),
+        backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0), run=s.deadline),
         lease_duration=s.lease_duration,
         holder=s.holder,
         drain_poll_s=adapters.poll_interval_s,
         settle_timeout_s=adapters.operation_timeout_s,
+        deadline=s.deadline,
     )
 
 
@@ -85,7 +86,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.ClusterRun]:
         for s in cluster_scopes(policy, args.cluster or None, log)
         if only is None or policy.cluster_of(policy.group(only)).name == s.name
     ]
-    adapters = AdapterSettings.from_env()
+    adapters = AdapterSettings.from_env(run.settings.deadline)
     groups = [g for s in scopes for g in policy.groups_in(s.name) if only in (None, g.name)]
     clouds = _clouds({g.cloud for g in groups}, adapters)
     return {

@@ -18,12 +18,21 @@ from zoneinfo import ZoneInfo
 
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
+from jobs.deadline import Deadline
 from jobs.lease import run_holder
 from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
 from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
 from jobs.scopes import Scope
-from jobs.settings import choice_setting, env_flag, int_setting, limit_setting, parse_at, seconds_setting
+from jobs.settings import (
+    choice_setting,
+    deadline_setting,
+    env_flag,
+    int_setting,
+    limit_setting,
+    parse_at,
+    seconds_setting,
+)
 
 V = TypeVar("V")  # the job's view of one scope's report
 
@@ -76,6 +85,8 @@ class JobSpec(Generic[V]):
         return result
 
     def reconcile(self, args: argparse.Namespace, log: Any) -> tuple[list[V], Outcome]:
+        # First: the run's deadline counts from its start, policy loading and the SDKs' imports included.
+        deadline = Deadline.start(deadline_setting(args.deadline))
         policy = load_policy(args.policy)
         dry_run = bool(args.dry_run) or env_flag("DRY_RUN")
         settings = RunSettings(
@@ -86,6 +97,7 @@ class JobSpec(Generic[V]):
             # Renewed every third of it, taken over from a holder two renewals late: the duration bounds how long a
             # killed run blocks the next one, not how long a run may take.
             lease_duration=timedelta(seconds=seconds_setting("LEASE_DURATION", 300.0, minimum=30.0)),
+            deadline=deadline,
         )
         # In the policy's timezone, to the second: what the reports show a person.
         now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC).replace(microsecond=0)
@@ -93,12 +105,20 @@ class JobSpec(Generic[V]):
         work = self.wire(run, log)
         started = time.monotonic()
         envelopes = Reconcile(dict(work), settings, run.now, log, self.noun).run()
+        if deadline.expired():  # what it cut short failed with "deadline: ..."; said once for the whole run
+            log.error(
+                "run.deadline",
+                deadline_s=deadline.seconds,
+                message=f"the run's deadline of {deadline.seconds:g} s ran out: what was unfinished failed, the next"
+                " run resumes",
+            )
         # The job's own time, without interpreter start-up and SDK imports: what concurrency can change.
         log.info(
             f"{self.name}.timing",
             run_s=round(time.monotonic() - started, 3),
             workers=settings.workers,
             scopes=len(envelopes),
+            deadline_s=deadline.seconds,
             peak_rss_mib=peak_rss_mib(),
         )
         views = [self.view(e, run) for e in envelopes]

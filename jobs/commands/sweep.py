@@ -93,7 +93,7 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
 
     idle = section.idle_pods
     assert idle is not None
-    adapters = AdapterSettings.from_env()
+    adapters = AdapterSettings.from_env(run.settings.deadline)
     override = prometheus_url()
     work = {}
     # One client per Prometheus: a shared Thanos (or GPU_JOBS_PROMETHEUS_URL) serves every cluster through one pool.
@@ -135,7 +135,7 @@ def _instances_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dic
 
     untagged = section.untagged_instances
     assert untagged is not None
-    adapters = AdapterSettings.from_env()
+    adapters = AdapterSettings.from_env(run.settings.deadline)
     try:
         api = client.api_client(adapters.request_timeout_s)  # the install's own cluster: account state lives there
     except client.ConfigException as exc:
@@ -161,7 +161,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, ScopeWork[Any, Any, Any, Any]]:
     chosen = parts(run)
     section = run.policy.sweep
     assert section is not None
-    backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0))
+    backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0), run=run.settings.deadline)
     work: dict[Scope, ScopeWork[Any, Any, Any, Any]] = {}
     if "pods" in chosen:
         work.update(_pods_work(run, section, backoff, log))

@@ -41,7 +41,8 @@ from jobs.core.nodegroups import (
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
-from jobs.errors import Busy, CloudError, OutcomeUnknown, Stopped, Unavailable
+from jobs.deadline import Deadline
+from jobs.errors import Busy, CloudError, DeadlineReached, OutcomeUnknown, Stopped, Unavailable
 from jobs.lease import RunLock
 from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff
@@ -68,11 +69,14 @@ class JobSettings:
     holder: str = "gpu-jobs"
     drain_poll_s: float = 5.0
     settle_timeout_s: float = 1200.0  # how long an update in flight may take before its outcome is judged
+    deadline: Deadline = field(default_factory=Deadline.start)  # the run's: bounds the drain and the settling
 
     @property
     def run_settings(self) -> RunSettings:
         """What the runner is told: the part every job shares."""
-        return RunSettings(self.dry_run, self.limit, self.workers, self.holder, self.lease_duration)
+        return RunSettings(
+            self.dry_run, self.limit, self.workers, self.holder, self.lease_duration, deadline=self.deadline
+        )
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,7 @@ class Executor:
         def retryable(exc: CloudError) -> bool:
             return exc.retryable and (resend_unknown or not isinstance(exc, Unavailable))
 
-        return self.settings.backoff.call(fenced, sleep=self.sleep, on_retry=on_retry, retryable=retryable)
+        return self.settings.backoff.call(fenced, sleep=self.sleep, on_retry=on_retry, retryable=retryable, undo=undo)
 
     def _write(self, group: NodeGroup, kind: ProviderKind, cloud: NodeGroupCloud, step: Step) -> None:
         """Apply one step. Busy and throttled answers are refusals, resent with backoff; a 5xx or a timeout may
@@ -348,12 +352,14 @@ class Executor:
 
     def _settled(self, group: NodeGroup, cloud: NodeGroupCloud) -> GroupConfig:
         """The group's live configuration once no update is running on it (the lost write may still be)."""
-        deadline = time.monotonic() + self.settings.settle_timeout_s
+        wait = self.settings.deadline.wait(self.settings.settle_timeout_s)
         while True:
             live: GroupConfig = self._retry("describe", lambda: cloud.describe(group, live_size=True), group.name)
-            if not live.busy or time.monotonic() > deadline:
+            if live.busy and wait.cut and wait.over(self.settings.drain_poll_s):
+                raise self.settings.deadline.reached(f"waiting for {group.name}'s update to settle")
+            if not live.busy or wait.over():
                 return live
-            self.sleep(self.settings.drain_poll_s)
+            self.sleep(wait.pause(self.settings.drain_poll_s))
 
     def event(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
         try:
@@ -400,6 +406,11 @@ class Executor:
             except DrainGaveUp as exc:
                 assert record is not None  # the drain comes after the record
                 raise self._gave_up(action, record, exc) from exc
+            except DeadlineReached:
+                # The run ran out, not the pods' time: no back-off recorded, the group stays up and takes work again,
+                # and the record (phase stopping) lets the next run drain again and finish.
+                self._uncordon(action.group, action.cordon)
+                raise
         for pod in action.doomed:
             self.log.warning("nodegroup.pod_lost", node_group=group.name, pod=str(pod), reason="onBusy force")
         for step in action.steps:
@@ -474,7 +485,7 @@ class Executor:
     def _drain(self, action: GroupAction) -> None:
         for node in action.cordon:
             self._retry("cordon", partial(self.ports.cluster.cordon, node), action.group)
-        deadline = time.monotonic() + action.drain_timeout.total_seconds()
+        deadline = self.settings.deadline.wait(action.drain_timeout.total_seconds())  # or the run's, if sooner
         pending: list[GpuPod] = list(action.evict)
         evicted: set[GpuPod] = set()
         refused_by: dict[GpuPod, str] = {}  # the budget that last refused each pod
@@ -504,8 +515,10 @@ class Executor:
                 # Scaling down before an evicted pod has terminated would cut its grace period short.
                 if self.ports.cluster.pod_exists(pod):
                     still.append(pod)
-            if still and time.monotonic() > deadline:
+            if still and deadline.over(self.settings.drain_poll_s):
                 names = ", ".join(map(str, still))
+                if deadline.cut:  # the caller uncordons
+                    raise self.settings.deadline.reached(f"draining {action.group}: still running {names}")
                 # The group stays up: its nodes must take work again, not sit cordoned through the next day.
                 self._uncordon(action.group, action.cordon)
                 budgets = []
@@ -524,7 +537,7 @@ class Executor:
                     budgets=tuple(budgets),
                 )
             if still:
-                self.sleep(self.settings.drain_poll_s)
+                self.sleep(deadline.pause(self.settings.drain_poll_s))
             pending = still
 
 

@@ -361,6 +361,8 @@ class AwsNodeGroups:
             interval_s=self._settings.poll_interval_s,
             timeout_s=self._settings.operation_timeout_s,
             timed_out=timed_out,
+            deadline=self._settings.deadline,
+            what=where,
         )
         status = str(final.get("status", ""))
         if status == "Successful":

@@ -22,9 +22,12 @@ def finish(
 ) -> None:
     """Wait for the operation; its failure is translated, a timeout is ``Unavailable``. On a timeout the SDK's
     polling thread carries on in the background and ends with the operation; the job treats the item as failed for
-    this run and converges on the next."""
-    timeout = settings.operation_timeout_s
+    this run and converges on the next; the same when the run's deadline ends the wait first (``DeadlineReached``)."""
+    wait = settings.deadline.wait(settings.operation_timeout_s)
+    timeout = max(0.0, wait.ends - settings.deadline.clock())
     call(where, operation, lambda: poller.result(timeout=timeout), translate=translate)
+    if not poller.done() and wait.cut:
+        raise settings.deadline.reached(f"waiting for {where}: {what} (operation status {poller.status()})")
     if not poller.done():
         raise Unavailable(
             f"{where}: {what} did not complete within {timeout:g}s (operation status {poller.status()})",

@@ -22,7 +22,7 @@ def wait(
     name: str,
 ) -> container_v1.Operation:
     """``op`` (full resource ``name``) polled until DONE (``poll`` reads it again); ``Unavailable`` after the
-    operation timeout. ``where`` says what the operation does, for the timeout's message."""
+    operation timeout, ``DeadlineReached`` at the run's deadline. ``where`` says what the operation does."""
 
     def timed_out(last: container_v1.Operation) -> CloudError:
         return Unavailable(
@@ -38,6 +38,8 @@ def wait(
         interval_s=settings.poll_interval_s,
         timeout_s=settings.operation_timeout_s,
         timed_out=timed_out,
+        deadline=settings.deadline,
+        what=f"the GKE operation {name} ({where})",
     )
 
 

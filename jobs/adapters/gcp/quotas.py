@@ -237,7 +237,7 @@ class GcpQuotas:
 
         with _translated(operation, url):
             session = AuthorizedSession(self._credentials())  # type: ignore[no-untyped-call]
-            response = session.get(url, params=params, timeout=self._settings.request_timeout_s)
+            response = session.get(url, params=params, timeout=self._settings.request_timeout())
             if response.status_code >= 400:
                 from google.api_core import exceptions  # noqa: PLC0415
 
@@ -257,7 +257,7 @@ class GcpQuotas:
         return None
 
     def _options(self) -> dict[str, Any]:
-        return {"retry": None, "timeout": self._settings.request_timeout_s}
+        return {"retry": None, "timeout": self._settings.request_timeout()}
 
     def _credentials(self) -> Credentials:
         if self._settings.emulator_credentials:

@@ -41,13 +41,13 @@ class GcpSession:
 
     def call_options(self) -> dict[str, Any]:
         # retry=None: the job retries Busy/Throttled/Unavailable with its own backoff and deadline.
-        return {"retry": None, "timeout": self.settings.request_timeout_s}
+        return {"retry": None, "timeout": self.settings.request_timeout()}
 
     def get_json(self, operation: str, path: str, target: str, base: str = COMPUTE_ENDPOINT) -> Any:
         """One GET of a Google REST API (``path`` from ``/compute/v1/...``) as JSON, errors translated."""
         url = (self.settings.gcp_endpoint or base).rstrip("/") + path
         with translated(operation, target):
-            response = self._session().get(url, timeout=self.settings.request_timeout_s)
+            response = self._session().get(url, timeout=self.settings.request_timeout())
             if response.status_code >= 400:
                 raise api_exceptions.from_http_response(response)  # type: ignore[no-untyped-call]
             return response.json()
