@@ -231,7 +231,7 @@ def render_wrong_cluster(phase: Phase) -> list[str]:
     head = f"== {phase.name}: {' '.join(phase.argv[:3])}   (exit {phase.code}, {phase.seconds:.1f} s)"
     writes = phase.writes()
     reason = refusal_of(phase.report) if phase.stdout.strip().startswith("{") else None
-    said = reason.split(": ", 2)[-1] if reason else "no refusal in the report"
+    said = "refused" + reason.split("refused", 1)[1] if reason else "no refusal in the report"
     return [head, f"  {job}: {said}", f"  writes to any API: {writes}"]
 
 
