@@ -46,7 +46,7 @@ from jobs.errors import Busy, CloudError, DeadlineReached, OutcomeUnknown, Stopp
 from jobs.lease import RunLock
 from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff
-from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally
+from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, Witness
 from jobs.scopes import cluster
 
 Status = Literal["planned", "applied", "failed", "skipped", "refused"]
@@ -86,6 +86,7 @@ class Ports:
     records: RecordStore
     lock: RunLock
     events: Events
+    witness: Witness | None = None  # which cluster ``cluster`` reaches (jobs.runner)
 
 
 @dataclass(frozen=True)
@@ -586,6 +587,10 @@ class ClusterRun(ScopeWork[Observation, Planned, GroupAction | GroupSkip, GroupR
     @property
     def lock(self) -> RunLock:
         return self.ports.lock
+
+    @property
+    def witness(self) -> Witness | None:
+        return self.ports.witness
 
     def observe(self, first: Observation | None) -> Observation:
         if first is None:
