@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 from jobs.errors import DeadlineReached
 
+#: The nodegroups CronJob's ``GPU_JOBS_DEADLINE`` (its activeDeadlineSeconds, 1500, less the margin): what
+#: ``validate`` checks each drainTimeout against unless told another.
+NODEGROUPS_DEADLINE_S = 1440.0
 #: The built-in run deadline: below the smallest ``activeDeadlineSeconds`` of the shipped CronJobs (600 s) by
 #: :data:`CRONJOB_MARGIN_S`. Each CronJob sets ``GPU_JOBS_DEADLINE`` for its own.
 DEFAULT_DEADLINE_S = 540.0
@@ -27,6 +30,11 @@ RESERVE_SHARE = 0.1
 MAX_RESERVE_S = 60.0
 #: The words of an item the deadline left unstarted, the same in every job.
 NOT_STARTED = "deadline: not started"
+
+
+def reserve_for(seconds: float) -> float:
+    """The end of a deadline of ``seconds`` kept for undoing and reporting: no wait runs into it."""
+    return min(MAX_RESERVE_S, seconds * RESERVE_SHARE)
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Deadline:
 
     @property
     def reserve_s(self) -> float:
-        return min(MAX_RESERVE_S, self.seconds * RESERVE_SHARE)
+        return reserve_for(self.seconds)
 
     @property
     def _waits_end(self) -> float:

@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from pydantic import ValidationError
 
 from jobs.core.policy import KIND, Policy, cross_reference_problems
 from jobs.core.quotas import quota_problems, quota_warnings
+from jobs.core.shutdown_time import shutdown_time_warnings
+from jobs.deadline import NODEGROUPS_DEADLINE_S, reserve_for
 from jobs.errors import ConfigError
 
 PathParts = tuple[str | int, ...]
@@ -250,8 +253,9 @@ def parse_policy(text: str, filename: str) -> Policy:
     return check_policy(text, filename).policy
 
 
-def check_policy(text: str, filename: str) -> Checked:
-    """:func:`parse_policy`, with the warnings of a valid policy."""
+def check_policy(text: str, filename: str, *, deadline_s: float = NODEGROUPS_DEADLINE_S) -> Checked:
+    """:func:`parse_policy`, with the warnings of a valid policy (each drainTimeout checked against a nodegroups
+    run's deadline of ``deadline_s``)."""
     if len(text) > MAX_BYTES:
         raise _refuse(filename, 1, f"larger than the limit of {MAX_BYTES // 1024} KiB for a policy file")
     if (nul := text.find("\0")) >= 0:
@@ -291,9 +295,10 @@ def check_policy(text: str, filename: str) -> Checked:
     if problems:
         raise PolicyError(sorted(problems))
     policy.resolved  # noqa: B018 - resolved once, here at load: every planner reads this view
+    waits = timedelta(seconds=deadline_s - reserve_for(deadline_s))
     warnings = [
         Problem(filename, lines.line(path), format_path(path), msg, warning=True)
-        for path, msg in quota_warnings(policy)
+        for path, msg in [*quota_warnings(policy), *shutdown_time_warnings(policy, waits, f"{deadline_s:g} s")]
     ]
     return Checked(policy, tuple(sorted(warnings)))
 
@@ -348,7 +353,7 @@ def load_policy(path: str | Path) -> Policy:
     return read_policy(path).policy
 
 
-def read_policy(path: str | Path) -> Checked:
+def read_policy(path: str | Path, *, deadline_s: float = NODEGROUPS_DEADLINE_S) -> Checked:
     """:func:`load_policy`, with the warnings of a valid policy."""
     path = Path(path)
     try:
@@ -359,4 +364,4 @@ def read_policy(path: str | Path) -> Checked:
         raise PolicyError([Problem(str(path), 0, "", f"cannot read: {exc.strerror or exc}")]) from None
     if len(raw) > MAX_BYTES:
         raise _refuse(str(path), 1, f"larger than the limit of {MAX_BYTES // 1024} KiB for a policy file")
-    return check_policy(decode_policy(raw, str(path)), str(path))
+    return check_policy(decode_policy(raw, str(path)), str(path), deadline_s=deadline_s)

@@ -14,8 +14,8 @@ everything else, once for every job:
 - A stop request (SIGTERM, Ctrl-C) starts nothing new: items not started fail with the same words in every job.
 - A cluster scope proves which cluster its API belongs to (its ``witness``) before anything is read that decides or
   anything is written: an API that cannot say, or says another name, fails that scope and changes nothing in it.
-- So does the run's deadline (``jobs.deadline``): once only its reserve is left, no scope, item or write starts;
-  what it cut short fails with a reason starting ``deadline:``, and the reports are still made.
+- The run's deadline (``jobs.deadline``): once only its reserve is left, no scope, item or write starts (items fail
+  ``deadline: not started``); what it cut short fails with a reason starting ``deadline:``; the reports are made.
 """
 
 from __future__ import annotations

@@ -43,4 +43,4 @@ class AdapterSettings:
     def request_timeout(self) -> float:
         """One call's timeout: the request timeout, or less when the run's deadline comes first (never below a
         second, so that undoing a temporary change near the end can still be sent)."""
-        return max(1.0, min(self.request_timeout_s, self.deadline.left_to_end()))
+        return min(self.request_timeout_s, max(1.0, self.deadline.left_to_end()))

@@ -10,9 +10,10 @@ import sys
 from typing import Any
 
 from jobs.core.policy import Policy
+from jobs.deadline import NODEGROUPS_DEADLINE_S
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import PolicyError, Problem, policy_paths, read_policy
-from jobs.settings import DEFAULT_POLICY, env
+from jobs.settings import DEFAULT_POLICY, env, seconds_setting
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("text", "github"),
         default="text",
         help="text: FILE:LINE: PATH: message; github: ::error file=...,line=...:: annotations",
+    )
+    parser.add_argument(
+        "--deadline",
+        metavar="SECONDS",
+        help="the nodegroups run's deadline each drainTimeout must fit in, with the scale-down after it (a warning;"
+        f" default {NODEGROUPS_DEADLINE_S:g}, the shipped nodegroups CronJob's) [GPU_JOBS_DEADLINE]",
     )
 
 
@@ -78,10 +85,11 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
         print("no policy files found", file=sys.stderr)
         return Outcome(ExitCode.BAD_CONFIG)
     show = github_annotation if args.output == "github" else str
+    deadline_s = seconds_setting("DEADLINE", NODEGROUPS_DEADLINE_S, minimum=1.0, flag=args.deadline)
     failed = 0
     for path in paths:
         try:
-            checked = read_policy(path)
+            checked = read_policy(path, deadline_s=deadline_s)
         except PolicyError as exc:
             failed += 1
             for problem in exc.problems:

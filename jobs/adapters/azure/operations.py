@@ -30,7 +30,8 @@ def finish(
         raise settings.deadline.reached(f"waiting for {where}: {what} (operation status {poller.status()})")
     if not poller.done():
         raise Unavailable(
-            f"{where}: {what} did not complete within {timeout:g}s (operation status {poller.status()})",
+            f"{where}: {what} did not complete within {settings.operation_timeout_s:g}s"
+            f" (operation status {poller.status()})",
             operation=operation,
             code="OperationTimeout",
         )
