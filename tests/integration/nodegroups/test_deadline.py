@@ -124,6 +124,7 @@ def test_a_drain_cut_by_the_deadline_uncordons_fails_the_group_and_the_next_run_
     assert "team-a/serve-0" in message  # what the drain was still waiting for
     assert cut.summary["duration_s"] < 30
     node = fleet.kube.get("Node", "ip-10-0-1-1")
+    assert node is not None
     assert not node["spec"].get("unschedulable")  # the group stays up: its node takes work again
     assert "gpu-jobs.dev/cordoned-by" not in node["metadata"].get("annotations", {})
     assert fleet.configs()["train"].desired == 3  # nothing scaled while the pod ran
