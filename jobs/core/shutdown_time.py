@@ -38,8 +38,8 @@ def shutdown_time_warnings(policy: Policy, waits: timedelta, deadline: str) -> l
             path,
             f"drainTimeout {format_duration(settings.drain_timeout)} plus about {format_duration(SHUTDOWN_OPERATIONS)}"
             f" for the scale-down does not fit in the nodegroups run's deadline ({deadline}, {format_duration(waits)}"
-            " of it for waits): the deadline would cut such a drain short and the group stay up until a later run"
-            " gets through it; lower drainTimeout, or raise GPU_JOBS_DEADLINE with the CronJob's"
-            " activeDeadlineSeconds (docs/deadline.md)",
+            " of it for waits): such a drain would be cut short, leaving the group up until a later run gets"
+            " through it; lower drainTimeout, or raise GPU_JOBS_DEADLINE with the CronJob's activeDeadlineSeconds"
+            " (docs/deadline.md)",
         )
     return list(found.items())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.deadline import CRONJOB_MARGIN_S, DEFAULT_DEADLINE_S
+from jobs.deadline import CRONJOB_MARGIN_S, DEFAULT_DEADLINE_S, NODEGROUPS_DEADLINE_S
 from tests.integration.test_deploy import JOBS, TARGETS, env, named, render
 
 pytestmark = pytest.mark.integration
@@ -32,3 +32,8 @@ def test_each_cronjob_run_deadline_fits_inside_its_active_deadline(target: str) 
 def test_the_built_in_default_fits_the_smallest_cronjob() -> None:
     smallest = min(active for target in TARGETS for _, active in _deadlines(target).values())
     assert smallest >= DEFAULT_DEADLINE_S + CRONJOB_MARGIN_S
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_validate_checks_drain_timeouts_against_the_shipped_nodegroups_deadline(target: str) -> None:
+    assert _deadlines(target)["nodegroups"][0] == NODEGROUPS_DEADLINE_S
