@@ -73,6 +73,11 @@ class Deadline:
     def expired(self) -> bool:
         return self.left() <= 0.0
 
+    def request_timeout(self, timeout_s: float) -> float:
+        """A client's timeout for one request, no longer than the reserve (but at least a second): a request started
+        before the reserve begins ends before the deadline, whichever client sends it."""
+        return min(timeout_s, max(1.0, self.reserve_s))
+
     def wait(self, timeout_s: float) -> Wait:
         """A wait of ``timeout_s`` starting now, cut short by the deadline when that comes first."""
         own = self.clock() + timeout_s

@@ -30,14 +30,16 @@ class AdapterSettings:
 
     @classmethod
     def from_env(cls, deadline: Deadline | None = None) -> AdapterSettings:
+        deadline = deadline or Deadline.unbounded()
+        request_timeout_s = seconds_setting("REQUEST_TIMEOUT", cls.request_timeout_s, minimum=1)
         return cls(
             poll_interval_s=seconds_setting("POLL_INTERVAL", cls.poll_interval_s),
             operation_timeout_s=seconds_setting("OPERATION_TIMEOUT", cls.operation_timeout_s, minimum=1),
-            request_timeout_s=seconds_setting("REQUEST_TIMEOUT", cls.request_timeout_s, minimum=1),
+            request_timeout_s=deadline.request_timeout(request_timeout_s),
             gcp_endpoint=os.environ.get("GPU_JOBS_GCP_ENDPOINT") or None,
             azure_endpoint=os.environ.get("GPU_JOBS_AZURE_ENDPOINT") or None,
             emulator_credentials=env_flag("INSECURE_EMULATOR_CREDENTIALS"),
-            deadline=deadline or Deadline.unbounded(),
+            deadline=deadline,
         )
 
     def request_timeout(self) -> float:

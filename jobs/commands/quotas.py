@@ -42,7 +42,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.ClusterRun]:
     policy, s = run.policy, run.settings
     if policy.namespace_quotas is None:
         raise SettingsError(f"{run.args.policy} has no namespaceQuotas: nothing for the quotas job to do")
-    request_timeout_s = seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1)
+    request_timeout_s = s.deadline.request_timeout(seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1))
     backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0), run=s.deadline)
     return {
         scope: job.ClusterRun(
