@@ -378,7 +378,7 @@ class Executor:
                 direction=action.direction,
                 error=str(exc),
                 error_kind=type(exc).__name__,
-                exc_info=not isinstance(exc, CloudError),
+                exc_info=not isinstance(exc, CloudError | DeadlineReached),
             )
             reason = RESTORE_NOT_DELIVERED if isinstance(exc, NotDelivered) else "NodeGroupFailed"
             self.event(action.group, reason, f"{action.direction} failed: {exc}", warning=True)

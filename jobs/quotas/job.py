@@ -21,7 +21,7 @@ from jobs.core.quotas import (
     policy_capacity,
     unwritten_status,
 )
-from jobs.errors import CloudError, Conflict, Denied, NotFound, Stopped
+from jobs.errors import CloudError, Conflict, DeadlineReached, Denied, NotFound, Stopped
 from jobs.lease import RunLock
 from jobs.retry import Backoff
 from jobs.runner import RunSettings, ScopeReport, ScopeWork, Tally, Witness
@@ -198,7 +198,7 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
             # Another field manager owns a field of the quota: reported for this namespace, never forced.
             self.log.warning("quota.conflict", namespace=entry.namespace, quota=entry.quota, error=str(exc))
             return Outcome(entry, "conflict", str(exc))
-        except (CloudError, Stopped) as exc:
+        except (CloudError, Stopped, DeadlineReached) as exc:
             self.log.error("quota.failed", namespace=entry.namespace, quota=entry.quota, error=str(exc))
             return Outcome(entry, "failed", str(exc))
         message = f"{entry.action}: {dict(entry.hard) or 'removed'} ({entry.rule})"
