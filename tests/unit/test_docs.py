@@ -1,0 +1,123 @@
+"""Every shell block of README.md and docs/*.md is run as typed by some test.
+
+The tests that run a block read it with ``tests.docs.shell_block(page, after)``; this test finds those calls in the
+tests' source (literal arguments only, so it can see them) and fails on a block that none of them reads. README's
+own promises are checked here too: its length, its two commands and its quickstart link on the first screen.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.docs import ROOT, Block, find_block, pages, shell_block, shell_blocks
+
+HOW = (
+    "run it as typed in a test that reads it with tests.docs.shell_block({page!r}, <the heading or words just "
+    "before it>) (see tests/integration/test_quickstart.py), or make it a plain ``` block if it is not a command"
+)
+
+
+def reader_calls() -> list[tuple[Path, int, str, str]]:
+    """Every ``shell_block(page, after)`` call in the tests: (file, line, page, after)."""
+    calls = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        constants = {  # module-level NAME = "text", which a call may pass (PAGE = "docs/quickstart.md")
+            target.id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign | ast.AnnAssign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if name != "shell_block" or path.name == "docs.py":
+                continue
+            args = [_literal(a, constants) for a in node.args]
+            literal = len(args) == 2 and None not in args
+            assert literal, (
+                f"{path.relative_to(ROOT)}:{node.lineno}: shell_block takes two literal strings (or module-level "
+                "constants), so that tests/unit/test_docs.py can see which block the test runs"
+            )
+            calls.append((path, node.lineno, str(args[0]), str(args[1])))
+    return calls
+
+
+def _literal(node: ast.expr, constants: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    return None
+
+
+def read_blocks() -> dict[tuple[str, int], str]:
+    """The blocks the tests read, by (page, line), with the test that reads each."""
+    read = {}
+    for path, line, page, after in reader_calls():
+        block = find_block(page, after)
+        read[(block.page, block.line)] = f"{path.relative_to(ROOT)}:{line}"
+    return read
+
+
+def test_every_shell_block_of_the_readme_and_the_docs_is_run_by_a_test() -> None:
+    read = read_blocks()
+    unread: list[Block] = [b for page in pages() for b in shell_blocks(page) if (b.page, b.line) not in read]
+    assert not unread, "shell blocks that no test runs:\n" + "\n".join(
+        f"  {b.describe()}: {HOW.format(page=b.page)}" for b in unread
+    )
+
+
+def test_the_check_sees_the_readers_and_names_an_unread_block() -> None:
+    read = read_blocks()
+    assert len(read) >= 10  # README's commands, the quickstart, the pull-request check, one-off runs, the sweep
+    readme = find_block("README.md", "# gpu-jobs")
+    assert readme.describe() == "README.md:5: the ```bash block under '# gpu-jobs', starting 'make demo       " + (
+        "# run the jobs for real against a local sandbox: emulated Kubernetes API, AWS, GCP, Azure, a real Prometheus'"
+    )
+
+
+def test_a_heading_inside_a_block_is_not_a_heading() -> None:
+    block = find_block("docs/deploying.md", "## First install of `quotas`")
+    assert block.heading == "## First install of `quotas` on a cluster with many namespaces"
+    assert block.text.startswith("# 1. What the first run would do")
+
+
+def test_the_readme_is_the_entry_point() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 400
+    first_screen = "\n".join(lines[:60])
+    assert "make demo" in first_screen
+    assert "make test" in first_screen
+    assert "(docs/quickstart.md)" in first_screen
+
+
+def test_the_readmes_two_commands_are_what_ci_and_the_sandbox_run() -> None:
+    """``make test`` is what CI runs (``.ci/run``), ``make demo`` runs the sandbox's demo, which
+    tests/integration/test_sandbox.py plays phase by phase. Here: each line is a ``make`` target of this Makefile
+    whose recipe resolves (``make -n``: running them inside the suite would run the suite, and the demo, again)."""
+    commands = [line.split("#", 1)[0].split() for line in shell_block("README.md", "# gpu-jobs").splitlines()]
+    assert commands == [["make", "demo"], ["make", "test"]]
+    for command in commands:
+        done = subprocess.run([*command[:1], "-n", *command[1:]], cwd=ROOT, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        recipe = done.stdout.splitlines()
+        if command[1] == "demo":
+            assert recipe[-1] == ".venv/bin/python -m tests.sandbox.demo"
+        else:
+            assert recipe[-1] == ".venv/bin/pytest -q"
+            assert any("mkdocs build --strict" in line for line in recipe)
+    assert "\nmake test\n" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("page", pages())
+def test_every_page_opens_with_its_title(page: str) -> None:
+    assert (ROOT / page).read_text().startswith("# ")
