@@ -79,3 +79,31 @@ def shell_block(page: str, after: str) -> str:
 def _outside_fences(text: str) -> str:
     """``text`` without the fenced blocks (a ``# comment`` in a shell block is not a heading)."""
     return _FENCE.sub("", text)
+
+
+def tables(page: str) -> list[list[dict[str, str]]]:
+    """Every pipe table of ``page`` outside fenced blocks: its rows, each a mapping of header to cell text."""
+    found: list[list[dict[str, str]]] = []
+    lines = _outside_fences((ROOT / page).read_text()).splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("|") and i + 1 < len(lines) and re.fullmatch(r"\|( *:?-+:? *\|)+", lines[i + 1]):
+            header = _cells(lines[i])
+            rows = []
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append(dict(zip(header, _cells(lines[i]), strict=False)))
+                i += 1
+            found.append(rows)
+        else:
+            i += 1
+    return found
+
+
+def code_spans(text: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", text)
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of a table row; ``\\|`` is a pipe inside a cell."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
