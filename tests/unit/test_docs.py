@@ -8,12 +8,13 @@ own promises are checked here too: its length, its two commands and its quicksta
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.docs import ROOT, Block, find_block, pages, shell_block, shell_blocks
+from tests.docs import ROOT, Block, code_spans, find_block, pages, shell_block, shell_blocks, tables
 
 HOW = (
     "run it as typed in a test that reads it with tests.docs.shell_block({page!r}, <the heading or words just "
@@ -121,3 +122,29 @@ def test_the_readmes_two_commands_are_what_ci_and_the_sandbox_run() -> None:
 @pytest.mark.parametrize("page", pages())
 def test_every_page_opens_with_its_title(page: str) -> None:
     assert (ROOT / page).read_text().startswith("# ")
+
+
+def read_variables() -> set[str]:
+    """Every ``GPU_JOBS_*`` variable the code reads: named whole, or by the settings helpers without the prefix."""
+    names: set[str] = set()
+    for path in (ROOT / "jobs").rglob("*.py"):
+        source = path.read_text()
+        names |= set(re.findall(r"\bGPU_JOBS_[A-Z0-9_]*[A-Z0-9]\b", source))
+        for node in ast.walk(ast.parse(source)):
+            helper = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else ""
+            if helper in {"env", "env_flag"} or helper.endswith("_setting"):
+                names |= {
+                    "GPU_JOBS_" + a.value
+                    for a in node.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str) and re.fullmatch(r"[A-Z_]+", a.value)
+                }
+    return names
+
+
+def test_the_settings_table_names_every_variable_the_code_reads_and_no_other() -> None:
+    (rows,) = [t for page in ["docs/output.md"] for t in tables(page) if t and "variable" in t[0]]
+    documented = {code_spans(row["variable"])[0] for row in rows}
+    read = read_variables()
+    assert {"GPU_JOBS_DRY_RUN", "GPU_JOBS_SWEEP_PART", "GPU_JOBS_LEASE_DURATION", "GPU_JOBS_NAMESPACE"} <= read
+    assert sorted(read - documented) == [], "read by the code, missing from the settings table of docs/output.md"
+    assert sorted(documented - read) == [], "in the settings table of docs/output.md, read nowhere"
