@@ -10,11 +10,12 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.docs import ROOT, Block, code_spans, find_block, pages, shell_block, shell_blocks, tables
+from tests.docs import ROOT, Block, blocks, code_spans, find_block, pages, shell_block, shell_blocks, tables
 
 HOW = (
     "run it as typed in a test that reads it with tests.docs.shell_block({page!r}, <the heading or words just "
@@ -148,3 +149,38 @@ def test_the_settings_table_names_every_variable_the_code_reads_and_no_other() -
     assert {"GPU_JOBS_DRY_RUN", "GPU_JOBS_SWEEP_PART", "GPU_JOBS_LEASE_DURATION", "GPU_JOBS_NAMESPACE"} <= read
     assert sorted(read - documented) == [], "read by the code, missing from the settings table of docs/output.md"
     assert sorted(documented - read) == [], "in the settings table of docs/output.md, read nowhere"
+
+
+def test_the_code_tree_of_development_names_every_package_and_module_of_jobs() -> None:
+    entries: dict[str, str] = {}  # first column -> its text, continuation lines included
+    last = ""
+    for line in find_fenced("docs/development.md", "## The code").splitlines():
+        if line.startswith(" "):
+            entries[last] += " " + line.strip()
+        elif line:
+            last, _, text = line.partition(" ")
+            entries[last] = text
+    packages = {f"jobs/{p.name}/" for p in (ROOT / "jobs").iterdir() if (p / "__init__.py").is_file()}
+    assert packages <= set(entries), f"packages missing from the tree: {sorted(packages - set(entries))}"
+    modules = {p.name for p in (ROOT / "jobs").glob("*.py")} - {"__init__.py", "__main__.py"}
+    named = {m for m in modules if f"jobs/{m}" in entries or re.search(rf"\b{re.escape(m)}\b", entries["jobs/"])}
+    assert named == modules, f"modules of jobs/ missing from the tree: {sorted(modules - named)}"
+
+
+def test_the_layers_table_of_development_is_the_import_contract() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    expected = [sorted(p.strip() for p in layer.split("|")) for layer in contract["layers"]]
+    (rows,) = [t for t in tables("docs/development.md") if t and "layer (top first)" in t[0]]
+    assert [sorted(code_spans(row["packages"])) for row in rows] == expected
+
+
+def find_fenced(page: str, after: str) -> str:
+    """The first fenced block of any language after ``after``."""
+    block = next(b for b in blocks(page) if b.line > find_line(page, after))
+    return block.text
+
+
+def find_line(page: str, text: str) -> int:
+    source = (ROOT / page).read_text()
+    return source.count("\n", 0, source.index(text)) + 1
