@@ -1,4 +1,4 @@
-# gpu-jobs: the targets the README names. Everything runs from the project's own virtualenv (.venv).
+# gpu-jobs: the targets README.md and docs/ name. Everything runs from the project's own virtualenv (.venv).
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin

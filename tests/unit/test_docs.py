@@ -8,6 +8,7 @@ own promises are checked here too: its length, its two commands and its quicksta
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import tomllib
@@ -184,3 +185,11 @@ def find_fenced(page: str, after: str) -> str:
 def find_line(page: str, text: str) -> int:
     source = (ROOT / page).read_text()
     return source.count("\n", 0, source.index(text)) + 1
+
+
+def test_the_policy_reference_lists_every_top_level_section_of_the_schema() -> None:
+    schema = json.loads((ROOT / "gitops" / "policy.schema.json").read_text())
+    (rows,) = [t for t in tables("docs/policy.md") if t and "section" in t[0]]
+    assert [code_spans(row["section"])[0] for row in rows] == [
+        key for key in schema["properties"] if key not in {"apiVersion", "kind"}
+    ]
