@@ -193,3 +193,17 @@ def test_the_policy_reference_lists_every_top_level_section_of_the_schema() -> N
     assert [code_spans(row["section"])[0] for row in rows] == [
         key for key in schema["properties"] if key not in {"apiVersion", "kind"}
     ]
+
+
+def test_the_json_table_says_which_reports_are_one_line() -> None:
+    from jobs.cloud_quotas.report import to_json as cloud_quotas
+    from jobs.nodegroups.report import to_json as nodegroups
+    from jobs.quotas.report import to_json as quotas
+    from jobs.sweep.report import to_json as sweep
+
+    renders = {"nodegroups": nodegroups, "quotas": quotas, "cloud-quotas": cloud_quotas, "sweep": sweep}
+    (rows,) = [t for t in tables("docs/output.md") if t and "lines" in t[0]]
+    documented = {code_spans(row["command"])[0]: row["lines"] for row in rows}
+    for command, render in renders.items():
+        one_line = len(render([]).strip().splitlines()) == 1
+        assert (documented[command] == "one") is one_line, f"docs/output.md: `{command}` prints {render([])!r}"
