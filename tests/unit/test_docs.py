@@ -207,3 +207,11 @@ def test_the_json_table_says_which_reports_are_one_line() -> None:
     for command, render in renders.items():
         one_line = len(render([]).strip().splitlines()) == 1
         assert (documented[command] == "one") is one_line, f"docs/output.md: `{command}` prints {render([])!r}"
+
+
+def test_every_relative_link_of_the_readme_leads_to_a_file() -> None:
+    """mkdocs --strict checks the links of docs/; README.md is outside it."""
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    local = [link for link in links if "://" not in link]
+    assert "docs/quickstart.md" in local
+    assert [link for link in local if not (ROOT / link).is_file()] == []
