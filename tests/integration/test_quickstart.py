@@ -110,8 +110,10 @@ def test_the_quickstart_as_typed_installs_in_dry_run_and_its_one_off_runs_report
             for p in kube.list("Pod", NAMESPACE)
             if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == job["metadata"]["name"]
         ]
-        run = summary(kube.cluster.pod_log(NAMESPACE, pod["metadata"]["name"]))
+        log = kube.cluster.pod_log(NAMESPACE, pod["metadata"]["name"])
+        run = summary(log)
         assert (run["dry_run"], run["applied"], run["exit_code"]) == (True, 0, 0)
+        assert '"dryRun": true' in log  # and the report, beside the summary
     assert kube.list("ResourceQuota") == quotas_before
     assert {c["metadata"]["name"] for c in kube.list("ConfigMap", NAMESPACE)} == configmaps_before  # no record
 
