@@ -81,10 +81,14 @@ def test_the_quickstart_as_typed_installs_in_dry_run_and_its_one_off_runs_report
     cronjobs = {c["metadata"]["name"]: c for c in kube.list("CronJob", NAMESPACE)}
     assert set(cronjobs) == {"nodegroups", "quotas", "cloud-quotas", "sweep-pods", "sweep-instances"}
     assert set(cronjobs) <= set(listed)  # `kubectl get cronjobs` lists them
+    identity = kube.get("ConfigMap", "gpu-jobs-cluster", NAMESPACE)
+    assert identity is not None
+    assert identity["data"] == {"cluster": CLUSTER}  # the install's one per-cluster value
     for name, cronjob in cronjobs.items():
         (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
-        env = {e["name"]: e.get("value") for e in container["env"]}
-        assert env["GPU_JOBS_CLUSTER"] == CLUSTER, name
+        env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+        if name in ("nodegroups", "quotas", "sweep-pods"):  # told their cluster by its identity
+            assert env["GPU_JOBS_CLUSTER"] == {"configMapKeyRef": {"name": "gpu-jobs-cluster", "key": "cluster"}}
         assert env["GPU_JOBS_DRY_RUN"] == "true", name
     assert {n for n, c in cronjobs.items() if c["spec"].get("suspend")} == {"cloud-quotas", "sweep-instances"}
 
