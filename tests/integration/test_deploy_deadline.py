@@ -4,10 +4,16 @@ the base and every overlay (rendered by the real kubectl), and the built-in defa
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from jobs.deadline import CRONJOB_MARGIN_S, DEFAULT_DEADLINE_S, NODEGROUPS_DEADLINE_S
-from tests.integration.test_deploy import JOBS, TARGETS, env, named, render
+from tests.docs import shell_block
+from tests.integration.test_deploy import JOBS, ROOT, TARGETS, env, named, render
 
 pytestmark = pytest.mark.integration
 
@@ -37,3 +43,20 @@ def test_the_built_in_default_fits_the_smallest_cronjob() -> None:
 @pytest.mark.parametrize("target", TARGETS)
 def test_validate_checks_drain_timeouts_against_the_shipped_nodegroups_deadline(target: str) -> None:
     assert _deadlines(target)["nodegroups"][0] == NODEGROUPS_DEADLINE_S
+
+
+def test_the_example_policy_fits_the_nodegroups_deadline_as_the_docs_check_it() -> None:
+    script = shell_block("docs/deadline.md", "To check against the deadline of your own nodegroups CronJob")
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"  # gpu-jobs of this venv
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env={**os.environ, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "gitops/policy.yaml: valid: " in done.stdout
+    assert "warning" not in done.stdout  # every drainTimeout of the example fits the shipped CronJob's deadline
