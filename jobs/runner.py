@@ -233,6 +233,9 @@ class Reconcile(Generic[O, P, I, R]):
             # Nothing of the scope can be judged, so nothing of it is changed (unknown is never idle).
             self.log.error("scope.unreadable", scope=scope.name, error=str(exc))
             return self._report(scope, "failed", None, reason=f"{scope} cannot be read ({exc})")
+        except DeadlineReached as exc:  # its reads took the run's time: nothing judged, nothing changed
+            self.log.error("scope.deadline", scope=scope.name, error=str(exc))
+            return self._report(scope, "failed", None, reason=str(exc))
         except Exception as exc:  # a bug met in one scope fails that scope, not the scopes beside it
             self.log.error("scope.crashed", scope=scope.name, error=repr(exc), exc_info=True)
             return self._report(scope, "failed", None, reason=f"unexpected error: {exc!r}")
@@ -285,6 +288,9 @@ class Reconcile(Generic[O, P, I, R]):
         except CloudError as exc:
             self.log.error("scope.unreadable", scope=scope.name, error=str(exc))
             return self._report(scope, "failed", plan, reason=f"{scope} cannot be read ({exc})")
+        except DeadlineReached as exc:
+            self.log.error("scope.deadline", scope=scope.name, error=str(exc))
+            return self._stopped(scope, plan, NOT_STARTED)
         if again != observed:
             plan = work.plan(again)
             reason = self._still_allowed(scope, plan.changes)

@@ -169,3 +169,34 @@ def test_a_scope_reached_after_the_deadline_takes_no_lease_and_writes_nothing() 
     assert _run(scope, deadline) == (f"x: failed ({NOT_STARTED})", f"y: failed ({NOT_STARTED})")
     assert scope.lease.acquired == 0
     assert not any(c.startswith("apply") for c in journal.calls)
+
+
+@dataclass
+class SlowReads(FakeScope):
+    """Its reads are retried until the run's deadline: the first look (``first``), or the look again under the
+    Lease."""
+
+    deadline: Deadline = field(default_factory=lambda: Deadline.start(10, Clock()))
+    cut_look: int = 0
+
+    def observe(self, first: tuple[str, ...] | None) -> tuple[str, ...]:
+        if self.looks == self.cut_look:
+            raise self.deadline.reached("retrying list nodes (503)")
+        return super().observe(first)
+
+
+def test_reads_cut_by_the_deadline_fail_the_scope_or_leave_its_items_unstarted() -> None:
+    clock = Clock()
+    deadline = Deadline.start(10, clock)
+    before = SlowReads("a", Journal(), [("x",)], deadline=deadline, cut_look=0)
+    settings = RunSettings(limit=ChangeLimit.parse("10"), holder="me", clock=lambda: NOW, deadline=deadline)
+    runner: Reconcile[tuple[str, ...], Plan, str, str] = Reconcile({cluster("a"): before}, settings, NOW, Log())
+    (report,) = runner.run()
+    assert (report.state, report.plan) == ("failed", None)
+    assert report.reason == "deadline: the run's 10 s ran out retrying list nodes (503); the next run resumes"
+    # Cut while looking again under the Lease: the plan's items are not started, and the Lease is given back.
+    again = SlowReads("a", Journal(), [("x", "y")], deadline=deadline, cut_look=1)
+    runner = Reconcile({cluster("a"): again}, settings, NOW, Log())
+    (report,) = runner.run()
+    assert (report.state, report.results) == ("applied", (f"x: failed ({NOT_STARTED})", f"y: failed ({NOT_STARTED})"))
+    assert again.lease.holder is None
