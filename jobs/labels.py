@@ -58,3 +58,9 @@ SCALED_FROM_ANNOTATION = "gpu-jobs/scaled-from-replicas"
 SWEEP_MARK_TAG = "gpu-jobs-sweep"
 SWEEP_PODS_LEASE = "gpu-jobs-sweep-pods"
 SWEEP_INSTANCES_LEASE = "gpu-jobs-sweep-instances"
+
+# The cluster's identity: a ConfigMap in the install's namespace naming the cluster whose API holds it. The
+# per-cluster install creates it (kustomize/base, told the cluster's name by the ApplicationSet or Flux); every
+# cluster-scoped run reads it before anything that decides or writes, and never writes it.
+CLUSTER_IDENTITY_CONFIGMAP = "gpu-jobs-cluster"
+CLUSTER_IDENTITY_KEY = "cluster"

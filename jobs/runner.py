@@ -12,6 +12,8 @@ everything else, once for every job:
   plan that grew is held to the same limit.
 - One item's failure (an error or a bug) fails that item only; a bug in observing fails that scope only.
 - A stop request (SIGTERM, Ctrl-C) starts nothing new: items not started fail with the same words in every job.
+- A cluster scope proves which cluster its API belongs to (its ``witness``) before anything is read that decides or
+  anything is written: an API that cannot say, or says another name, fails that scope and changes nothing in it.
 """
 
 from __future__ import annotations
@@ -61,8 +63,48 @@ class Planned(Protocol[I_co]):
         ...
 
 
+@dataclass(frozen=True)
+class Witnessed:
+    """What a cluster's API says of itself: the cluster it names (None: it names none), where that API is (for the
+    person who must fix it) and the object that said it."""
+
+    cluster: str | None
+    where: str
+    source: str
+
+
+class Witness(Protocol):
+    """The cluster behind a scope's Kubernetes API, as that API itself says (``jobs.adapters.kube.identity``)."""
+
+    def witness(self) -> Witnessed: ...
+
+
+def identity_refusal(scope: Scope, seen: Witnessed) -> str | None:
+    """Why ``scope`` must not be worked on through the API that gave ``seen`` (None: it is that cluster)."""
+    if seen.cluster == scope.name:
+        return None
+    if seen.cluster is None:
+        return (
+            f"cluster {scope.name}: refused before reading anything: {seen.where} has no cluster identity"
+            f" (ConfigMap {seen.source}, key cluster), so nothing proves it is {scope.name}. A per-cluster install"
+            " creates it when told its cluster; if this API really is "
+            f"{scope.name}'s, create it: kubectl -n {seen.source.split('/')[0]} create configmap"
+            f" {seen.source.split('/')[1]} --from-literal=cluster={scope.name}"
+        )
+    return (
+        f"cluster {scope.name}: refused before reading anything: {seen.where} is cluster {seen.cluster}"
+        f" (ConfigMap {seen.source}), not {scope.name}. Point --cluster / GPU_JOBS_CLUSTER, the kubeContext of"
+        f" {scope.name} in the policy, or the current context at {scope.name}'s API"
+    )
+
+
 class ScopeWork(ABC, Generic[O, P, I, R]):
-    """One job's work on one scope, through that scope's own ports. ``plan`` is pure."""
+    """One job's work on one scope, through that scope's own ports. ``plan`` is pure. A cluster scope's work sets
+    ``witness`` from the same API client it reads and writes through (the command skeleton refuses one without)."""
+
+    @property
+    def witness(self) -> Witness | None:
+        return None
 
     @property
     @abstractmethod
@@ -174,8 +216,12 @@ class Reconcile(Generic[O, P, I, R]):
         return ScopeReport(scope, self.at, self.settings.dry_run, state, plan, results, reason)
 
     def _first(self, scope: Scope) -> tuple[O, P] | ScopeReport[P, R]:
-        """Observe and plan, before anything is written anywhere."""
+        """Prove the cluster, then observe and plan, before anything is written anywhere."""
         try:
+            refusal = self._unproven(scope)
+            if refusal is not None:
+                self.log.error("scope.wrong_cluster", scope=scope.name, reason=refusal)
+                return self._report(scope, "failed", None, reason=refusal)
             observed = self.work[scope].observe(None)
             return observed, self.work[scope].plan(observed)
         except CloudError as exc:
@@ -185,6 +231,10 @@ class Reconcile(Generic[O, P, I, R]):
         except Exception as exc:  # a bug met in one scope fails that scope, not the scopes beside it
             self.log.error("scope.crashed", scope=scope.name, error=repr(exc), exc_info=True)
             return self._report(scope, "failed", None, reason=f"unexpected error: {exc!r}")
+
+    def _unproven(self, scope: Scope) -> str | None:
+        witness = self.work[scope].witness
+        return identity_refusal(scope, witness.witness()) if witness is not None else None
 
     def _second(self, scope: Scope, first: tuple[O, P] | ScopeReport[P, R]) -> ScopeReport[P, R]:
         if isinstance(first, ScopeReport):

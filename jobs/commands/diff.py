@@ -13,6 +13,7 @@ from jobs.core.policy_diff import NamespaceChange, PolicyDiff, Week, diff_polici
 from jobs.diff import report
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import load_policy
+from jobs.runner import identity_refusal
 from jobs.scopes import cluster_scopes
 from jobs.settings import SettingsError, env, parse_at
 
@@ -44,16 +45,26 @@ def with_namespaces(
 ) -> tuple[PolicyDiff, int]:
     """The diff with the namespaces whose quota changes, per cluster read; and how many clusters could not be read."""
     # The Kubernetes client only when asked: a plain diff runs where no cluster is reachable (CI).
-    from jobs.adapters.kube import client, quotas  # noqa: PLC0415
+    from jobs.adapters.kube import client, identity, quotas  # noqa: PLC0415
 
     changes: list[NamespaceChange] = []
     read: list[tuple[str, int]] = []
     failed = 0
     for target in cluster_scopes(after, cluster, log):
         try:
-            namespaces = quotas.KubeQuotas(client.api_client(context=target.context)).namespaces()
+            api = client.api_client(context=target.context)
         except client.ConfigException as exc:
             raise SettingsError(f"no Kubernetes configuration for cluster {target.name}: {exc}") from None
+        try:
+            # Another cluster's namespaces would list the wrong ones in a pull request: its API proves it first.
+            refusal = identity_refusal(
+                target, identity.ClusterWitness(api, client.job_namespace(), target.context).witness()
+            )
+            if refusal is not None:
+                failed += 1
+                log.error("diff.wrong_cluster", cluster=target.name, reason=refusal)
+                continue
+            namespaces = quotas.KubeQuotas(api).namespaces()
         except errors.CloudError as exc:
             failed += 1
             log.error("diff.namespaces_unreadable", cluster=target.name, error=str(exc))

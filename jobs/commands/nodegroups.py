@@ -18,7 +18,7 @@ from jobs.settings import SettingsError, add_run_arguments, env, seconds_setting
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
-KUBE_PORTS = ("workloads", "records", "events", "lease")  # records: a kind of state (kube/state.py)
+KUBE_PORTS = ("identity", "workloads", "records", "events", "lease")  # records: a kind of state (kube/state.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def _clouds(names: set[str], settings: AdapterSettings) -> dict[str, NodeGroupCl
 
 def _ports(policy: Policy, scope: Scope, clouds: dict[str, NodeGroupCloud], settings: AdapterSettings) -> Ports:
     """One cluster's ports, through a client of its own (its context, or the in-cluster / current config)."""
-    from jobs.adapters.kube import client, events, lease, records, workloads  # noqa: PLC0415
+    from jobs.adapters.kube import client, events, identity, lease, records, workloads  # noqa: PLC0415
     from jobs.labels import nodegroups_lease  # noqa: PLC0415
 
     try:
@@ -54,6 +54,7 @@ def _ports(policy: Policy, scope: Scope, clouds: dict[str, NodeGroupCloud], sett
         records=records.ConfigMapRecords(api, namespace, known),
         lock=lease.LeaseLock(api, namespace, nodegroups_lease(scope.name)),
         events=events.KubeEvents(api, namespace, "nodegroups", known),
+        witness=identity.ClusterWitness(api, namespace, scope.context),
     )
 
 

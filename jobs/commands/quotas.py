@@ -14,7 +14,7 @@ from jobs.settings import SettingsError, add_run_arguments, seconds_setting
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
-KUBE_PORTS = ("quotas", "lease")
+KUBE_PORTS = ("identity", "quotas", "lease")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,14 +26,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _ports(scope: Scope, request_timeout_s: float) -> job.Ports:
     # The Kubernetes client is imported only by the jobs, not by validate or calendar.
-    from jobs.adapters.kube import client, lease, quotas  # noqa: PLC0415
+    from jobs.adapters.kube import client, identity, lease, quotas  # noqa: PLC0415
 
     try:
         api = client.api_client(request_timeout_s, context=scope.context)
     except client.ConfigException as exc:
         raise SettingsError(f"no Kubernetes configuration for cluster {scope.name}: {exc}") from None
-    lock = lease.LeaseLock(api, client.job_namespace(), f"gpu-jobs-quotas-{scope.slug}")
-    return job.Ports(quotas.KubeQuotas(api), lock, quotas.QuotaEvents(api))
+    namespace = client.job_namespace()
+    lock = lease.LeaseLock(api, namespace, f"gpu-jobs-quotas-{scope.slug}")
+    witness = identity.ClusterWitness(api, namespace, scope.context)
+    return job.Ports(quotas.KubeQuotas(api), lock, quotas.QuotaEvents(api), witness)
 
 
 def _wire(run: Run, log: Any) -> dict[Scope, job.ClusterRun]:

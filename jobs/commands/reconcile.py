@@ -91,6 +91,10 @@ class JobSpec(Generic[V]):
         now = parse_at(args.at, policy.defaults.timezone) or datetime.now(UTC).replace(microsecond=0)
         run = Run(args, policy, now.astimezone(ZoneInfo(policy.defaults.timezone)), settings)
         work = self.wire(run, log)
+        # A cluster scope is worked on only through an API that proves it is that cluster (jobs.runner).
+        unproven = sorted(s.name for s, w in work.items() if s.kind == "cluster" and w.witness is None)
+        if unproven:
+            raise TypeError(f"{self.name}: no identity witness for cluster scopes {', '.join(unproven)}")
         started = time.monotonic()
         envelopes = Reconcile(dict(work), settings, run.now, log, self.noun).run()
         # The job's own time, without interpreter start-up and SDK imports: what concurrency can change.

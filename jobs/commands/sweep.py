@@ -25,7 +25,7 @@ from jobs.sweep.ports import Instances, Metrics
 #: union of their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py). The pods part
 #: writes to the pods of its cluster (annotations, deletes, the owners' scale, Events); the instances part keeps only
 #: its Lease in the install's cluster (its marks are the clouds' tags).
-KUBE_PORTS_PODS = ("pods", "lease")
+KUBE_PORTS_PODS = ("identity", "pods", "lease")
 KUBE_PORTS_INSTANCES = ("lease",)
 #: Added where ``idlePods.action`` is ``scale-owner`` (kustomize/components/sweep-scale-owner): apps writes for no one
 #: else.
@@ -87,7 +87,7 @@ def prometheus_url() -> str | None:
 
 def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Scope, pods.ClusterSweep]:
     # The Kubernetes client is imported only by the jobs, not by validate or calendar.
-    from jobs.adapters.kube import client, lease  # noqa: PLC0415
+    from jobs.adapters.kube import client, identity, lease  # noqa: PLC0415
     from jobs.adapters.kube.pods import KubePods  # noqa: PLC0415
     from jobs.adapters.prometheus import PrometheusMetrics  # noqa: PLC0415
 
@@ -108,8 +108,12 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
         if url is not None and url not in clients:
             clients[url] = PrometheusMetrics(url, adapters)
         metrics = clients.get(url) if url is not None else None
+        namespace = client.job_namespace()
         ports = pods.Ports(
-            metrics, KubePods(api), lease.LeaseLock(api, client.job_namespace(), _lease(SWEEP_PODS_LEASE, scope))
+            metrics,
+            KubePods(api),
+            lease.LeaseLock(api, namespace, _lease(SWEEP_PODS_LEASE, scope)),
+            identity.ClusterWitness(api, namespace, scope.context),
         )
         work[scope] = pods.ClusterSweep(
             scope,

@@ -45,7 +45,7 @@ from jobs.errors import Busy, CloudError, OutcomeUnknown, Stopped, Unavailable
 from jobs.lease import RunLock
 from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff
-from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally
+from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, Witness
 from jobs.scopes import cluster
 
 Status = Literal["planned", "applied", "failed", "skipped", "refused"]
@@ -82,6 +82,7 @@ class Ports:
     records: RecordStore
     lock: RunLock
     events: Events
+    witness: Witness | None = None  # which cluster ``cluster`` reaches (jobs.runner)
 
 
 @dataclass(frozen=True)
@@ -578,6 +579,10 @@ class ClusterRun(ScopeWork[Observation, Planned, GroupAction | GroupSkip, GroupR
     @property
     def lock(self) -> RunLock:
         return self.ports.lock
+
+    @property
+    def witness(self) -> Witness | None:
+        return self.ports.witness
 
     def observe(self, first: Observation | None) -> Observation:
         if first is None:

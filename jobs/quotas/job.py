@@ -24,7 +24,7 @@ from jobs.core.quotas import (
 from jobs.errors import CloudError, Conflict, Denied, NotFound, Stopped
 from jobs.lease import RunLock
 from jobs.retry import Backoff
-from jobs.runner import RunSettings, ScopeReport, ScopeWork, Tally
+from jobs.runner import RunSettings, ScopeReport, ScopeWork, Tally, Witness
 
 Status = Literal["planned", "applied", "unchanged", "failed", "refused", "conflict", "skipped"]
 
@@ -52,6 +52,7 @@ class Ports:
     store: QuotaStore
     lock: RunLock
     events: QuotaEvents
+    witness: Witness | None = None  # which cluster ``store`` reaches (jobs.runner)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,10 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
     @property
     def lock(self) -> RunLock:
         return self.ports.lock
+
+    @property
+    def witness(self) -> Witness | None:
+        return self.ports.witness
 
     def observe(self, first: Observation | None) -> Observation:
         store, call = self.ports.store, self.settings.backoff.call

@@ -28,7 +28,7 @@ from jobs.errors import Busy, CloudError, Conflict, NotFound, Throttled
 from jobs.labels import SCALED_FROM_ANNOTATION
 from jobs.lease import RunLock
 from jobs.retry import Backoff
-from jobs.runner import ScopeReport, ScopeWork, Tally
+from jobs.runner import ScopeReport, ScopeWork, Tally, Witness
 from jobs.scopes import Scope
 from jobs.sweep.ports import Metrics, Pods
 
@@ -42,6 +42,7 @@ class Ports:
     metrics: Metrics | None  # None: the cluster has no Prometheus (``no_metrics`` says what to set)
     pods: Pods
     lock: RunLock
+    witness: Witness | None = None  # which cluster ``pods`` reaches (jobs.runner)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,10 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
     @property
     def lock(self) -> RunLock:
         return self.ports.lock
+
+    @property
+    def witness(self) -> Witness | None:
+        return self.ports.witness
 
     @property
     def queries(self) -> Queries:

@@ -124,6 +124,11 @@ def one(objects: list[Obj], kind: str) -> Obj:
     return found[0]
 
 
+def policy_configmap(objects: list[Obj]) -> Obj:
+    """The policy's ConfigMap (the other one is the cluster's identity)."""
+    return one([o for o in objects if o["metadata"]["name"] != "gpu-jobs-cluster"], "ConfigMap")
+
+
 def named(objects: list[Obj], kind: str, name: str) -> Obj:
     found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
     assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
@@ -183,7 +188,8 @@ def test_renders_and_every_object_passes_strict_validation(target: str) -> None:
     in_its_namespace = ["ServiceAccount", "Role", "RoleBinding", "CronJob"]  # account jobs: nothing cluster-wide
     cluster_jobs = len(JOBS) - len(ACCOUNT_JOBS)
     assert kinds == sorted(
-        ["Namespace", "ConfigMap", *(per_job * cluster_jobs), *(in_its_namespace * len(ACCOUNT_JOBS))]
+        # Two ConfigMaps: the policy and the cluster's identity.
+        ["Namespace", "ConfigMap", "ConfigMap", *(per_job * cluster_jobs), *(in_its_namespace * len(ACCOUNT_JOBS))]
     )
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "CronJob"} == set(JOBS)
     for obj in objects:
@@ -389,7 +395,7 @@ def test_cronjob_security_context_and_resources(target: str, job: str) -> None:
 @pytest.mark.parametrize("target", TARGETS)
 def test_policy_configmap_is_gitops_policy_and_mounted_read_only(target: str, job: str) -> None:
     objects = render(target)
-    config_map = one(objects, "ConfigMap")
+    config_map = policy_configmap(objects)
     volumes = {v["name"]: v for v in pod_spec(objects, job)["volumes"]}
     mounts = {m["name"]: m for m in container(objects, job)["volumeMounts"]}
 
@@ -674,21 +680,26 @@ def render_with_patches(overlay: str, patches: list[Obj], tmp_path: Path) -> lis
     return objects
 
 
+#: The CronJobs that act on one cluster: each takes GPU_JOBS_CLUSTER from the install's identity ConfigMap.
+CLUSTER_SCOPED = ("nodegroups", "quotas", "sweep-pods")
+
+
 def cluster_of_every_cronjob(objects: list[Obj]) -> set[str | None]:
-    """The GPU_JOBS_CLUSTER values across every CronJob (one value each; a CronJob without it would be None)."""
-    cronjobs = [o for o in objects if o["kind"] == "CronJob"]
-    assert cronjobs
-    assert {o["metadata"]["name"] for o in cronjobs} == set(JOBS)
-    values: list[str | None] = []
-    for cron in cronjobs:
-        given = [
-            e.get("value")
-            for e in container([cron], cron["metadata"]["name"])["env"]
-            if e["name"] == "GPU_JOBS_CLUSTER"
-        ]
-        assert len(given) <= 1
-        values.append(given[0] if given else None)
-    return set(values)
+    """The cluster an install is told, as every cluster-scoped CronJob reads it: the identity ConfigMap's value (the
+    one place it is set), referenced by each of them; the account-level CronJobs are told no cluster."""
+    cronjobs = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CronJob"}
+    assert set(cronjobs) == set(JOBS)
+    (identity,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpu-jobs-cluster"]
+    values: set[str | None] = set()
+    for name, cron in cronjobs.items():
+        given = [e for e in container([cron], name)["env"] if e["name"] == "GPU_JOBS_CLUSTER"]
+        if name not in CLUSTER_SCOPED:
+            assert given == [], name
+            continue
+        (variable,) = given
+        assert variable["valueFrom"] == {"configMapKeyRef": {"name": "gpu-jobs-cluster", "key": "cluster"}}, name
+        values.add(identity["data"]["cluster"] or None)
+    return values
 
 
 def fleet_clusters() -> list[tuple[str, str]]:
@@ -918,12 +929,12 @@ def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_pat
 
     objects = list(_render(own))
 
-    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    config_map = policy_configmap(objects)
     policy_text = (OWN_REPOSITORY / "policy.yaml").read_text()
     assert config_map["data"] == {"policy.yaml": policy_text}
     assert config_map["metadata"]["namespace"] == NAMESPACE
     assert config_map["metadata"]["name"].startswith("gpu-jobs-policy-")
-    assert config_map["metadata"]["name"] != one(render("production/aws"), "ConfigMap")["metadata"]["name"]
+    assert config_map["metadata"]["name"] != policy_configmap(render("production/aws"))["metadata"]["name"]
     for job in JOBS:
         volumes = {v["name"]: v for v in pod_spec(objects, job)["volumes"]}
         assert volumes["policy"]["configMap"]["name"] == config_map["metadata"]["name"]
@@ -932,7 +943,7 @@ def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_pat
         assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
     # But for the policy (and the name the CronJobs mount it by), the install of the base it names.
     base = render("production/aws")
-    shipped = one(base, "ConfigMap")["metadata"]["name"]
+    shipped = policy_configmap(base)["metadata"]["name"]
 
     def without_policy(objs: list[Obj], policy_name: str) -> str:
         return yaml.safe_dump_all([o for o in objs if o["kind"] != "ConfigMap"], sort_keys=True).replace(
@@ -953,7 +964,7 @@ def test_the_central_overlay_reaches_the_fleet_through_a_kubeconfig_secret(job: 
     assert mounts["kubeconfig"]["readOnly"] is True
     # Readable by the job's group (fsGroup 65532), by nobody else; never a kubeconfig in Git.
     assert volumes["kubeconfig"]["secret"] == {"secretName": "gpu-jobs-kubeconfig", "defaultMode": 0o440}
-    assert "GPU_JOBS_CLUSTER" not in env(objects, job)  # every cluster with a kubeContext
+    assert cluster_of_every_cronjob(objects) == {None}  # told no cluster: every cluster with a kubeContext
 
 
 def test_every_cluster_of_the_example_policy_has_a_context_for_the_central_install() -> None:
@@ -1060,8 +1071,10 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
     assert not node["spec"].get("unschedulable")
     assert "patch nodes" in kube.log.operations()  # cordoned for the drain
     used = {tuple(op.split(" ", 1)) for op in kube.log.operations()}
-    # Every granted verb is needed; budgets are read only after a drain gave up (nodegroups/test_honesty.py).
-    assert used == allowed - {("get", "poddisruptionbudgets")}
+    # Every granted verb is needed; budgets are read only after a drain gave up (nodegroups/test_honesty.py); the
+    # cluster's identity is read by the command's wiring, which this in-process run bypasses (test_sandbox.py runs
+    # the jobs as the CronJobs' ServiceAccounts, under the emulator's RBAC).
+    assert used == allowed - {("get", "poddisruptionbudgets"), ("get", "configmaps")}
 
 
 @pytest.mark.integration
@@ -1077,6 +1090,7 @@ def test_the_rendered_rbac_is_enough_for_the_quotas_job_and_all_of_it_is_needed(
         kube.create(namespace(name, labels))
     # Managed by the job in a namespace the policy now excludes: the job removes it.
     kube.create(resource_quota("gpu-quota", "kube-system", {"requests.nvidia.com/gpu": "1"}, MANAGED))
+    kube.identify("ml-prod")
     allowed = rendered_allow_list("production/gcp", "quotas")
 
     kube.allow_only(*(allowed - {("create", "resourcequotas")}))

@@ -127,8 +127,11 @@ def test_each_cluster_runs_its_clouds_install_told_its_name_and_a_second_apply_c
             cronjob = kube.get("CronJob", name, NAMESPACE)
             assert cronjob is not None, (cluster.name, name)
             container = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
-            env = {e["name"]: e.get("value") for e in container["env"]}
-            assert env["GPU_JOBS_CLUSTER"] == cluster.name
+            env = {e["name"]: e.get("valueFrom") for e in container["env"]}
+            assert env["GPU_JOBS_CLUSTER"] == {"configMapKeyRef": {"name": "gpu-jobs-cluster", "key": "cluster"}}
+        identity = kube.get("ConfigMap", "gpu-jobs-cluster", NAMESPACE)
+        assert identity is not None
+        assert identity["data"] == {"cluster": cluster.name}
         account = kube.get("ServiceAccount", "gpu-jobs-nodegroups", NAMESPACE)
         assert account is not None
         identities = set(IDENTITY.values()) & set(account["metadata"].get("annotations") or {})

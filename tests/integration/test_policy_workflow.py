@@ -189,6 +189,7 @@ def test_diff_with_namespaces_reads_the_cluster_and_lists_those_whose_quota_chan
 ) -> None:
     for name, labels in [("misc", {}), ("fraud", {}), ("nlp", {"team": "nlp"}), ("scratch", {})]:
         kube.create(namespace(name, labels))
+    kube.identify("ml-prod")
     kube.log.clear()
     base, change = tmp_path / "base.yaml", tmp_path / "change.yaml"
     base.write_text(EXAMPLE)
@@ -215,3 +216,13 @@ def test_diff_with_namespaces_reads_the_cluster_and_lists_those_whose_quota_chan
     assert (denied.code, denied.summary["failed"]) == (1, 1)
     assert json.loads(denied.stdout)["namespaceQuotas"][0]["after"] == "nvidia.com/gpu: 4"
     assert '"event": "diff.namespaces_unreadable"' in denied.stderr
+    # An API that says it is another cluster is not read: its namespaces would be listed under the wrong name.
+    kube.emulator.allowed = None  # every right again
+    kube.identify("batch")
+    kube.log.clear()
+    wrong = run_cli(args, {"KUBECONFIG": str(kube.kubeconfig)})
+    assert (wrong.code, wrong.summary["failed"]) == (1, 1)
+    assert json.loads(wrong.stdout)["namespaces"] == []
+    assert '"event": "diff.wrong_cluster"' in wrong.stderr
+    assert "is cluster batch (ConfigMap gpu-jobs/gpu-jobs-cluster), not ml-prod" in wrong.stderr
+    assert kube.log.operations() == ["get configmaps"]

@@ -27,10 +27,12 @@ from tests.sandbox.demo import (
     CLOUD_QUOTAS_COMMAND,
     GPU_JOBS,
     pick_night,
+    refusal_of,
     run_cloud_quotas,
     run_gpu_jobs,
     run_night,
     run_quotas,
+    run_wrong_cluster,
     state_at,
 )
 from tests.sandbox.fleet import FINISHED, Group
@@ -178,6 +180,43 @@ def test_prometheus_holds_each_clusters_dcgm_series_for_exactly_its_running_gpu_
     sliced = world.prometheus.query('DCGM_FI_DEV_FB_USED{cluster="ml-prod", vgpu!=""}')
     assert len(sliced) == 2
     assert len({s["metric"]["UUID"] for s in sliced}) == 1
+
+
+def versions(world: World, cluster: str) -> dict[tuple[str, str, str], str]:
+    """Every ResourceQuota, pod, ConfigMap, node and Lease of a cluster, by kind, namespace and name: its
+    resourceVersion."""
+    kube = world.kubes[cluster]
+    return {
+        (kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+        for kind in ("ResourceQuota", "Pod", "ConfigMap", "Node", "Lease")
+        for o in kube.list(kind)
+    }
+
+
+def test_every_cluster_job_refuses_a_cluster_whose_api_says_it_is_another_and_changes_nothing(world: World) -> None:
+    """``--cluster research`` live, through a kubeconfig whose context reaches notebooks' API: notebooks' identity
+    ConfigMap says notebooks, so nodegroups, quotas and the sweep's pods part each refuse research before reading
+    anything that decides, exit 1, and leave every object of notebooks as it was (and write nowhere else)."""
+    evening = datetime(2027, 3, 9, 22, 1, tzinfo=ZoneInfo("Europe/Berlin"))
+    before = versions(world, "notebooks")
+
+    phases = run_wrong_cluster(world, evening)
+
+    assert [p.argv[0] for p in phases] == ["nodegroups", "quotas", "sweep"]
+    for phase in phases:
+        assert phase.code == 1, (phase.argv, phase.stdout, phase.stderr[-2000:])
+        reason = refusal_of(phase.report)
+        assert reason is not None, phase.stdout
+        assert "cluster research: refused before reading anything" in reason
+        assert "is cluster notebooks (ConfigMap gpu-jobs/gpu-jobs-cluster), not research" in reason
+        assert phase.writes() == 0, (phase.argv, phase.requests)
+        # Nothing that decides was read: the identity is the one call the wrong API got (no list of pods, nodes,
+        # quotas or namespaces), and no cloud or Prometheus was asked anything.
+        assert phase.requests["kube:notebooks"] == (1, 0), phase.requests
+        assert sum(r for r, _ in phase.requests.values()) == 1, phase.requests
+        summary = [json.loads(line) for line in phase.stderr.splitlines() if '"run.summary"' in line]
+        assert [s["exit_code"] for s in summary] == [1], phase.stderr[-2000:]
+    assert versions(world, "notebooks") == before
 
 
 def test_quotas_are_made_in_every_cluster_and_a_second_run_writes_nothing(world: World) -> None:

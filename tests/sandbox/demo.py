@@ -3,7 +3,8 @@ what happened at a glance, stop everything.
 
 Phases: ``validate``; ``calendar`` at a weekday 07:29; then a full night of ``nodegroups --at``, played the way a
 fleet runs it: one run per cluster (``--cluster``, each through its own kubeconfig, as a per-cluster install sees
-its own API), side by side. First a run pointed at the wrong cluster, which the safety invariant refuses; then an
+its own API), side by side. First a run of every cluster-scoped job (nodegroups, quotas, sweep pods) pointed at the
+wrong cluster's API, each refused by that API's identity before it reads or writes anything; then an
 evening instant just after the groups' end of working hours, the same instant again (must change nothing), and a
 morning instant inside warm-up. The instants come from the calendar's JSON, not from hard-coded times. Last,
 ``quotas`` at the same morning, one run per cluster, then again (must write nothing). Then ``cloud-quotas``, once,
@@ -193,21 +194,45 @@ def candidate_days(today: date) -> list[date]:
 WRONG_CLUSTER = ("research", "notebooks")  # a per-cluster install of `research` whose kubeconfig reaches `notebooks`
 
 
-def run_wrong_cluster(world: World, evening: datetime) -> Phase:
-    """``--cluster research`` through a kubeconfig whose context reaches another cluster: the cloud says the pool has
-    nodes, this API shows none of them, so the job refuses to judge the pool idle (exit 1) and changes nothing."""
+#: Every cluster-scoped job, as the wrong-cluster step runs it (live: the refusal, not a dry run, is what is shown).
+WRONG_CLUSTER_JOBS = (("nodegroups", "--only", "research-h100"), ("quotas",), ("sweep", "--part", "pods"))
+
+
+def run_wrong_cluster(world: World, evening: datetime) -> list[Phase]:
+    """``--cluster research`` through a kubeconfig whose context reaches another cluster, for every cluster-scoped
+    job: the API says it is ``notebooks`` (its identity ConfigMap), so each run refuses research before reading
+    anything that decides or writing anything, and exits 1."""
     cluster, reaching = WRONG_CLUSTER
     env = {"KUBECONFIG": str(world.kubeconfig_for(cluster, reaching=reaching))}
-    phase = run_gpu_jobs(
-        world,
-        f"wrong cluster ({cluster} through {reaching}'s API)",
-        *("nodegroups", "--cluster", cluster, "--only", "research-h100", "--at", evening.isoformat()),
-        *("--output", "json"),
-        expected=(1,),
-        env=env,
-    )
-    phase.at = evening
-    return phase
+    phases = []
+    for job, *options in WRONG_CLUSTER_JOBS:
+        phase = run_gpu_jobs(
+            world,
+            f"wrong cluster ({cluster} through {reaching}'s API)",
+            *(job, "--cluster", cluster, *options, "--at", evening.isoformat(), "--output", "json"),
+            expected=(1,),
+            env=env,
+        )
+        phase.at = evening
+        phases.append(phase)
+    return phases
+
+
+def refusal_of(report: Any) -> str | None:
+    """The identity refusal a report carries, wherever its job puts a scope's reason."""
+    if isinstance(report, str):
+        return report if "refused before reading anything" in report else None
+    values = report.values() if isinstance(report, dict) else report if isinstance(report, list) else ()
+    return next((found for v in values if (found := refusal_of(v)) is not None), None)
+
+
+def render_wrong_cluster(phase: Phase) -> list[str]:
+    job = phase.argv[0]
+    head = f"== {phase.name}: {' '.join(phase.argv[:3])}   (exit {phase.code}, {phase.seconds:.1f} s)"
+    writes = phase.writes()
+    reason = refusal_of(phase.report) if phase.stdout.strip().startswith("{") else None
+    said = "refused" + reason.split("refused", 1)[1] if reason else "no refusal in the report"
+    return [head, f"  {job}: {said}", f"  writes to any API: {writes}"]
 
 
 def run_night(world: World, evening: datetime, morning: datetime) -> list[Phase]:
@@ -544,7 +569,11 @@ def main(argv: list[str] | None = None) -> int:
         evening, morning = night
         print(f"  -> the night played below: evening {evening:%a %H:%M}, morning {morning:%a %H:%M} ({tz.key})")
 
-        for phase in [run_wrong_cluster(world, evening), *run_night(world, evening, morning)]:
+        for phase in run_wrong_cluster(world, evening):
+            phases.append(phase)
+            print()
+            print("\n".join(render_wrong_cluster(phase)), flush=True)
+        for phase in run_night(world, evening, morning):
             phases.append(phase)
             print()
             print("\n".join(render_night_phase(world, phase)), flush=True)

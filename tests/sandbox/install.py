@@ -1,9 +1,8 @@
 """The install, as a fleet's GitOps tool would sync it to each cluster of the sandbox, applied with the real kubectl.
 
 Each cluster gets the overlay of its cloud (``kustomize/overlays/production/<cloud>``), rendered by ``kubectl kustomize`` and
-told its cluster's name the way the Argo CD ApplicationSet and the Flux per-cluster Kustomization tell it: a
-``${GPU_JOBS_CLUSTER}`` in the render is substituted (Flux ``postBuild.substitute``), and a CronJob without
-``GPU_JOBS_CLUSTER`` gets it added (the ApplicationSet's patch). Then ``kubectl --context <cluster> apply -f -``.
+told its cluster's name the way the Argo CD ApplicationSet and the Flux per-cluster Kustomization tell it: their patch
+sets the identity ConfigMap ``gpu-jobs-cluster`` to the cluster's name. Then ``kubectl --context <cluster> apply -f -``.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = REPO / ".tools" / "bin" / "kubectl"
-CLUSTER_VARIABLE = "GPU_JOBS_CLUSTER"
+IDENTITY = "gpu-jobs-cluster"  # the cluster's identity ConfigMap (kustomize/base/cluster-identity.yaml)
 
 Json = dict[str, Any]
 
@@ -48,16 +47,13 @@ def render(overlay: Path) -> str:
 
 
 def for_cluster(rendered: str, cluster: str) -> str:
-    """The render told its cluster: substituted where it asks for the variable, else added to each CronJob."""
-    documents = [d for d in yaml.safe_load_all(rendered.replace("${" + CLUSTER_VARIABLE + "}", cluster)) if d]
-    for doc in documents:
-        if doc.get("kind") != "CronJob":
-            continue
-        pod = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-        for container in pod["containers"]:
-            env = container.setdefault("env", [])
-            if not any(e.get("name") == CLUSTER_VARIABLE for e in env):
-                env.append({"name": CLUSTER_VARIABLE, "value": cluster})
+    """The render told its cluster, as the ApplicationSet's and Flux's patch tell it: the identity ConfigMap's
+    ``data.cluster`` (which the cluster-scoped CronJobs read as GPU_JOBS_CLUSTER)."""
+    documents = [d for d in yaml.safe_load_all(rendered) if d]
+    identities = [d for d in documents if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == IDENTITY]
+    if len(identities) != 1:
+        raise InstallError(f"the render has {len(identities)} ConfigMaps {IDENTITY}, not one")
+    identities[0]["data"] = {"cluster": cluster}
     return yaml.safe_dump_all(documents, sort_keys=False)
 
 

@@ -17,7 +17,17 @@ from jobs.core.limits import ChangeLimit
 from jobs.errors import Unavailable
 from jobs.lease import STOP, Holder, RunLock
 from jobs.outcome import ExitCode
-from jobs.runner import STOPPED_BEFORE, Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
+from jobs.runner import (
+    STOPPED_BEFORE,
+    Reconcile,
+    RunSettings,
+    ScopeReport,
+    ScopeWork,
+    Tally,
+    Witness,
+    Witnessed,
+    outcome,
+)
 from jobs.scopes import Scope, account, cluster
 
 NOW = datetime(2026, 12, 1, 20, 5, tzinfo=UTC)  # a Tuesday evening: any fixed instant will do
@@ -312,3 +322,79 @@ def test_one_exit_code_rule(tallies: list[Tally], code: ExitCode) -> None:
         sum(t.skipped for t in tallies),
         True,
     )
+
+
+# --- which cluster: a cluster scope proves its identity before anything is read or written ------------------------
+
+
+@dataclass
+class ConfigMapSays:
+    """A cluster's API, as far as its identity goes: what its identity ConfigMap names (None: there is none)."""
+
+    cluster: str | None
+    journal: Journal
+    fails: bool = False
+
+    def witness(self) -> Witnessed:
+        self.journal.add("identity")
+        if self.fails:
+            raise Unavailable("get configmaps: connection refused")
+        return Witnessed(self.cluster, "the API at https://10.0.0.9 (kubeconfig context 'research')", "gpu-jobs/id")
+
+
+@dataclass
+class ProvenScope(FakeScope):
+    says: ConfigMapSays | None = None
+
+    @property
+    def witness(self) -> Witness | None:
+        return self.says
+
+
+@pytest.mark.parametrize(
+    ("says", "words"),
+    [
+        ("notebooks", "is cluster notebooks (ConfigMap gpu-jobs/id), not research. Point --cluster"),
+        (None, "has no cluster identity (ConfigMap gpu-jobs/id, key cluster), so nothing proves it is research"),
+    ],
+)
+def test_a_cluster_whose_api_names_another_cluster_or_none_is_refused_before_it_is_read(
+    says: str | None, words: str
+) -> None:
+    journal = Journal()
+    wrong = ProvenScope("research", journal, [("a", "b")], says=ConfigMapSays(says, journal))
+    right = ProvenScope("ml-prod", journal, [("c",)], says=ConfigMapSays("ml-prod", journal))
+
+    refused, done = reconcile((cluster("research"), wrong), (cluster("ml-prod"), right))
+
+    assert (refused.state, refused.plan) == ("failed", None)
+    assert refused.reason is not None
+    assert refused.reason.startswith("cluster research: refused before reading anything: the API at https://10.0.0.9")
+    assert words in refused.reason
+    # research was never observed, planned or written; the cluster beside it ran as usual.
+    assert "observe research" not in journal.calls
+    assert wrong.lease.acquired == 0
+    assert done.state == "applied"
+    assert "apply ml-prod/c" in journal.calls
+    assert journal.calls.count("identity") == 2  # once each, not again under the Lease
+
+
+def test_a_refused_cluster_fails_even_a_dry_run() -> None:
+    journal = Journal()
+    wrong = ProvenScope("research", journal, [("a",)], says=ConfigMapSays("batch", journal))
+
+    (report,) = reconcile((cluster("research"), wrong), dry_run=True)
+
+    assert (report.state, report.plan) == ("failed", None)
+    assert journal.calls == ["identity"]
+
+
+def test_an_identity_that_cannot_be_read_is_an_unreadable_cluster() -> None:
+    journal = Journal()
+    work = ProvenScope("research", journal, [("a",)], says=ConfigMapSays("research", journal, fails=True))
+
+    (report,) = reconcile((cluster("research"), work))
+
+    assert report.state == "failed"
+    assert report.reason == "cluster research cannot be read (get configmaps: connection refused)"
+    assert journal.calls == ["identity"]

@@ -98,6 +98,19 @@ class KubeHandle:
         """A batch/v1 Job and its Running GPU pods, one per node (:func:`.workloads.job`)."""
         return workloads.job(self.cluster, name, namespace, **options)
 
+    def identify(self, cluster: str, namespace: str = "gpu-jobs") -> Json:
+        """What a per-cluster install of gpu-jobs creates: the ConfigMap naming the cluster this API belongs to
+        (kustomize/base/cluster-identity.yaml), in ``namespace`` (created if missing)."""
+        if self.get("Namespace", namespace) is None:
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        identity = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "gpu-jobs-cluster", "namespace": namespace},
+            "data": {"cluster": cluster},
+        }
+        return self.put(identity) if self.get("ConfigMap", "gpu-jobs-cluster", namespace) else self.create(identity)
+
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` loaded from the kubeconfig (close it, or use it as a context manager)."""
         from kubernetes import config

@@ -122,9 +122,10 @@ def world(kube: KubeHandle, _research_api: KubeHandle, aws: AwsEmulator, gcp: Gc
         accelerator_count=8,
         autoscaling=(1, 4),
     )
-    for api in (kube, _research_api):
+    for api, name in ((kube, "ml-prod"), (_research_api, "research")):
         api.create(namespace("gpu-jobs"))
         api.create(namespace("ml"))
+        api.identify(name)
     kube.create(gpu_node("ip-10-0-1-1", labels={"eks.amazonaws.com/nodegroup": "gpu-a100"}))
     for zone in ("a", "b"):
         name = f"gke-research-h100-{zone}"

@@ -47,6 +47,7 @@ def cluster(kube: KubeHandle) -> KubeHandle:
         obj["metadata"]["labels"] = {**obj["metadata"].get("labels", {}), **labels}
         kube.create(obj)
     kube.create(gpu_node("gpu-1"))
+    kube.identify("ml-prod")
     kube.log.clear()
     return kube
 

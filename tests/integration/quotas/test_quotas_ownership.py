@@ -95,6 +95,7 @@ def job(kube: KubeHandle, tmp_path: Path) -> Job:
     for name in ("gpu-jobs", "team-a", "misc"):
         kube.create(namespace(name))
     kube.create(gpu_node("gpu-1"))
+    kube.identify("ml-prod")
     kube.log.clear()
     return Job(kube, tmp_path)
 

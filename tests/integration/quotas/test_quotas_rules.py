@@ -78,9 +78,10 @@ class Run:
         return done.code, done.summary, json.loads(done.stdout) if done.stdout.strip() else None
 
 
-def seed(kube: KubeHandle, namespaces: dict[str, dict[str, str]]) -> None:
+def seed(kube: KubeHandle, namespaces: dict[str, dict[str, str]], cluster: str = "ml-prod") -> None:
     for name, labels in {"gpu-jobs": {}, **namespaces}.items():
         kube.create(namespace(name, labels))
+    kube.identify(cluster)
     kube.log.clear()
 
 
@@ -259,8 +260,8 @@ def _second_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle
 @pytest.fixture
 def fleet(kube: KubeHandle, _second_api: KubeHandle, tmp_path: Path) -> tuple[KubeHandle, KubeHandle, Path]:
     _second_api.reset()
-    for api in (kube, _second_api):
-        seed(api, {"team-a": {}, "lab": {"team": "research"}})
+    for api, name in ((kube, "ml-prod"), (_second_api, "research")):
+        seed(api, {"team-a": {}, "lab": {"team": "research"}}, name)
     _second_api.create(namespace("only-in-research"))
     _second_api.log.clear()
     kubeconfig = write_kubeconfig(tmp_path / "fleet.kubeconfig", {"ml-prod": kube, "research": _second_api}, None)
