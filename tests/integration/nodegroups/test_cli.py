@@ -178,6 +178,7 @@ def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordone
     from tests.emulators.kube.seed import disruption_budget, gpu_pod
 
     # A budget that never allows the eviction: the drain waits (drainTimeout 5m) until the pod is told to stop.
+    fleet.kube.identify("ml-prod")  # the run names ml-prod: its API proves it is
     fleet.kube.create(gpu_pod("serve-0", "team-a", node="ip-10-0-1-1", labels={"app": "serve"}))
     fleet.kube.create(disruption_budget("serve", "team-a", {"app": "serve"}, min_available=1))
     policy = tmp_path / "policy.yaml"

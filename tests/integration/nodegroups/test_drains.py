@@ -43,6 +43,7 @@ def fleet(
 ) -> Fleet:
     fleet = make_fleet(kube, aws, gcp, azure, monkeypatch)
     kube.cluster.pod_stop_s = STOP_S
+    kube.identify("ml-prod")  # what its install creates: runs with --cluster ml-prod prove the API is ml-prod's
     for name in ("genai", "team-a"):
         kube.create(seed.namespace(name))
     return fleet
@@ -76,7 +77,9 @@ def pod(fleet: Fleet, name: str, namespace: str) -> dict[str, Any]:
 
 def train_record(fleet: Fleet) -> Record:
     (cm,) = [
-        c for c in fleet.kube.list("ConfigMap", "gpu-jobs") if c["metadata"]["labels"].get(NODE_GROUP_LABEL) == "train"
+        c
+        for c in fleet.kube.list("ConfigMap", "gpu-jobs")
+        if c["metadata"].get("labels", {}).get(NODE_GROUP_LABEL) == "train"
     ]
     return Record.from_json(json.loads(cm["data"][RECORD_KEY]))
 
