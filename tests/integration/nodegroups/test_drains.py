@@ -10,6 +10,7 @@ test waits a real 30 s grace period.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -34,6 +35,8 @@ from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, 
 pytestmark = pytest.mark.integration
 
 TRAIN_NODE = "ip-10-0-1-1"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "drains.md"
+KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "bin" / "kubectl"
 STOP_S = 0.3  # how long the emulated containers take to exit once evicted (their grace period is 30 s)
 
 
@@ -67,6 +70,10 @@ def sweep_set(fleet: Fleet, *, pinned: bool) -> str:
         owner["spec"]["template"]["spec"]["nodeName"] = TRAIN_NODE
         fleet.kube.put(owner)
     return str(seeded.pods[0]["metadata"]["uid"])
+
+
+def _shell_blocks(page: Path) -> list[str]:
+    return [block.split("```", 1)[0].strip() for block in page.read_text().split("```shell\n")[1:]]
 
 
 def pod(fleet: Fleet, name: str, namespace: str) -> dict[str, Any]:
@@ -128,6 +135,13 @@ def test_a_timeout_names_only_the_pods_that_truly_remain(fleet: Fleet) -> None:
     assert block.pods == (f"team-a/serve-0/{serve['metadata']['uid']}",)
     assert fleet.configs()["train"].desired == 3  # nothing scaled while protected work runs
     assert not pod(fleet, "diffusion-sweep-0", "genai")["metadata"].get("deletionTimestamp")
+
+    # What docs/drains.md tells a person to type to see it, run as typed with the real kubectl.
+    (command,) = [c for c in _shell_blocks(DOCS) if c.startswith("kubectl -n gpu-jobs get configmaps")]
+    env = {**os.environ, "KUBECONFIG": str(fleet.kube.kubeconfig), "PATH": f"{KUBECTL.parent}:{os.environ['PATH']}"}
+    shown = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, check=True, timeout=60)
+    stored = json.loads(shown.stdout)  # the one record: only train was run
+    assert stored["drainBlocked"]["pods"] == [f"team-a/serve-0/{serve['metadata']['uid']}"]
 
 
 def test_a_blocker_recreated_elsewhere_does_not_restart_the_drain(fleet: Fleet) -> None:
