@@ -28,6 +28,7 @@ from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube import seed, workloads
+from tests.docs import shell_block
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.integration.cli import GPU_JOBS, run_cli, summary_of
 from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, make_fleet
@@ -35,7 +36,6 @@ from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, 
 pytestmark = pytest.mark.integration
 
 TRAIN_NODE = "ip-10-0-1-1"
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "drains.md"
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "bin" / "kubectl"
 STOP_S = 0.3  # how long the emulated containers take to exit once evicted (their grace period is 30 s)
 
@@ -70,10 +70,6 @@ def sweep_set(fleet: Fleet, *, pinned: bool) -> str:
         owner["spec"]["template"]["spec"]["nodeName"] = TRAIN_NODE
         fleet.kube.put(owner)
     return str(seeded.pods[0]["metadata"]["uid"])
-
-
-def _shell_blocks(page: Path) -> list[str]:
-    return [block.split("```", 1)[0].strip() for block in page.read_text().split("```shell\n")[1:]]
 
 
 def pod(fleet: Fleet, name: str, namespace: str) -> dict[str, Any]:
@@ -137,7 +133,7 @@ def test_a_timeout_names_only_the_pods_that_truly_remain(fleet: Fleet) -> None:
     assert not pod(fleet, "diffusion-sweep-0", "genai")["metadata"].get("deletionTimestamp")
 
     # What docs/drains.md tells a person to type to see it, run as typed with the real kubectl.
-    (command,) = [c for c in _shell_blocks(DOCS) if c.startswith("kubectl -n gpu-jobs get configmaps")]
+    command = shell_block("docs/drains.md", "## A drain that gave up is not restarted for nothing")
     env = {**os.environ, "KUBECONFIG": str(fleet.kube.kubeconfig), "PATH": f"{KUBECTL.parent}:{os.environ['PATH']}"}
     shown = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, check=True, timeout=60)
     stored = json.loads(shown.stdout)  # the one record: only train was run
