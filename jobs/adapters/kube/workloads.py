@@ -105,10 +105,12 @@ class KubeCluster:
             ) from exc
         except errors.NotFound:
             return False  # already gone
-        except errors.Conflict:
+        except errors.Conflict as exc:
             if not self.pod_exists(pod):
                 return False  # the name now belongs to a replacement: the pod evicted is gone
-            raise
+            # The same pod, changed under the server's own retries (it adds a resourceVersion precondition): the
+            # eviction is tried again at the drain's next poll, as a refusal would be.
+            raise errors.Busy(str(exc), operation=exc.operation, status=exc.status, reason=exc.reason) from exc
         return True
 
     def disruptions_allowed(self, budget: str) -> int | None:
