@@ -92,7 +92,8 @@ def evictions(fleet: Fleet) -> list[dict[str, Any]]:
     return [json.loads(r.body) for r in fleet.kube.log.all() if r.operation == "create pods/eviction"]
 
 
-def cordons(fleet: Fleet) -> list[str]:
+def drains(fleet: Fleet) -> list[str]:
+    """The cordons and evictions the Kubernetes API received."""
     return [op for op in fleet.kube.log.operations() if op in ("patch nodes", "create pods/eviction")]
 
 
@@ -116,7 +117,7 @@ def test_a_statefulset_replacement_does_not_hold_the_drain(fleet: Fleet, pinned:
 def test_a_timeout_names_only_the_pods_that_truly_remain(fleet: Fleet) -> None:
     """A budget keeps ``team-a/serve-0``; ``diffusion-sweep-0`` is evicted and replaced during the drain. The
     timeout names serve-0 alone, and the record's blockers are serve-0 by its uid."""
-    sweep_set(fleet, pinned=True)
+    sweep_uid = sweep_set(fleet, pinned=True)
     serve = fleet.kube.create(seed.gpu_pod("serve-0", "team-a", node=TRAIN_NODE, labels={"app": "serve"}))
     fleet.kube.create(seed.disruption_budget("serve", "team-a", {"app": "serve"}, min_available=1))
 
@@ -130,7 +131,8 @@ def test_a_timeout_names_only_the_pods_that_truly_remain(fleet: Fleet) -> None:
     assert block is not None
     assert block.pods == (f"team-a/serve-0/{serve['metadata']['uid']}",)
     assert fleet.configs()["train"].desired == 3  # nothing scaled while protected work runs
-    assert not pod(fleet, "diffusion-sweep-0", "genai")["metadata"].get("deletionTimestamp")
+    replacement = pod(fleet, "diffusion-sweep-0", "genai")["metadata"]
+    assert (replacement["uid"] != sweep_uid, replacement.get("deletionTimestamp")) == (True, None)
 
     # What docs/drains.md tells a person to type to see it, run as typed with the real kubectl.
     command = shell_block("docs/drains.md", "## A drain that gave up is not restarted for nothing")
@@ -161,7 +163,7 @@ def test_a_blocker_recreated_elsewhere_does_not_restart_the_drain(fleet: Fleet) 
     assert second.results == ()
     (skip,) = second.skips
     assert skip.reason.startswith("shutdown blocked:")
-    assert (cordons(fleet), fleet.all_writes()) == ([], 0)
+    assert (drains(fleet), fleet.all_writes()) == ([], 0)
 
     fleet.kube.cluster.delete("Pod", "serve-0", "team-a")  # the last blocker leaves the group's nodes too
     assert pod(fleet, "serve-0", "team-a")["spec"]["nodeName"] != TRAIN_NODE
