@@ -8,6 +8,7 @@ before the first shutdown, not the one a person set in the night.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -51,7 +52,8 @@ def eks_sizes(world: World, cluster: str, nodegroup: str) -> tuple[int, int, int
 
 
 def test_a_week_of_nights_ends_every_run_in_time_with_the_policy_holding(world: World) -> None:
-    research = {g.name: g for g in world.fleet.groups}["research-h100"]
+    groups = {g.name: g for g in world.fleet.groups}
+    research, by_hand_group = groups["research-h100"], groups[BY_HAND]
     by_hand = world.policy.group(BY_HAND)
     loc = by_hand.locator.model_dump(by_alias=True)
     before = eks_sizes(world, loc["cluster"], loc["nodegroup"])
@@ -67,7 +69,12 @@ def test_a_week_of_nights_ends_every_run_in_time_with_the_policy_holding(world: 
         nodegroupName=loc["nodegroup"],
         scalingConfig={"minSize": 0, "desiredSize": 2, "maxSize": 8},
     )
+    # The update finishes with time, as in EKS; by the next run its nodes have registered.
+    deadline = time.monotonic() + 30
+    while world.live_nodes(by_hand_group) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
     world.sync_nodes()
+    assert len(world.nodes_of(by_hand_group)) == 2
 
     night = night_run(world, "night", NIGHT)
     results = {g["name"]: g for g in night.report["nodeGroups"]}
