@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
 from jobs.core.policy_sweep import GPU_UTIL, GR_ENGINE_ACTIVE, Exempt, IdlePods, LabelNames, LeakedMemory, PodAction
-from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION, KEEP_ALIVE_UNTIL_ANNOTATION
+from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION, KEEP_ALIVE_UNTIL_ANNOTATION, shown
 
 FB_USED: Final = "DCGM_FI_DEV_FB_USED"
 FB_FREE: Final = "DCGM_FI_DEV_FB_FREE"
@@ -423,7 +423,7 @@ def snooze(pod: PodInfo, now: datetime) -> tuple[datetime | None, str | None]:
     until = parse_time(text)
     if until is None:
         return None, (
-            f"{KEEP_ALIVE_UNTIL_ANNOTATION}={text!r} is not an RFC 3339 time with an offset: treated as exempt"
+            f"{KEEP_ALIVE_UNTIL_ANNOTATION}={shown(text)} is not an RFC 3339 time with an offset: treated as exempt"
             " until it is fixed"
         )
     return (until, None) if until > now else (None, None)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from jobs.core.policy_fleet import WorkingSize
 from jobs.core.providers import PROVIDERS, ProviderKind, ProviderRules
 from jobs.errors import CloudError
-from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG
+from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG, shown
 
 Phase = Literal["stopping", "down", "up"]
 
@@ -187,7 +187,7 @@ class GroupIdentity:
 def _instant(data: Mapping[str, Any], key: str) -> datetime:
     value = datetime.fromisoformat(str(data[key]))
     if value.tzinfo is None:
-        raise RecordError(f"{key} {data[key]!r} has no UTC offset")
+        raise RecordError(f"{key} {shown(data[key])} has no UTC offset")
     return value
 
 
@@ -277,9 +277,9 @@ class Record:
             if not isinstance(data, Mapping):
                 raise RecordError("not a JSON object")
             if data.get("schemaVersion") != RECORD_SCHEMA:
-                raise RecordError(f"schemaVersion {data.get('schemaVersion')!r}, expected {RECORD_SCHEMA}")
+                raise RecordError(f"schemaVersion {shown(data.get('schemaVersion'))}, expected {RECORD_SCHEMA}")
             if data.get("phase") not in ("stopping", "down", "up"):
-                raise RecordError(f"phase {data.get('phase')!r} is not stopping, down or up")
+                raise RecordError(f"phase {shown(data.get('phase'))} is not stopping, down or up")
             describes = data.get("describes")
             return cls(
                 config=GroupConfig.from_json(data["config"]),

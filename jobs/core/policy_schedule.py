@@ -21,6 +21,7 @@ from jobs.core.policy_fields import (
     WindowDuration,
 )
 from jobs.core.timespec import parse_clock
+from jobs.labels import SHOWN_LIMIT
 
 
 class Holidays(Model):
@@ -108,4 +109,5 @@ class Override(Model):
     node_group: str
     state: Literal["up", "down"]
     until: AwareDatetime
-    reason: str = Field(min_length=1)
+    # A sentence, repeated in Events, reports and logs: bounded like every value people write (jobs.labels.shown).
+    reason: str = Field(min_length=1, max_length=SHOWN_LIMIT)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from jobs.core.policy_sweep import InstanceAction, UntaggedInstances
-from jobs.labels import SWEEP_MARK_TAG
+from jobs.labels import SWEEP_MARK_TAG, shown
 
 InstanceState = Literal["running", "stopped", "other"]
 
@@ -176,7 +176,7 @@ def judge(section: UntaggedInstances, instance: GpuInstance, now: datetime) -> I
         why = (
             ""
             if raw is None
-            else f" (its mark {raw!r} is replaced: "
+            else f" (its mark {shown(raw)} is replaced: "
             + ("not a mark this job wrote)" if mark is None else f"the action is now {action})")
         )
         return replace(
