@@ -1,5 +1,4 @@
-"""Every label, annotation, tag key and resource name the jobs read or write, in one place, and how much of a value
-found under one of them is repeated."""
+"""Every label, annotation, tag key and resource name the jobs read or write, in one place."""
 
 from __future__ import annotations
 
@@ -29,20 +28,6 @@ CA_ENABLED_TAG = CA_TAG_PREFIX + "enabled"
 CA_CLUSTER_TAG = CA_TAG_PREFIX + "{cluster}"
 
 NODEGROUPS_LEASE = "gpu-jobs-nodegroups"
-
-#: At most this many characters of a value people control (an annotation, a label, a tag, a record they edited, a
-#: reason they wrote) are repeated in a report, a log line or an Event. Kubernetes allows 256 KiB of annotations.
-SHOWN_LIMIT = 200
-
-
-def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
-    """``value`` as a report repeats it (its ``repr``: quoted, control characters escaped): whole when short, else
-    its first ``limit`` characters, an ellipsis and its length (a 20,000-character annotation is one line of a
-    report, not the report)."""
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(value) if isinstance(value, str) else len(text)} characters)"
 
 
 def nodegroups_lease(cluster: str) -> str:

@@ -227,7 +227,7 @@ def test_a_huge_snooze_value_is_repeated_cut_in_the_report_the_logs_and_the_even
     kube.put(pod)
     done, document = sweep(kube, tmp_path, prometheus.url, prometheus.now)
     assert done.code == 0, done.stderr
-    shown = f"gpu-jobs/keep-alive-until='{'9' * 199}… (20000 characters)"
+    shown = f'gpu-jobs/keep-alive-until="{"9" * 197}…" (20000 characters)'
     row = next(p for p in document["pods"] if p["pod"] == "idle-0")
     assert (row["state"], row["message"]) == (
         "exempt",
