@@ -7,13 +7,17 @@ planning and writing while the Kubernetes emulator holds the run's first list or
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.docs import shell_block
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, namespace
 from tests.integration.cli import LiveCli, start_cli, summaries_of
@@ -42,6 +46,7 @@ def cluster(kube: KubeHandle) -> KubeHandle:
     for name in ("gpu-jobs", *TEAMS):
         kube.create(namespace(name))
     kube.create(gpu_node("gpu-1"))
+    kube.identify("ml-prod")
     kube.log.clear()
     return kube
 
@@ -130,3 +135,14 @@ def test_signals_after_the_summary_leave_the_exit_code_it_states(
     assert run.send_until_exit(signum) > 0  # from the summary's line to the process's last instant
     code, _, _ = run.finish()
     assert (code, summary["exit_code"], summary["applied"], summary["stopped"]) == (0, 0, 3, None)
+
+
+def test_the_pages_start_up_stop_runs_as_typed(tmp_path: Path) -> None:
+    block = shell_block("docs/run-summary.md", "To see a start-up stop for yourself")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # gpu-jobs
+    run = ["bash", "-c", block]
+    done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "exit code 1", done.stderr
+    (summary,) = summaries_of(done.stderr)
+    assert (summary["job"], summary["exit_code"], summary["stopped"]) == ("validate", 1, "SIGTERM")
+    assert list(tmp_path.iterdir()) == []  # the pipe removed
