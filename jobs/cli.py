@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, NoReturn
 
-from jobs import __version__, logs
+from jobs import __version__, logs, stopping
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import PolicyError
 from jobs.settings import SettingsError, UsageError, choice_setting, env_flag
@@ -81,6 +82,24 @@ def _dry_run_asked(argv: Sequence[str]) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     argv = list(sys.argv[1:] if argv is None else argv)
+    logger: list[Any] = []  # the run's logger, once logging is set up
+    try:
+        outcome = _run(argv, logger)
+        stopping.settle()  # the work is done: a signal from here on is recorded, the summary still tells the truth
+    except stopping.Interrupted as stop:
+        # Only before anything could be written (stopping.py): nothing was changed, and that is not a success.
+        outcome = Outcome(
+            ExitCode.ITEM_FAILED,
+            dry_run=_dry_run_asked(argv),
+            reason=f"stopped by {stop.signal_name} during start-up: nothing was changed",
+        )
+    if not logger:
+        logs.configure("info")
+        logger.append(logs.get_logger(job=next((a for a in argv if a in COMMANDS), None)))
+    return _finish(logger[0], outcome, started)
+
+
+def _run(argv: list[str], logger: list[Any]) -> Outcome:
     parser, modules = build_parser(argv)
     try:
         args = parser.parse_args(argv)
@@ -88,10 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         style = choice_setting(args.log_format, "LOG_FORMAT", "auto", LOG_FORMATS)
     except SettingsError as exc:
         logs.configure("info")
-        log = logs.get_logger(job=next((a for a in argv if a in COMMANDS), None))
-        return _finish(log, _settings_error(log, exc, _dry_run_asked(argv)), started)
+        logger.append(logs.get_logger(job=next((a for a in argv if a in COMMANDS), None)))
+        return _settings_error(logger[0], exc, _dry_run_asked(argv))
     logs.configure(level, json_lines={"auto": None, "json": True, "console": False}[style])
     log = logs.get_logger(job=args.command)
+    logger.append(log)
+    log.debug("run.started", version=__version__, pid=os.getpid())
     try:
         outcome: Outcome = modules[args.command].run(args, log)
     except PolicyError as exc:
@@ -106,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # an outage or a bug nothing closer caught: still a summary and an honest code
         log.error("run.crashed", error=repr(exc), exc_info=True)
         outcome = Outcome(ExitCode.ITEM_FAILED, dry_run=_dry_run_asked(argv))
-    return _finish(log, outcome, started)
+    return outcome
 
 
 def _settings_error(log: Any, exc: SettingsError, dry_run: bool) -> Outcome:
@@ -119,6 +140,8 @@ def _settings_error(log: Any, exc: SettingsError, dry_run: bool) -> Outcome:
 
 
 def _finish(log: Any, outcome: Outcome, started: float) -> int:
+    """The one ``run.summary``; from its first byte on the process exits with the code it states."""
+    stopping.ignore()
     log.info(
         "run.summary",
         dry_run=outcome.dry_run,
@@ -127,10 +150,8 @@ def _finish(log: Any, outcome: Outcome, started: float) -> int:
         failed=outcome.failed,
         skipped=outcome.skipped,
         exit_code=int(outcome.exit_code),
+        stopped=stopping.received(),
+        reason=outcome.reason,
         duration_s=round(time.monotonic() - started, 3),
     )
     return int(outcome.exit_code)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

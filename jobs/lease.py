@@ -9,22 +9,18 @@ which refuses once the Lease is lost, about to expire without a renewal, or the 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import FrameType
 from typing import Any, Protocol
 
 from jobs.errors import CloudError, Stopped
+from jobs.stopping import STOP
 
-# Set by SIGTERM / SIGINT: start nothing new, undo what is temporary, release, report and exit.
-STOP = threading.Event()
 #: A holder renews its Lease this many times per duration.
 RENEWALS = 3
 #: A holder this many renewal intervals past its last renewal is dead, and its Lease is taken over: a killed run
@@ -87,26 +83,6 @@ class RunLock(Protocol):
 def run_holder() -> str:
     """Who holds a Lease: the pod (HOSTNAME in a Job) or the machine, and the process."""
     return f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}"
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """While a command writes, SIGTERM (its pod deleted, its node drained) and SIGINT become a request to stop, not
-    a traceback: the run finishes its summary and exit code. The previous handlers come back afterwards."""
-
-    def request(signum: int, frame: FrameType | None) -> None:
-        STOP.set()
-
-    STOP.clear()
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may install handlers; a run driven from elsewhere is stopped by its driver
-        return
-    previous = {sig: signal.signal(sig, request) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class HeldLease:

@@ -21,3 +21,4 @@ class Outcome:
     failed: int = 0
     skipped: int = 0
     dry_run: bool = False
+    reason: str | None = None  # why the run ended as it did, when no item says it (stopped during start-up)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pydantic import ValidationError
 from jobs.core.policy import KIND, Policy, cross_reference_problems
 from jobs.core.quotas import quota_problems, quota_warnings
 from jobs.core.shutdown_time import shutdown_time_warnings
+from jobs.core.timespec import quoted
 from jobs.deadline import NODEGROUPS_DEADLINE_S, reserve_for
 from jobs.errors import ConfigError
 
@@ -210,8 +210,7 @@ def _misread(node: yaml.Node | None, value: Any) -> str | None:
 def _shown(value: Any) -> str:
     if isinstance(value, dict | list | tuple):
         return type(value).__name__
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return quoted(value, 80)
 
 
 def _message(error: Any, node: yaml.Node | None) -> str:

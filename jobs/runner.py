@@ -31,9 +31,10 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.deadline import NOT_STARTED, Deadline
 from jobs.errors import CloudError, DeadlineReached, Stopped
-from jobs.lease import STOP, HeldLease, RunLock, stop_on_signals
+from jobs.lease import HeldLease, RunLock
 from jobs.outcome import ExitCode, Outcome
 from jobs.scopes import Scope
+from jobs.stopping import STOP, stop_on_signals
 
 # A run works on at most this many scopes at once, each with its own workers.
 SCOPES_AT_ONCE = 8

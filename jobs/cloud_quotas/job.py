@@ -169,6 +169,7 @@ class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
         return ItemResult(item, "requested", message, request)
 
     def failed(self, item: QuotaPlan, message: str) -> ItemResult:
+        self.log.error("cloud_quota.failed", quota=item.entry.name, error=message)  # not done: a stop, a deadline
         return ItemResult(item, "failed", message)
 
     # --- internals ----------------------------------------------------------------------------------------------

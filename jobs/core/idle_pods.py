@@ -8,12 +8,14 @@ does not have). ``plan_pods`` reads their answers with the pod list and decides,
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
 from jobs.core.policy_sweep import GPU_UTIL, GR_ENGINE_ACTIVE, Exempt, IdlePods, LabelNames, LeakedMemory, PodAction
+from jobs.core.timespec import ECHO_LIMIT, quoted
 from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION, KEEP_ALIVE_UNTIL_ANNOTATION
 
 FB_USED: Final = "DCGM_FI_DEV_FB_USED"
@@ -407,7 +409,7 @@ _UNMARK: Final = {IDLE_SINCE_ANNOTATION: None, IDLE_REASON_ANNOTATION: None}
 
 
 def exemption(pod: PodInfo, exempt: Exempt) -> str | None:
-    if pod.namespace in exempt.namespaces:
+    if any(fnmatch.fnmatchcase(pod.namespace, pattern) for pattern in exempt.namespaces):
         return f"namespace {pod.namespace} is exempt (idlePods.exempt.namespaces)"
     if exempt.annotation in pod.annotations:
         return f"annotated {exempt.annotation}"
@@ -423,8 +425,8 @@ def snooze(pod: PodInfo, now: datetime) -> tuple[datetime | None, str | None]:
     until = parse_time(text)
     if until is None:
         return None, (
-            f"{KEEP_ALIVE_UNTIL_ANNOTATION}={text!r} is not an RFC 3339 time with an offset: treated as exempt"
-            " until it is fixed"
+            f"{KEEP_ALIVE_UNTIL_ANNOTATION}={quoted(text, ECHO_LIMIT)} is not an RFC 3339 time with an offset:"
+            " treated as exempt until it is fixed"
         )
     return (until, None) if until > now else (None, None)
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from jobs.core.policy_fleet import WorkingSize
 from jobs.core.providers import PROVIDERS, ProviderKind, ProviderRules
+from jobs.core.timespec import ECHO_LIMIT, quoted
 from jobs.errors import CloudError
 from jobs.labels import CA_CLUSTER_TAG, CA_ENABLED_TAG
 
@@ -187,7 +188,7 @@ class GroupIdentity:
 def _instant(data: Mapping[str, Any], key: str) -> datetime:
     value = datetime.fromisoformat(str(data[key]))
     if value.tzinfo is None:
-        raise RecordError(f"{key} {data[key]!r} has no UTC offset")
+        raise RecordError(f"{key} {quoted(data[key], ECHO_LIMIT)} has no UTC offset")
     return value
 
 
@@ -277,9 +278,11 @@ class Record:
             if not isinstance(data, Mapping):
                 raise RecordError("not a JSON object")
             if data.get("schemaVersion") != RECORD_SCHEMA:
-                raise RecordError(f"schemaVersion {data.get('schemaVersion')!r}, expected {RECORD_SCHEMA}")
+                raise RecordError(
+                    f"schemaVersion {quoted(data.get('schemaVersion'), ECHO_LIMIT)}, expected {RECORD_SCHEMA}"
+                )
             if data.get("phase") not in ("stopping", "down", "up"):
-                raise RecordError(f"phase {data.get('phase')!r} is not stopping, down or up")
+                raise RecordError(f"phase {quoted(data.get('phase'), ECHO_LIMIT)} is not stopping, down or up")
             describes = data.get("describes")
             return cls(
                 config=GroupConfig.from_json(data["config"]),

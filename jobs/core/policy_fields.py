@@ -1,5 +1,5 @@
 """The policy's field types: the base model and the small validated strings every section uses (timezones,
-day sets, clock times, durations, crons, dates, names, contexts, URLs).
+day sets, clock times, durations, crons, dates, names, namespace globs, contexts, URLs).
 
 Validators raise ``ValueError`` with a message that reads well after ``FILE:LINE: PATH:``.
 """
@@ -179,6 +179,41 @@ AwareDatetime = Annotated[
 ]
 PolicyDate = Annotated[date, _not_a_number("date"), AfterValidator(_check_year)]
 Name = Annotated[str, AfterValidator(_check_name), WithJsonSchema({"type": "string", "pattern": _NAME.pattern})]
+
+# A namespace name or an fnmatch glob of one: letters of a name, ``*``, ``?`` and closed classes ``[a-c]``,
+# ``[!0-9]``. fnmatch takes an unclosed ``[`` (or a stray ``]``) as a literal, which no namespace name contains: such
+# a rule would silently match nothing, so it is refused at load.
+_GLOB_CLASS = r"\[!?[a-z0-9-]+\]"
+_NAMESPACE_GLOB = re.compile(rf"(?:[a-z0-9*?-]|{_GLOB_CLASS}){{1,63}}")
+_RANGE = re.compile(r"([a-z0-9])-([a-z0-9])")
+
+
+def _check_namespace_pattern(value: str) -> str:
+    if len(value) > 63 or not _NAMESPACE_GLOB.fullmatch(value):
+        why = (
+            "an unclosed or empty [...] class"
+            if "[" in value or "]" in value
+            else "at most 63 lowercase letters, digits, '-', '*' or '?'"
+        )
+        raise ValueError(f"{quoted(value)} is not a namespace name or glob ({why}; e.g. ml-team, team-*, team-[ab])")
+    for low, high in _RANGE.findall("".join(re.findall(_GLOB_CLASS, value))):
+        if low > high:
+            raise ValueError(f"{quoted(value)}: the range {low}-{high} is backwards, so it matches nothing")
+    return value
+
+
+NamespacePattern = Annotated[
+    str,
+    AfterValidator(_check_namespace_pattern),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": f"^{_NAMESPACE_GLOB.pattern}$",
+            "maxLength": 63,
+            "examples": ["ml-team", "team-*"],
+        }
+    ),
+]
 
 
 def _check_context(value: str) -> str:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from jobs.core.policy_fields import Model, Name, Timezone
+from jobs.core.policy_fields import Model, Name, NamespacePattern, Timezone
 from jobs.core.policy_schedule import Holidays, WorkingHours
 from jobs.core.quantity import STANDARD_RESOURCES, is_extended_resource, parse_quantity
 from jobs.core.timespec import quoted
@@ -57,18 +57,11 @@ Hard = Annotated[
     WithJsonSchema({"type": "object", "additionalProperties": {"type": ["string", "number"]}}),
 ]
 _LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-_NAMESPACE_PATTERN = re.compile(r"[a-z0-9*?\[\]-]{1,63}")
 
 
 def _check_label_key(value: str) -> str:
     if not _LABEL_KEY.fullmatch(value):
         raise ValueError(f"{quoted(value)} is not a label key")
-    return value
-
-
-def _check_namespace_pattern(value: str) -> str:
-    if not _NAMESPACE_PATTERN.fullmatch(value):
-        raise ValueError(f"{quoted(value)} is not a namespace name or glob (e.g. ml-team, team-*)")
     return value
 
 
@@ -87,7 +80,6 @@ def _check_label_value(value: str) -> str:
 
 LabelKey = Annotated[str, AfterValidator(_check_label_key)]
 LabelValue = Annotated[str, AfterValidator(_check_label_value)]
-NamespacePattern = Annotated[str, AfterValidator(_check_namespace_pattern)]
 
 
 class LabelRequirement(Model):

@@ -20,7 +20,7 @@ from jobs.core.policy_fields import (
     WarmUp,
     WindowDuration,
 )
-from jobs.core.timespec import parse_clock
+from jobs.core.timespec import ECHO_LIMIT, parse_clock
 
 
 class Holidays(Model):
@@ -108,4 +108,5 @@ class Override(Model):
     node_group: str
     state: Literal["up", "down"]
     until: AwareDatetime
-    reason: str = Field(min_length=1)
+    # A sentence, repeated in Events, reports and logs: bounded like every value people write.
+    reason: str = Field(min_length=1, max_length=ECHO_LIMIT)

@@ -15,7 +15,7 @@ from typing import Final, Literal
 from pydantic import Field, StrictInt, model_validator
 
 from jobs.core.limits import ChangeLimit
-from jobs.core.policy_fields import Duration, Model, Percent, percent
+from jobs.core.policy_fields import Duration, Model, NamespacePattern, Percent, percent
 from jobs.core.timespec import parse_duration
 
 #: The DCGM metrics that can say whether a GPU works: an integer percent (not emitted for MIG slices), or the
@@ -36,7 +36,7 @@ class LabelNames(Model):
 
 
 class Exempt(Model):
-    namespaces: tuple[str, ...] = Field(default=(), max_length=500)
+    namespaces: tuple[NamespacePattern, ...] = Field(default=(), max_length=500, description="names or globs")
     annotation: str = Field(default="gpu-jobs/keep-alive", min_length=1, max_length=253)
 
 

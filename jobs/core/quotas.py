@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 from jobs.core.policy import Holidays, LabelSelector, NamespaceQuotas, Policy, QuotaRule, WorkingHours
 from jobs.core.quantity import is_extended_resource, is_gpu_resource, parse_quantity, quota_key
 from jobs.core.schedule import in_working_hours
+from jobs.core.timespec import ECHO_LIMIT, quoted
 from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
 
 #: ``conflict`` and ``failed`` are written nowhere: the namespace is a failed item, with the entry's reason.
@@ -260,12 +261,12 @@ def _compare(current: QuotaInfo, hard: Mapping[str, str]) -> tuple[bool, tuple[s
         if key in current.hard:
             have = _quantity(current.hard[key])
             if have is None:
-                bad.append(f"spec.hard[{key}] {current.hard[key]!r}")
+                bad.append(f"spec.hard[{key}] {quoted(current.hard[key], ECHO_LIMIT)}")
             same = same and have == wanted
         if key in current.used:
             used = _quantity(current.used[key])
             if used is None:
-                bad.append(f"status.used[{key}] {current.used[key]!r}")
+                bad.append(f"status.used[{key}] {quoted(current.used[key], ECHO_LIMIT)}")
             elif used > wanted:
                 warnings.append(
                     f"{key}: the new limit {limit} is below current usage {current.used[key]}: running pods stay,"

@@ -15,10 +15,21 @@ _CLOCK = re.compile(r"(?P<h>[01]\d|2[0-4]):(?P<m>[0-5]\d)")
 MAX_DURATION = timedelta(days=31)
 
 
-def quoted(text: str, limit: int = 60) -> str:
-    """``text`` in double quotes for a message, escaped and shortened: input can hold anything, at any length."""
-    shown = json.dumps(text, ensure_ascii=False)
-    return shown if len(shown) <= limit else shown[: limit - 4] + '..."'
+#: How much of a value people control (an annotation, a label, a tag, a record they edited, a reason they wrote) a
+#: report, a log line or an Event repeats. Kubernetes takes 256 KiB of annotations on one object.
+ECHO_LIMIT = 200
+
+
+def quoted(value: object, limit: int = 60) -> str:
+    """``value`` in double quotes for a message (JSON: escaped, line breaks included), cut past ``limit`` characters
+    to its start, an ellipsis and its real length: input can hold anything, at any length, and whatever a person
+    wrote is repeated in reports, logs and Events. ``limit`` is 60 in policy errors, :data:`ECHO_LIMIT` elsewhere."""
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    if len(shown) <= limit:
+        return shown
+    if isinstance(value, str):
+        return f'{shown[: limit - 2]}…" ({len(value)} characters)'
+    return f"{shown[: limit - 1]}… ({len(shown)} characters)"
 
 
 def parse_days(text: str) -> frozenset[int]:

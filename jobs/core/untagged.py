@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from jobs.core.policy_sweep import InstanceAction, UntaggedInstances
+from jobs.core.timespec import ECHO_LIMIT, quoted
 from jobs.labels import SWEEP_MARK_TAG
 
 InstanceState = Literal["running", "stopped", "other"]
@@ -176,7 +177,7 @@ def judge(section: UntaggedInstances, instance: GpuInstance, now: datetime) -> I
         why = (
             ""
             if raw is None
-            else f" (its mark {raw!r} is replaced: "
+            else f" (its mark {quoted(raw, ECHO_LIMIT)} is replaced: "
             + ("not a mark this job wrote)" if mark is None else f"the action is now {action})")
         )
         return replace(

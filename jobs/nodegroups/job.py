@@ -614,6 +614,7 @@ class ClusterRun(ScopeWork[Observation, Planned, GroupAction | GroupSkip, GroupR
         return executor.skip(item)
 
     def failed(self, item: GroupAction | GroupSkip, message: str) -> GroupResult:
+        self.log.error("nodegroup.failed", node_group=item.group, error=message)  # not done: a stop, a deadline
         return GroupResult(item.group, "failed", message, item if isinstance(item, GroupAction) else None)
 
 

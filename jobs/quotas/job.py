@@ -168,13 +168,18 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
         outcomes: list[Outcome] = []
         for entry in item:  # none after one that failed: the namespace keeps the quota it had
             if outcomes and outcomes[-1].status in ("failed", "conflict"):
-                outcomes.append(Outcome(entry, "failed", f"not attempted: {outcomes[-1].entry.quota} was not written"))
+                outcomes.append(self._failed(entry, f"not attempted: {outcomes[-1].entry.quota} was not written"))
             else:
                 outcomes.append(self._one(entry, fence))
         return tuple(outcomes)
 
     def failed(self, item: Namespace, message: str) -> tuple[Outcome, ...]:
-        return tuple(Outcome(e, "failed", message) if e.writes else _unwritten(e) for e in item)
+        return tuple(self._failed(e, message) if e.writes else _unwritten(e) for e in item)
+
+    def _failed(self, entry: QuotaEntry, message: str) -> Outcome:
+        """A write that was not made (a stop, a deadline, an earlier failure): said in the log as in the report."""
+        self.log.error("quota.failed", namespace=entry.namespace, quota=entry.quota, error=message)
+        return Outcome(entry, "failed", message)
 
     def _one(self, entry: QuotaEntry, fence: Callable[[str], None]) -> Outcome:
         if not entry.writes:

@@ -52,6 +52,7 @@ def _document(report: Report) -> dict[str, Any]:
                 "quota": r.entry.quota,
                 "action": "conflict" if r.status == "conflict" else r.entry.action,
                 "status": r.status,
+                "message": r.message or None,  # why, for a failure or a conflict; what was done, for a write
                 "hard": dict(r.entry.hard),
                 "rule": r.entry.rule,
                 "warnings": list(r.entry.warnings),

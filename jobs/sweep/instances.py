@@ -122,6 +122,8 @@ class AccountSweep(ScopeWork[Observation, Planned, InstancePlan, ItemResult]):
         return ItemResult(item, "done", f"{_DONE[write]}: {item.reason}" if item.counts and write else item.reason)
 
     def failed(self, item: InstancePlan, message: str) -> ItemResult:
+        # Not done: a stop, a deadline, the Lease lost.
+        self.log.error("instance.failed", instance=item.instance.id, write=item.write, error=message)
         return ItemResult(item, "failed", message)
 
 

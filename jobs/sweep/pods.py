@@ -172,6 +172,8 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
         return ItemResult(item, "applied", item.message)
 
     def failed(self, item: Verdict, message: str) -> ItemResult:
+        # Not done: a stop, a deadline, the Lease lost.
+        self.log.error(f"sweep.{item.write}_failed", namespace=item.pod.namespace, pod=item.pod.name, error=message)
         return ItemResult(item, "failed", message)
 
     def _act(self, item: Verdict, pod: PodInfo, fence: Callable[[str], None]) -> ItemResult:

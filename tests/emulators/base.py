@@ -111,8 +111,24 @@ class Faults:
             self._armed.clear()
 
 
+@dataclass
+class Gate:
+    """Holds the next request of one operation until the test opens it: a known moment of the client's run (for a
+    test that signals a process while it waits on that request). ``arrived`` is set when the request is held."""
+
+    operation: str
+    arrived: threading.Event = field(default_factory=threading.Event)
+    opened: threading.Event = field(default_factory=threading.Event)
+
+    def open(self) -> None:
+        self.opened.set()
+
+
 class Emulator:
     """Request log, faults and latency for one emulated service; serve it with :func:`serve`."""
+
+    #: A held request is let through after this long whatever the test does, so that no server thread hangs.
+    gate_limit_s: float = 60.0
 
     #: How long a ``timeout`` fault holds the request before answering 504: longer than any client timeout
     #: the tests configure, so the client gives up first.
@@ -122,6 +138,21 @@ class Emulator:
         self.log = RequestLog()
         self.faults = Faults()
         self.latency_s = 0.0
+        self.gates: dict[str, Gate] = {}
+        self._gates_lock = threading.Lock()
+
+    def hold(self, operation: str) -> Gate:
+        """Hold the next request of ``operation`` (e.g. ``"patch resourcequotas"``) until ``gate.open()``."""
+        gate = Gate(operation)
+        with self._gates_lock:
+            self.gates[operation] = gate
+        return gate
+
+    def open_gates(self) -> None:
+        with self._gates_lock:
+            gates, self.gates = list(self.gates.values()), {}
+        for gate in gates:
+            gate.open()
 
     def clock(self) -> float:
         """The emulator's time in seconds (monotonic): operations are due when it reaches their deadline."""
@@ -144,6 +175,11 @@ class Emulator:
     def begin(self, method: str, path: str, operation: str, query: str = "", body: bytes = b"") -> FaultKind | None:
         self.tick()
         self.log.add(RecordedRequest(method, path, operation, query, body, time.monotonic()))
+        with self._gates_lock:
+            gate = self.gates.pop(operation, None)
+        if gate is not None:
+            gate.arrived.set()
+            gate.opened.wait(self.gate_limit_s)
         if self.latency_s:
             time.sleep(self.latency_s)
         fault = self.faults.take(operation)

@@ -18,11 +18,12 @@ from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.lease import LeaseLock
 from jobs.adapters.kube.state import ConfigMapState
 from jobs.core.limits import ChangeLimit
-from jobs.lease import STOP, RunLock
+from jobs.lease import RunLock
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import parse_policy
 from jobs.runner import STOPPED_BEFORE, Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
 from jobs.scopes import Scope, account_scopes
+from jobs.stopping import STOP
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace
 

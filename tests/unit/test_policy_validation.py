@@ -81,6 +81,15 @@ CASES = [
         'gitops/policy.yaml:8: overrides[0].nodeGroup: unknown node group "b"',
     ),
     (
+        "override-reason-over-200-characters",  # repeated in Events, reports and logs: a sentence, not a page
+        HEAD
+        + "nodeGroups:\n"
+        + GOOD_GROUP
+        + f"overrides:\n  - {{nodeGroup: a, state: up, until: '2026-12-02T23:00:00+01:00', reason: {'x' * 201}}}\n",
+        f'gitops/policy.yaml:8: overrides[0].reason: "{"x" * 77}…" (201 characters): String should have at most 200'
+        " characters",
+    ),
+    (
         "unknown-key",
         HEAD + "nodeGroups:\n" + GOOD_GROUP + "    colour: red\n",
         "gitops/policy.yaml:7: nodeGroups[0].colour: unknown key",

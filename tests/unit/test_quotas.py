@@ -288,7 +288,7 @@ def test_a_value_that_is_not_a_quantity_fails_its_namespace_only() -> None:
     found = plan([ns("misc"), ns("team-a")], quotas)
     assert (found["misc"].action, found["misc"].writes, unwritten_status(found["misc"])) == ("failed", False, "failed")
     assert found["misc"].reason == (
-        "status.used[requests.nvidia.com/gpu] 'lots': not a quantity, so it cannot be compared with the policy:"
+        'status.used[requests.nvidia.com/gpu] "lots": not a quantity, so it cannot be compared with the policy:'
         " nothing written"
     )
     assert found["team-a"].action == "update"

@@ -15,7 +15,7 @@ import pytest
 
 from jobs.core.limits import ChangeLimit
 from jobs.errors import Unavailable
-from jobs.lease import STOP, Holder, RunLock
+from jobs.lease import Holder, RunLock
 from jobs.outcome import ExitCode
 from jobs.runner import (
     STOPPED_BEFORE,
@@ -29,6 +29,7 @@ from jobs.runner import (
     outcome,
 )
 from jobs.scopes import Scope, account, cluster
+from jobs.stopping import STOP
 
 NOW = datetime(2026, 12, 1, 20, 5, tzinfo=UTC)  # a Tuesday evening: any fixed instant will do
 

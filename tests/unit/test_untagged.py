@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from jobs.core.policy_sweep import InstanceAction, UntaggedInstances
+from jobs.core.timespec import quoted
 from jobs.core.untagged import (
     GpuInstance,
     InstancePlan,
@@ -145,7 +146,7 @@ def test_an_unreadable_mark_or_one_for_another_action_is_rewritten_as_marked_now
     plan = judge(section("stop"), marked(value), NOW)
     assert plan is not None
     assert (plan.state, plan.write, plan.tags) == ("marked", "mark", {SWEEP_MARK_TAG: "stop-after-20261203t1406z"})
-    assert f"its mark {value!r} is replaced" in plan.reason
+    assert f"its mark {quoted(value)} is replaced" in plan.reason
 
 
 def test_a_tag_added_meanwhile_clears_the_mark() -> None:

@@ -109,6 +109,7 @@ class KubeEmulator(Emulator):
         self.cluster.reset()
         self.log.clear()
         self.faults.clear()
+        self.open_gates()
         self.latency_s = 0.0
         self.timeout_hold_s = type(self).timeout_hold_s
         self.allowed = None

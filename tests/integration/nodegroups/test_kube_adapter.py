@@ -72,11 +72,11 @@ def test_a_record_follows_its_group_not_its_name(api: object, kube: KubeHandle) 
     [
         ("{not json", "is not JSON"),
         ('{"schemaVersion": 1}', "schemaVersion 1, expected 2"),
-        ('{"schemaVersion": 2, "phase": "gone"}', "phase 'gone' is not stopping, down or up"),
+        ('{"schemaVersion": 2, "phase": "gone"}', 'phase "gone" is not stopping, down or up'),
         (
             '{"schemaVersion": 2, "phase": "down", "recordedAt": "2026-12-01T20:00:00",'
             ' "config": {"min": 1, "desired": 1, "max": 2}}',
-            "recordedAt '2026-12-01T20:00:00' has no UTC offset",
+            'recordedAt "2026-12-01T20:00:00" has no UTC offset',
         ),
         ('{"schemaVersion": 2, "phase": "down", "config": {}}', "malformed: KeyError"),
     ],

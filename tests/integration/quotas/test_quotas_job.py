@@ -138,6 +138,25 @@ def test_a_field_owned_by_another_manager_is_a_conflict_for_that_namespace_only(
     assert hard(cluster, "team-a") == {"requests.nvidia.com/gpu": "9"}  # not forced
 
 
+def test_a_failed_write_says_why_in_the_report_and_in_one_log_line(cluster: KubeHandle, tmp_path: Path) -> None:
+    cluster.inject("patch resourcequotas", "server_error", times=1)  # one namespace's write: whichever goes first
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    env = {"KUBECONFIG": str(cluster.kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs", "GPU_JOBS_RETRY_DEADLINE": "0"}
+    done = run_cli(["quotas", "--policy", str(policy), "--at", DAY, "--output", "json"], env)
+    assert (done.code, done.summary["failed"], done.summary["applied"]) == (1, 1, 2)
+    (failed,) = [n for n in json.loads(done.stdout)["namespaces"] if n["status"] == "failed"]
+    assert "500" in failed["message"], failed  # the API's answer, not a bare "failed"
+    logged = [json.loads(line) for line in done.stderr.splitlines() if '"quota.failed"' in line]
+    assert [(e["namespace"], e["quota"], e["error"]) for e in logged] == [
+        (failed["namespace"], "gpu-quota", failed["message"])
+    ]
+    cluster.inject("patch resourcequotas", "server_error", times=1)
+    text = run_cli(["quotas", "--policy", str(policy), "--at", DAY], env)  # the last namespace, in the text report
+    assert text.code == 1
+    assert f"error: {failed['message']}" in text.stdout
+
+
 def test_a_plan_over_the_limit_is_refused(cluster: KubeHandle, tmp_path: Path) -> None:
     code, summary, out = quotas(cluster, tmp_path, "--max-changes", "2")
     assert (code, summary["exit_code"]) == (3, 3)

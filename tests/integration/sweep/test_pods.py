@@ -215,6 +215,47 @@ def test_an_exempt_pod_loses_a_mark_made_before_it_was_exempted(
     assert kube.get("Pod", "idle-0", "ml") is not None
 
 
+def test_a_huge_snooze_value_is_repeated_cut_in_the_report_the_logs_and_the_event(
+    world: tuple[KubeHandle, PrometheusServer], tmp_path: Path
+) -> None:
+    kube, prometheus = world
+    pod = kube.get("Pod", "idle-0", "ml")
+    assert pod is not None
+    huge = "9" * 20_000  # a person's typo, or a paste: Kubernetes takes up to 256 KiB of annotations
+    marked = timestamp(prometheus.now - timedelta(minutes=10))
+    pod["metadata"]["annotations"] = {"gpu-jobs/idle-since": marked, "gpu-jobs/keep-alive-until": huge}
+    kube.put(pod)
+    done, document = sweep(kube, tmp_path, prometheus.url, prometheus.now)
+    assert done.code == 0, done.stderr
+    shown = f'gpu-jobs/keep-alive-until="{"9" * 197}…" (20000 characters)'
+    row = next(p for p in document["pods"] if p["pod"] == "idle-0")
+    assert (row["state"], row["message"]) == (
+        "exempt",
+        f"{shown} is not an RFC 3339 time with an offset: treated as exempt until it is fixed",
+    )
+    event = next(e for e in kube.list("Event", "ml") if e["involvedObject"]["name"] == "idle-0")
+    assert (event["reason"], event["message"].startswith(shown)) == ("GpuIdleExempt", True)
+    assert max(len(line) for line in done.stderr.splitlines()) < 1_000  # every log line, the value cut in each
+    text = run_cli(
+        [
+            "sweep",
+            "--part",
+            "pods",
+            "--policy",
+            str(tmp_path / "policy.yaml"),
+            "--dry-run",
+            "--at",
+            prometheus.now.isoformat(),
+        ],
+        {
+            "KUBECONFIG": str(kube.kubeconfig),
+            "GPU_JOBS_NAMESPACE": "gpu-jobs",
+            "GPU_JOBS_PROMETHEUS_URL": prometheus.url,
+        },
+    )
+    assert "9" * 201 not in text.stdout + text.stderr
+
+
 def test_prometheus_down_fails_the_cluster_and_changes_nothing(
     world: tuple[KubeHandle, PrometheusServer], tmp_path: Path
 ) -> None:
