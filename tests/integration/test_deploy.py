@@ -884,15 +884,13 @@ def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_pat
     """The example entry point takes a released gpu-jobs as a remote base and its own policy.yaml. The remote cannot
     be fetched here, so this repository's tracked and new files are committed to a local git repository, tagged with
     the example's ref, and the URL points there (file://): kustomize clones it with git as it would GitHub."""
-    import tomllib
-
+    from jobs import __version__ as version
     from jobs.policy_file import load_policy
 
     kustomization = yaml.safe_load((OWN_REPOSITORY / "kustomization.yaml").read_text())
     (resource,) = kustomization["resources"]
     remote = REMOTE_BASE.fullmatch(resource)
     assert remote, resource
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert remote["ref"] == f"v{version}"  # the example pins the release this repository is
     assert (ROOT / remote["path"] / "kustomization.yaml").is_file()
 
