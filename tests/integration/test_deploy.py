@@ -450,6 +450,7 @@ def expected_identity(cloud: str | None, objects: list[Obj]) -> set[tuple[str, s
             "gcp": {("gcp", f"ServiceAccount/{account}", "iam.gke.io/gcp-service-account")},
             "azure": {
                 ("azure", f"ServiceAccount/{account}", "azure.workload.identity/client-id"),
+                ("azure", f"ServiceAccount/{account}", "azure.workload.identity/tenant-id"),
                 ("azure", f"CronJob/{job} pod", "azure.workload.identity/use"),
             },
         }[cloud]
@@ -888,11 +889,19 @@ def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_pat
     from jobs.policy_file import load_policy
 
     kustomization = yaml.safe_load((OWN_REPOSITORY / "kustomization.yaml").read_text())
-    (resource,) = kustomization["resources"]
-    remote = REMOTE_BASE.fullmatch(resource)
-    assert remote, resource
-    assert remote["ref"] == f"v{version}"  # the example pins the release this repository is
-    assert (ROOT / remote["path"] / "kustomization.yaml").is_file()
+    remotes = [r for r in [*kustomization["resources"], *kustomization["components"]] if "://" in r]
+    # The base and the components of one cloud and one environment, all from the same release; the rest is local.
+    assert [r for r in kustomization["resources"] if "://" not in r] == ["install.yaml"]
+    assert [REMOTE_BASE.fullmatch(r)["path"] for r in remotes if REMOTE_BASE.fullmatch(r)] == [  # type: ignore[index]
+        "kustomize/base",
+        "kustomize/components/aws",
+        "kustomize/components/production",
+    ]
+    for resource in remotes:
+        remote = REMOTE_BASE.fullmatch(resource)
+        assert remote, resource
+        assert remote["ref"] == f"v{version}"  # the example pins the release this repository is
+        assert (ROOT / remote["path"] / "kustomization.yaml").is_file()
 
     clone = tmp_path / "gpu-jobs"
     files = (
@@ -914,7 +923,7 @@ def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_pat
         ["init", "-q", "-b", "main"],
         ["add", "-A"],
         ["commit", "-q", "-m", "release"],
-        ["tag", remote["ref"]],
+        ["tag", f"v{version}"],
     ):
         subprocess.run([*git, *args], check=True, capture_output=True)
     own = tmp_path / "own"
