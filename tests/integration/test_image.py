@@ -58,6 +58,28 @@ def test_make_image_names_what_it_found_when_no_builder_works(tmp_path: Path) ->
     assert calls.read_text().split("\n")[:-1] == ["info"]  # asked, never told to build
 
 
+def test_the_docs_make_image_command_as_typed_where_no_builder_works(tmp_path: Path) -> None:
+    """docs/release.md's `make image || echo ...`: here, with a docker client whose daemon does not answer."""
+    from tests.doc_blocks import shell_block
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "docker").chmod(0o755)
+    for name in ("bash", "sh", "sed", "dirname", "cat", "make", "echo"):
+        found = shutil.which(name)
+        assert found, name
+        (bin_dir / name).symlink_to(found)
+    block = shell_block("docs/release.md", "When none works it says so in one line")
+    done = subprocess.run(
+        ["bash", "-c", block], cwd=ROOT, env={**os.environ, "PATH": str(bin_dir)}, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[-1] == "no image built on this machine"
+    assert "make image: no image builder works here" in done.stderr
+
+
 def test_make_image_is_the_build_script() -> None:
     done = subprocess.run(["make", "-n", "image"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["bash", ".ci/build-image"]

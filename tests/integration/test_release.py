@@ -4,6 +4,7 @@ the image (a fork replaces it once: docs/release.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -97,3 +98,62 @@ def test_every_pin_names_this_release_and_every_reference_one_owner() -> None:
     for component, expected in [("base", __version__), ("components/production", __version__)]:
         (image,) = yaml.safe_load((ROOT / "kustomize" / component / "kustomization.yaml").read_text())["images"]
         assert (image["name"], image["newTag"]) == (f"ghcr.io/{slug}", expected)
+
+
+def test_the_release_workflow_pushes_only_a_tag_that_is_the_version(tmp_path: Path) -> None:
+    (job,) = yaml.safe_load((ROOT / ".github/workflows/release.yaml").read_text())["jobs"].values()
+    step = next(s for s in job["steps"] if s.get("name") == "The tag is the version")
+    for tag, code in [(f"v{__version__}", 0), ("v9.9.9", 1)]:
+        github_env = tmp_path / f"env-{tag}"
+        github_env.write_text("")
+        done = subprocess.run(
+            ["bash", "-e", "-c", step["run"]],
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "GITHUB_REF_NAME": tag, "GITHUB_ENV": str(github_env)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == code, done.stderr
+        if code == 0:
+            assert github_env.read_text() == f"VERSION={__version__}\n"
+        else:
+            assert done.stderr == f"::error::tag v9.9.9 is not v{__version__} (jobs/__init__.py): fix one of them\n"
+
+
+RELEASE = "docs/release.md"
+
+
+def test_the_fork_rename_and_the_release_tag_as_typed(tmp_path: Path) -> None:
+    """docs/release.md's two commands, in a copy of this repository: the owner/name replaced once leaves no
+    `example/gpu-jobs` anywhere, and the tag pushed is v<version>."""
+    from tests.doc_blocks import shell_block
+
+    fork = tmp_path / "fork"
+    for path in tracked():
+        (fork / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, fork / path.relative_to(ROOT))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=fork, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=fork, check=True)
+    subprocess.run([*git, "commit", "-qm", "fork"], cwd=fork, check=True)
+
+    rename = shell_block(RELEASE, "replace it once, everywhere")
+    subprocess.run(["bash", "-e", "-c", rename], cwd=fork, check=True, timeout=120)
+    left = subprocess.run(
+        ["git", "grep", "-l", "example/gpu-jobs"], cwd=fork, capture_output=True, text=True, check=False
+    )
+    assert (left.returncode, left.stdout) == (1, "")  # nothing left anywhere, tests included
+    assert 'image.source="https://github.com/acme/gpu-jobs"' in (fork / "Dockerfile").read_text()
+    assert "ghcr.io/acme/gpu-jobs" in (fork / "kustomize/base/kustomization.yaml").read_text()
+
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    subprocess.run([*git, "commit", "-qam", "acme"], cwd=fork, check=True)
+    subprocess.run(["git", "remote", "add", "origin", str(origin)], cwd=fork, check=True)
+    tag = shell_block(RELEASE, "tag the merge commit and push the tag")
+    subprocess.run(["bash", "-e", "-c", tag], cwd=fork, env={**os.environ, "GIT_AUTHOR_NAME": "t",
+                   "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                   "GIT_COMMITTER_EMAIL": "t@example.com"}, check=True, capture_output=True)  # fmt: skip
+    remote = subprocess.run(["git", "ls-remote", "--tags", str(origin)], capture_output=True, text=True, check=True)
+    assert remote.stdout.split()[1::2][0] == f"refs/tags/v{__version__}"
