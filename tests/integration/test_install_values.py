@@ -163,3 +163,23 @@ def test_check_install_refuses_what_is_not_a_rendered_install(tmp_path: Path) ->
     missing = run_cli(["check-install", str(tmp_path / "none.yaml")], {})
     assert missing.code == 2
     assert "cannot read a rendered install" in missing.stderr
+
+
+def test_the_docs_command_as_typed() -> None:
+    """docs/install-values.md's pipeline, run from the repository with kubectl and gpu-jobs on PATH, prints the lines
+    the page shows among its own, and exits 2."""
+    import os
+
+    from tests.doc_blocks import shell_block
+
+    block = shell_block("docs/install-values.md", "A shipped overlay, with its example values:")
+    path = os.pathsep.join([str(ROOT / ".tools/bin"), str(Path(sys.executable).parent), os.environ["PATH"]])
+    done = subprocess.run(
+        ["bash", "-c", block], cwd=ROOT, env={**os.environ, "PATH": path}, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    page = (ROOT / "docs/install-values.md").read_text()
+    shown = page.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert set(shown) <= set(done.stdout.splitlines())
+    assert len(done.stdout.splitlines()) == 8  # three role ARNs, five CronJobs' image

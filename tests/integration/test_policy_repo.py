@@ -192,3 +192,32 @@ def test_the_script_says_what_is_missing(world: dict[str, Any]) -> None:
             timeout=60,
         )
         assert (done.returncode, done.stderr.strip()) == (2, message)
+
+
+def test_the_docs_command_for_other_ci_systems_as_typed(world: dict[str, Any], tmp_path: Path) -> None:
+    """docs/policy-repo.md's command, in a policy-only repository with the script copied next to the policy, outside
+    GitHub Actions: plain validate lines (none: the policy is valid) and the diff in $TMPDIR."""
+    from tests.doc_blocks import shell_block
+
+    repo = tmp_path / "plain"
+    repo.mkdir()
+    (repo / "policy.yaml").write_text(EXAMPLE)
+    shutil.copy(ROOT / "scripts/policy-check.sh", repo / "policy-check.sh")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "base")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    (repo / "policy.yaml").write_text(EXAMPLE.replace("default: {nvidia.com/gpu: 0}", "default: {nvidia.com/gpu: 2}"))
+    out = tmp_path / "ci-temp"
+    out.mkdir()
+    env = {k: v for k, v in world["env"].items() if k not in ("GITHUB_ACTIONS", "RUNNER_TEMP", "GITHUB_BASE_REF")}
+    done = subprocess.run(
+        ["bash", "-e", "-c", shell_block("docs/policy-repo.md", "with the base branch fetched:")],
+        cwd=repo, env={**env, "TMPDIR": str(out)}, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("policy.yaml: valid: 7 node groups")
+    assert (
+        "| default (every namespace no rule matches) | nvidia.com/gpu: 0 | nvidia.com/gpu: 2 |"
+        in (out / "policy-diff.md").read_text()
+    )

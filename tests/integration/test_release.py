@@ -121,9 +121,6 @@ def test_the_release_workflow_pushes_only_a_tag_that_is_the_version(tmp_path: Pa
             assert done.stderr == f"::error::tag v9.9.9 is not v{__version__} (jobs/__init__.py): fix one of them\n"
 
 
-RELEASE = "docs/release.md"
-
-
 def test_the_fork_rename_and_the_release_tag_as_typed(tmp_path: Path) -> None:
     """docs/release.md's two commands, in a copy of this repository: the owner/name replaced once leaves no
     `example/gpu-jobs` anywhere, and the tag pushed is v<version>."""
@@ -138,7 +135,7 @@ def test_the_fork_rename_and_the_release_tag_as_typed(tmp_path: Path) -> None:
     subprocess.run([*git, "add", "-A"], cwd=fork, check=True)
     subprocess.run([*git, "commit", "-qm", "fork"], cwd=fork, check=True)
 
-    rename = shell_block(RELEASE, "replace it once, everywhere")
+    rename = shell_block("docs/release.md", "replace it once, everywhere")
     subprocess.run(["bash", "-e", "-c", rename], cwd=fork, check=True, timeout=120)
     left = subprocess.run(
         ["git", "grep", "-l", "example/gpu-jobs"], cwd=fork, capture_output=True, text=True, check=False
@@ -151,9 +148,18 @@ def test_the_fork_rename_and_the_release_tag_as_typed(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
     subprocess.run([*git, "commit", "-qam", "acme"], cwd=fork, check=True)
     subprocess.run(["git", "remote", "add", "origin", str(origin)], cwd=fork, check=True)
-    tag = shell_block(RELEASE, "tag the merge commit and push the tag")
+    tag = shell_block("docs/release.md", "tag the merge commit and push the tag")
     subprocess.run(["bash", "-e", "-c", tag], cwd=fork, env={**os.environ, "GIT_AUTHOR_NAME": "t",
                    "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
                    "GIT_COMMITTER_EMAIL": "t@example.com"}, check=True, capture_output=True)  # fmt: skip
     remote = subprocess.run(["git", "ls-remote", "--tags", str(origin)], capture_output=True, text=True, check=True)
     assert remote.stdout.split()[1::2][0] == f"refs/tags/v{__version__}"
+
+
+def test_every_shell_block_of_these_pages_is_run_by_a_test() -> None:
+    from tests.doc_blocks import shell_block_count
+
+    calls = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
+    for page in ("docs/release.md", "docs/policy-repo.md", "docs/install-values.md"):
+        read = len(re.findall(rf'shell_block\(\s*"{re.escape(page)}"', calls))
+        assert read == shell_block_count(page), page
