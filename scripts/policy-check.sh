@@ -15,7 +15,7 @@
 #   GPU_JOBS_SOURCE   a pip requirement to install instead of the tag: a local checkout (the tests, this repository's
 #                     own check) or a mirror, e.g. "gpu-jobs @ git+https://git.internal/gpu-jobs@v0.1.0"
 #   GPU_JOBS_INSTALL  "no": install nothing, use the gpu-jobs on PATH
-#   PYTHON            the interpreter pip installs into (default python3)
+#   PYTHON            the interpreter pip installs into (default python3; a venv's where python3 refuses pip)
 #   BASE_REF          the base branch's ref (default origin/$GITHUB_BASE_REF, else origin/main)
 #   VALIDATE_OUTPUT   text or github (default github under GitHub Actions, else text)
 #   POLICY_CHECK_OUT  where policy-diff.md goes (default $RUNNER_TEMP, else $TMPDIR, else /tmp)
@@ -51,7 +51,12 @@ else
   "$python" -m pip install --quiet --disable-pip-version-check "$requirement" >&2
   gpu_jobs=$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/gpu-jobs
 fi
-say "$("$gpu_jobs" --version)"
+installed=$("$gpu_jobs" --version)
+say "$installed"
+if [ -n "${GPU_JOBS_VERSION:-}" ] && [ "$installed" != "gpu-jobs ${GPU_JOBS_VERSION#v}" ]; then
+  say "asked for gpu-jobs ${GPU_JOBS_VERSION#v}, got $installed: the check would not be the one pinned"
+  exit 2
+fi
 
 # 2. Validate: a bad policy is the answer, and there is nothing to diff.
 "$gpu_jobs" validate --output "$validate_output" "$policy"

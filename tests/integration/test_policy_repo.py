@@ -221,3 +221,18 @@ def test_the_docs_command_for_other_ci_systems_as_typed(world: dict[str, Any], t
         "| default (every namespace no rule matches) | nvidia.com/gpu: 0 | nvidia.com/gpu: 2 |"
         in (out / "policy-diff.md").read_text()
     )
+
+
+def test_the_script_refuses_a_gpu_jobs_other_than_the_one_pinned(world: dict[str, Any]) -> None:
+    """A tag that holds another version (or a stale gpu-jobs on PATH) would check with rules nobody pinned."""
+    env = {**world["env"], "GPU_JOBS_INSTALL": "no", "GPU_JOBS_VERSION": "9.9.9"}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])  # this venv's gpu-jobs
+    done = subprocess.run(
+        ["bash", str(world["repo"] / ".gpu-jobs/scripts/policy-check.sh"), POLICY],
+        cwd=world["repo"], env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"policy-check: asked for gpu-jobs 9.9.9, got gpu-jobs {__version__}: the check would not be the one pinned"
+    )
+    assert done.stdout == ""  # nothing validated with the wrong version
