@@ -204,10 +204,7 @@ def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordone
     out, err = job.communicate(timeout=30)
     summary = summary_of(err)
     assert (job.returncode, counts(summary)) == (1, ("nodegroups", False, 1, 0, 1, 1))
-    assert (
-        "drain stopped after evicting 0 of 1 pods (none); nodes uncordoned, the group stays up: the run was asked"
-        in out
-    )
+    assert "drain stopped after evicting 0 of 1 pods (none); nodes uncordoned, the group stays up: the run was asked" in out
     assert not fleet.kube.get("Node", "ip-10-0-1-1")["spec"].get("unschedulable")  # uncordoned on the way out
     (lease,) = [item for item in fleet.kube.list("Lease", "gpu-jobs") if item["metadata"]["name"].endswith("ml-prod")]
     assert not lease["spec"].get("holderIdentity")  # released, not held for 30 minutes
