@@ -82,6 +82,7 @@ def seed(count: int, aws: Any, gcp: Any, azure: Any, kubes: dict[str, KubeHandle
     for name in clusters:
         kubes[name] = start_kube(TMP / name / "kubeconfig")
         kubes[name].create(namespace("gpu-jobs"))
+        kubes[name].identify(name)  # what each cluster's install creates: a run proves which cluster it reaches
     for cluster, name, labels in nodes:
         kubes[cluster].create(gpu_node(name, labels=labels))
     write_kubeconfig(TMP / "kubeconfig", kubes, current=None)

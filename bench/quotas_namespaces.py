@@ -67,6 +67,7 @@ def serve(conn: Connection, kubeconfig: str, latency_s: float, names: list[str])
     kube = start_kube(kubeconfig)
     for name in ["gpu-jobs", *names]:
         kube.create(namespace(name))
+    kube.identify("bench")  # what the cluster's install creates: the run proves its API is the policy's cluster
     kube.emulator.latency_s = latency_s
     conn.send(len(kube.list("namespaces")))
     while True:

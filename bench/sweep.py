@@ -201,6 +201,7 @@ def _serve_kube(conn: Connection, kubeconfig: str, pods: list[tuple[str, str, st
         kube.create(namespace(name))
     for ns, name, node, gpus, kind in pods:
         kube.cluster.create(gpu_pod(name, ns, node=node, gpus=gpus, resource=kind, started=at, created=at))
+    kube.identify(CLUSTER)  # what the cluster's install creates: the run proves its API is that cluster's
     conn.send(len(pods))
     while True:
         command = conn.recv()

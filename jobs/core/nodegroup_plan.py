@@ -255,14 +255,16 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
 
 def _drain_blocked(og: ObservedGroup, now: datetime) -> str | None:
     """Why the group is not drained this run, or None: its last drain gave up, the back-off has not passed, and
-    nothing that blocked it changed (every blocking pod still there, the same pod and not a replacement, every
-    budget allowing what it allowed then). New pods landing on its nodes are not a change: draining again would
-    evict them and meet the same refusal."""
+    nothing that blocked it changed: some blocking pod is still on the group's nodes (followed by uid) and every
+    budget allows what it allowed then. A drain goes through only once every blocker is out of the way, so one
+    blocker leaving while another stays is no change, nor is a controller's same-named replacement of a blocker
+    on another node or Pending (another pod, and not the group's). New pods landing on its nodes are not a
+    change either: draining again would evict them into the same refusal."""
     block = og.record.drain_blocked if og.record is not None else None
     if block is None or now >= block.retry_at:
         return None
     running = {p.key for p in og.pods}
-    if not set(block.pods) <= running or dict(og.budgets) != dict(block.budgets):
+    if (block.pods and running.isdisjoint(block.pods)) or dict(og.budgets) != dict(block.budgets):
         return None
     pods = ", ".join(p.rsplit("/", 1)[0] for p in block.pods) or "none"
     budgets = ", ".join(f"{n} allows {a}" for n, a in block.budgets) or "none named"

@@ -203,11 +203,17 @@ def drain_backoff(attempts: int) -> timedelta:
     return min(DRAIN_BACKOFF_FIRST * (1 << max(0, min(attempts, 16) - 1)), DRAIN_BACKOFF_CAP)
 
 
+def _names(pods: tuple[str, ...]) -> tuple[str, ...]:
+    """``namespace/name`` of each ``namespace/name/uid``."""
+    return tuple(sorted(p.rsplit("/", 1)[0] for p in pods))
+
+
 @dataclass(frozen=True)
 class DrainBlock:
     """Why the last drain of a group gave up, durably (in its record): the pods it could not evict and the
     PodDisruptionBudgets that refused, with the disruptions each allowed then. The drain is not tried again before
-    ``retry_at`` unless one of these changed (a pod gone or replaced, a budget allowing another number)."""
+    ``retry_at`` unless one of these changed (no blocking pod left on the group's nodes, a budget allowing another
+    number)."""
 
     at: datetime
     attempts: int  # consecutive give-ups on the same blockers
@@ -219,7 +225,10 @@ class DrainBlock:
         return self.at + drain_backoff(self.attempts)
 
     def same_blockers(self, other: DrainBlock) -> bool:
-        return (self.pods, self.budgets) == (other.pods, other.budgets)
+        """The same obstacles, for the back-off: the same budgets allowing the same, and pods of the same names. A
+        pod a controller recreated under its name (new uid) is the same obstacle again, so the back-off keeps
+        doubling instead of starting over."""
+        return (_names(self.pods), self.budgets) == (_names(other.pods), other.budgets)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -390,7 +390,10 @@ class Executor:
             return True
         if action.take_record:
             live = self._retry("describe", lambda: cloud.describe(group, live_size=True), group.name)
-            record = Record(replace(live, busy=False, shortfall=None, missing=0), "stopping", self.now)
+            # When the wait for running pods began stays known: a shutdown the next run has to finish (this one was
+            # stopped mid-drain) must not start its maxDelay over.
+            busy_since = action.prior.busy_since if action.prior is not None else None
+            record = Record(replace(live, busy=False, shortfall=None, missing=0), "stopping", self.now, busy_since)
             # Durable before anything changes: a crash from here on still knows the size to restore.
             self.save_record(group.name, record)
             self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
@@ -488,21 +491,23 @@ class Executor:
                 done = ", ".join(sorted(map(str, evicted))) or "none"
                 raise Stopped(
                     f"drain stopped after evicting {len(evicted)} of {len(action.evict)} pods ({done});"
-                    f" nodes uncordoned, the group stays up: {exc.why}",
+                    f" nodes uncordoned, the group stays up; its record keeps the sizes to restore and the next run"
+                    f" finishes the shutdown: {exc.why}",
                     why=exc.why,
                 ) from exc
             for pod in pending:
                 if pod not in evicted:
                     try:
-                        self.ports.cluster.evict(pod)
+                        sent = self.ports.cluster.evict(pod)
                         evicted.add(pod)
-                        self.log.info("nodegroup.evicted", node_group=action.group, pod=str(pod))
+                        self.log.info(
+                            "nodegroup.evicted" if sent else "nodegroup.pod_gone", node_group=action.group, pod=pod.key
+                        )
                     except Busy as exc:  # a PodDisruptionBudget says not now
                         if isinstance(exc, BudgetRefused) and exc.budget:
                             refused_by[pod] = exc.budget
-                        still.append(pod)
-                        continue
-                # Scaling down before an evicted pod has terminated would cut its grace period short.
+                # Scaling down before an evicted pod has terminated would cut its grace period short. Followed by
+                # uid: a same-named replacement (a StatefulSet's, Pending or elsewhere) is not the pod evicted.
                 if self.ports.cluster.pod_exists(pod):
                     still.append(pod)
             if still and time.monotonic() > deadline:

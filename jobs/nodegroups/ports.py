@@ -63,9 +63,10 @@ class Cluster(Protocol):
         """Undo the job's own cordon (and its mark); a node a person cordoned is never passed here."""
         ...
 
-    def evict(self, pod: GpuPod) -> None:
-        """Through the Eviction API, so PodDisruptionBudgets hold; raises ``BudgetRefused`` (a ``Busy``) naming the
-        budget when one refuses."""
+    def evict(self, pod: GpuPod) -> bool:
+        """Through the Eviction API, so PodDisruptionBudgets hold, with the pod's uid as a precondition (never its
+        same-named replacement); raises ``BudgetRefused`` (a ``Busy``) naming the budget when one refuses. False
+        when the pod was already gone or replaced."""
         ...
 
     def disruptions_allowed(self, budget: str) -> int | None:
@@ -73,7 +74,8 @@ class Cluster(Protocol):
         ...
 
     def pod_exists(self, pod: GpuPod) -> bool:
-        """Whether the pod is still there (an evicted pod terminates within its grace period)."""
+        """Whether this pod (its uid) is still there: an evicted pod terminates within its grace period, and a pod
+        of the same name with another uid is a replacement, not this one."""
         ...
 
 

@@ -6,13 +6,13 @@ refusals of every job through another cluster's API are in test_sandbox.py; the 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.docs import shell_block
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace
 from tests.integration.cli import run_cli
@@ -35,8 +35,7 @@ POLICY = textwrap.dedent("""\
 
 def migration_command() -> str:
     """The one shell command of the migration section, as the page shows it."""
-    page = (ROOT / "docs" / "cluster-identity.md").read_text()
-    (block,) = re.findall(r"```bash\n(.*?)```", page, flags=re.DOTALL)
+    block = shell_block("docs/cluster-identity.md", "## Migrating an existing install")
     (command,) = [line.strip() for line in block.splitlines() if line.strip()]
     return command
 

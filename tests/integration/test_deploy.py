@@ -1089,6 +1089,7 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
     from tests.integration.nodegroups.world import EVENING, MORNING, gpu_pod, make_fleet
 
     fleet = make_fleet(kube, aws, gcp, azure, monkeypatch)
+    kube.cluster.pod_stop_s = 0.2  # the evicted pod's containers exit on SIGTERM: no real 30 s grace period
     kube.create(gpu_pod("train-0", "team-a", node="ip-10-0-1-1", gpus=8))
     policy = fleet.policy.model_copy(
         update={"node_groups": tuple(g.model_copy(update={"on_busy": "drain"}) for g in fleet.policy.node_groups)}

@@ -60,7 +60,7 @@ def test_make_image_names_what_it_found_when_no_builder_works(tmp_path: Path) ->
 
 def test_the_docs_make_image_command_as_typed_where_no_builder_works(tmp_path: Path) -> None:
     """docs/release.md's `make image || echo ...`: here, with a docker client whose daemon does not answer."""
-    from tests.doc_blocks import shell_block
+    from tests.docs import shell_block
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -54,7 +54,7 @@ def kubectl(world: World, *args: str, stdin: str | None = None) -> subprocess.Co
 
 
 def start_job(world: World, cluster: str, cronjob: str, name: str, **settings: str) -> None:
-    """``kubectl create job --from=cronjob/...``; with settings, through the README's ``set env`` pipeline."""
+    """``kubectl create job --from=cronjob/...``; with settings, through the ``set env`` pipeline of docs/deploying.md."""
     create = ("--context", cluster, "-n", NAMESPACE, "create", "job", f"--from=cronjob/{cronjob}", name)
     if not settings:
         done = kubectl(world, *create)
@@ -187,7 +187,7 @@ def test_a_nodegroups_job_scales_what_a_cli_run_plans_and_describe_shows_its_eve
     assert nodegroup is not None
     assert nodegroup.scaling_config["desiredSize"] == 0
 
-    # The README's command: the change is an Event on the group's record, shown under it.
+    # The command of docs/nodegroups.md: the change is an Event on the group's record, shown under it.
     described = kubectl(
         world, "--context", cluster, "-n", NAMESPACE, "describe", "configmap", "-l", f"{NODE_GROUP_LABEL}=training-a100"
     )

@@ -170,7 +170,7 @@ def test_the_docs_command_as_typed() -> None:
     the page shows among its own, and exits 2."""
     import os
 
-    from tests.doc_blocks import shell_block
+    from tests.docs import shell_block
 
     block = shell_block("docs/install-values.md", "A shipped overlay, with its example values:")
     path = os.pathsep.join([str(ROOT / ".tools/bin"), str(Path(sys.executable).parent), os.environ["PATH"]])

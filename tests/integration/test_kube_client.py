@@ -140,6 +140,35 @@ def test_an_eviction_refused_by_a_disruption_budget_is_busy_and_keeps_the_budget
     assert caught.value.retry_after_s is None  # the eviction refusal asks for no particular wait
 
 
+def test_a_pod_is_followed_by_uid_and_its_replacement_is_never_evicted_in_its_place(
+    api: client.ApiClient, kube: KubeHandle
+) -> None:
+    old = kube.create(gpu_pod("sweep-0", "default", node="gpu-1", grace_s=0))["metadata"]["uid"]
+    evicted = GpuPod("default", "sweep-0", "gpu-1", 1, evictable=True, uid=old)
+    cluster = KubeCluster(api)
+    assert cluster.pod_exists(evicted)
+    kube.cluster.delete("Pod", "sweep-0", "default")
+    kube.create(gpu_pod("sweep-0", "default", node="gpu-2", grace_s=30))  # a StatefulSet's replacement
+
+    assert not cluster.pod_exists(evicted)  # the name is taken, by another pod
+    assert cluster.evict(evicted) is False  # 409 on the uid precondition: the evicted pod is gone
+    assert not kube.get("Pod", "sweep-0", "default")["metadata"].get("deletionTimestamp")  # type: ignore[index]
+    [sent] = [r for r in kube.log.all() if r.operation == "create pods/eviction"]
+    assert b'"preconditions": {"uid": "' + old.encode() in sent.body
+
+
+def test_an_eviction_conflict_on_the_same_pod_is_busy_and_tried_again(api: client.ApiClient, kube: KubeHandle) -> None:
+    uid = kube.create(gpu_pod("train-0", "default", node="gpu-1", grace_s=0))["metadata"]["uid"]
+    pod = GpuPod("default", "train-0", "gpu-1", 1, evictable=True, uid=uid)
+    kube.inject("create pods/eviction", "conflict")  # the server ran out of its own retries on a changing pod
+
+    with pytest.raises(errors.Busy) as caught:
+        KubeCluster(api).evict(pod)
+    assert caught.value.status == 409
+    assert KubeCluster(api).evict(pod) is True  # the next poll's eviction goes through
+    assert not KubeCluster(api).pod_exists(pod)
+
+
 def test_the_paginator_follows_continue_tokens_with_the_query_on_every_page(
     api: client.ApiClient, kube: KubeHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:

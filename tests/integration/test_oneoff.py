@@ -1,4 +1,4 @@
-"""The README's one-off runs, as a user types them: its ``bash`` block run as written, through bash and the real
+"""The one-off runs of docs/deploying.md, as a user types them: its ``bash`` blocks run as written, through bash and the real
 kubectl, against the sandbox (its first cluster, the kubeconfig's current context), twice: names never clash."""
 
 from __future__ import annotations
@@ -13,22 +13,13 @@ from typing import Any
 
 import pytest
 
+from tests.docs import shell_block
 from tests.integration.test_install import NAMESPACE, conditions, exit_code, summary
 from tests.sandbox.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 
 pytestmark = pytest.mark.integration
-
-
-def readme_block(heading: str = "**One-off runs.**") -> str:
-    """The fenced ``bash`` block right after the README paragraph that starts with ``heading``."""
-    text = README.read_text()
-    section = text[text.index(heading) :]
-    found = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert found is not None, f"no bash block after {heading} in README.md"
-    return found.group(1)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +41,8 @@ def bash(world: World, script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_readmes_one_off_runs_work_as_written_and_their_names_never_clash(world: World) -> None:
-    block = readme_block()
+def test_the_one_off_runs_work_as_written_and_their_names_never_clash(world: World) -> None:
+    block = shell_block("docs/deploying.md", "## One-off runs")
     assert "kubectl set env --local -f - GPU_JOBS_DRY_RUN=true" in block
     cluster = world.policy.fleet[0].name  # the kubeconfig's current context
     assert world.executor is not None
@@ -86,7 +77,7 @@ def test_the_readmes_one_off_runs_work_as_written_and_their_names_never_clash(wo
     quotas = world.kubes[cluster].list("ResourceQuota")
     assert len(quotas) >= 20  # the quotas runs made every team namespace's quota
 
-    # The README's way to read a failed run's exit code, here of a run that succeeded.
+    # The docs' way to read a failed run's exit code, here of a run that succeeded.
     manual = sorted(by_kind["nodegroups-manual"])[0]
     code = bash(
         world,
@@ -95,7 +86,7 @@ def test_the_readmes_one_off_runs_work_as_written_and_their_names_never_clash(wo
     assert (code.returncode, code.stdout) == (0, "0"), code.stderr
 
 
-def test_the_readmes_first_install_path_onboards_a_cluster_with_many_namespaces(world: World) -> None:
+def test_the_first_install_path_onboards_a_cluster_with_many_namespaces(world: World) -> None:
     from tests.emulators.kube.seed import namespace
 
     cluster = world.policy.fleet[0].name
@@ -113,7 +104,7 @@ def test_the_readmes_first_install_path_onboards_a_cluster_with_many_namespaces(
     assert conditions(refused) >= {"Failed"}
     assert kube.list("ResourceQuota", "team-onboard-00") == []
 
-    done = bash(world, readme_block("**First install of `quotas`"))
+    done = bash(world, shell_block("docs/deploying.md", "## First install of `quotas`"))
     assert done.returncode == 0, done.stdout + done.stderr
     plan = next(json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"cluster"'))
     assert (plan["dryRun"], plan["refused"]) == (True, None)

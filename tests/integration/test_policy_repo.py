@@ -197,7 +197,7 @@ def test_the_script_says_what_is_missing(world: dict[str, Any]) -> None:
 def test_the_docs_command_for_other_ci_systems_as_typed(world: dict[str, Any], tmp_path: Path) -> None:
     """docs/policy-repo.md's command, in a policy-only repository with the script copied next to the policy, outside
     GitHub Actions: plain validate lines (none: the policy is valid) and the diff in $TMPDIR."""
-    from tests.doc_blocks import shell_block
+    from tests.docs import shell_block
 
     repo = tmp_path / "plain"
     repo.mkdir()

@@ -1,7 +1,7 @@
 """The pull-request check as written: the ``run:`` lines of ``.github/workflows/policy.yaml`` (scripts/policy-check.sh,
-with this venv's gpu-jobs) and the README's commands, run by bash in a Git repository with a base branch and a change,
-with ``gh`` replaced by a recorder. tests/integration/test_policy_repo.py runs the same script from the reusable
-workflow, installing gpu-jobs, in a repository that holds only a policy file."""
+with this venv's gpu-jobs) and the commands of docs/commands.md, run by bash in a Git repository with a base branch
+and a change, with ``gh`` replaced by a recorder. tests/integration/test_policy_repo.py runs the same script from the
+reusable workflow, installing gpu-jobs, in a repository that holds only a policy file."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.docs import shell_block
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace
 from tests.integration.cli import run_cli
@@ -160,17 +161,15 @@ def test_a_bad_policy_fails_with_annotations_on_its_lines(world: dict[str, Any])
     ]
 
 
-def readme_commands() -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Validating a change in a pull request", 1)[1]
-    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+def documented_commands() -> list[str]:
+    block = shell_block("docs/commands.md", "## Validating a change in a pull request")
     return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
 
 
-def test_the_readme_commands_as_written(world: dict[str, Any]) -> None:
+def test_the_documented_commands_as_written(world: dict[str, Any]) -> None:
     change_policy(world, QUOTA)
     outputs = []
-    for command in readme_commands():
+    for command in documented_commands():
         done = subprocess.run(
             ["bash", "-eo", "pipefail", "-c", command],
             cwd=world["repo"],

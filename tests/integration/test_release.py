@@ -124,7 +124,7 @@ def test_the_release_workflow_pushes_only_a_tag_that_is_the_version(tmp_path: Pa
 def test_the_fork_rename_and_the_release_tag_as_typed(tmp_path: Path) -> None:
     """docs/release.md's two commands, in a copy of this repository: the owner/name replaced once leaves no
     `example/gpu-jobs` anywhere, and the tag pushed is v<version>."""
-    from tests.doc_blocks import shell_block
+    from tests.docs import shell_block
 
     fork = tmp_path / "fork"
     for path in tracked():
@@ -155,11 +155,3 @@ def test_the_fork_rename_and_the_release_tag_as_typed(tmp_path: Path) -> None:
     remote = subprocess.run(["git", "ls-remote", "--tags", str(origin)], capture_output=True, text=True, check=True)
     assert remote.stdout.split()[1::2][0] == f"refs/tags/v{__version__}"
 
-
-def test_every_shell_block_of_these_pages_is_run_by_a_test() -> None:
-    from tests.doc_blocks import shell_block_count
-
-    calls = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
-    for page in ("docs/release.md", "docs/policy-repo.md", "docs/install-values.md"):
-        read = len(re.findall(rf'shell_block\(\s*"{re.escape(page)}"', calls))
-        assert read == shell_block_count(page), page

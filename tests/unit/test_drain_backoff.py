@@ -37,3 +37,10 @@ def test_a_block_says_when_the_next_drain_is_and_survives_its_record() -> None:
     assert "drainBlocked" not in Record(GroupConfig(1, 3, 8), "up", AT).to_json()  # older readers see no change
     assert block.same_blockers(DrainBlock(AT + timedelta(hours=1), 1, block.pods, block.budgets))
     assert not block.same_blockers(DrainBlock(AT, 3, block.pods, (("team-a/serve", 1),)))
+
+
+def test_a_blocker_recreated_under_its_name_is_the_same_obstacle_for_the_back_off() -> None:
+    block = DrainBlock(AT, 2, ("team-a/serve-0/u1", "team-a/serve-1/u2"), (("team-a/serve", 0),))
+    replaced = DrainBlock(AT, 1, ("team-a/serve-0/u1", "team-a/serve-1/u9"), block.budgets)
+    assert block.same_blockers(replaced)  # a StatefulSet's replacement: the back-off keeps doubling
+    assert not block.same_blockers(DrainBlock(AT, 1, ("team-a/serve-0/u1",), block.budgets))

@@ -400,3 +400,57 @@ def test_a_policy_size_is_restored_over_an_impossible_record() -> None:
 def test_a_record_of_a_group_up_is_not_checked() -> None:
     # Phase up: nothing is worked from it; the next shutdown takes a new one.
     assert plan_one("eks", EKS_UP, DAY, record=rec(GroupConfig(8, 3, 1), "up")) is None
+
+
+# A drain that gave up (issue 22): blockers followed by uid, retried early only once none is left on the group.
+SERVE_0 = GpuPod("team-a", "serve-0", "node-1", 1, True, "u0")
+SERVE_1 = GpuPod("team-a", "serve-1", "node-1", 1, True, "u1")
+NOTEBOOK = GpuPod("team-b", "notebook-0", "node-1", 1, True, "n0")
+
+
+@pytest.mark.parametrize(
+    ("pods", "allowed_now", "drains"),
+    [
+        ((SERVE_0, SERVE_1), 0, False),  # nothing changed
+        ((SERVE_0, SERVE_1, NOTEBOOK), 0, False),  # a new pod landed: draining would evict it into the same refusal
+        ((SERVE_0,), 0, False),  # serve-1 recreated elsewhere or Pending: serve-0 still blocks
+        ((SERVE_0, replace(SERVE_1, uid="u1-new")), 0, False),  # serve-1 replaced on the node: serve-0 still blocks
+        ((NOTEBOOK,), 0, True),  # no blocker left on the group's nodes
+        ((replace(SERVE_0, uid="u0-new"), replace(SERVE_1, uid="u1-new")), 0, True),  # every blocker replaced
+        ((SERVE_0, SERVE_1), 1, True),  # the budget allows another number
+    ],
+    ids=["same", "new-pod", "one-moved", "one-replaced", "none-left", "all-replaced", "budget"],
+)
+def test_a_blocked_drain_is_tried_again_only_once_no_blocker_is_left(
+    pods: tuple[GpuPod, ...], allowed_now: int, drains: bool
+) -> None:
+    from jobs.core.nodegroups import DrainBlock
+
+    block = DrainBlock(
+        NIGHT - timedelta(minutes=10), 1, ("team-a/serve-0/u0", "team-a/serve-1/u1"), (("team-a/serve", 0),)
+    )
+    record = replace(rec(EKS_UP, "up"), drain_blocked=block)
+    p = policy("eks", "onBusy: drain")
+    observed = ObservedGroup(p.node_groups[0], "eks", EKS_UP, record, pods, ("node-1",), cluster="ml")
+    observed = replace(observed, budgets=(("team-a/serve", allowed_now),))
+    plan = plan_nodegroups(p, (observed,), NIGHT)
+    (outcome,) = (*plan.actions, *plan.skips)
+    assert isinstance(outcome, GroupAction) is drains
+    if not drains:
+        assert isinstance(outcome, GroupSkip)
+        assert outcome.reason.startswith("shutdown blocked:")
+
+
+def test_a_record_left_stopping_by_a_stopped_drain_is_finished_at_night_and_marked_up_by_day() -> None:
+    # A drain was stopped (SIGTERM) after the record was taken: the group is up, the record says stopping and when
+    # the wait for running pods began.
+    left = rec(EKS_UP, "stopping", busy_since=NIGHT - timedelta(hours=3))
+    night = plan_one("eks", EKS_UP, NIGHT, record=left, pods=(POD,))
+    assert isinstance(night, GroupAction)  # maxDelay is not started over: drain again, from the same record
+    assert (night.evict, night.take_record, night.record) == ((POD,), False, left)
+    gone = plan_one("eks", EKS_UP, NIGHT, record=left)
+    assert isinstance(gone, GroupAction)
+    assert (gone.evict, gone.steps, gone.record) == ((), (SetAutoscaling(False), SetSize(0, 0, 1)), left)
+    day = plan_one("eks", EKS_UP, DAY, record=left)
+    assert isinstance(day, GroupAction)
+    assert (day.direction, day.steps, day.record) == ("up", (), left)  # only the record is marked up

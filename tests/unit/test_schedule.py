@@ -321,7 +321,7 @@ def test_no_windows_is_always_down() -> None:
 @pytest.mark.parametrize(
     ("instant", "state", "change", "why"),
     [
-        ("2026-12-01T07:29:00+01:00", "down", "2026-12-01T07:45:00+01:00", "outside"),  # the README example
+        ("2026-12-01T07:29:00+01:00", "down", "2026-12-01T07:45:00+01:00", "outside"),  # the calendar example of docs/output.md
         ("2026-12-01T07:44:59+01:00", "down", "2026-12-01T07:45:00+01:00", "outside"),
         ("2026-12-01T07:45:00+01:00", "up", "2026-12-01T20:00:00+01:00", "warming up"),  # warm-up starts
         ("2026-12-01T08:00:00+01:00", "up", "2026-12-01T20:00:00+01:00", "inside"),
@@ -377,7 +377,7 @@ def test_naive_instant_is_refused() -> None:
         desired_state(policy, group, datetime(2026, 12, 1, 12))  # noqa: DTZ001 - the point of the test
 
 
-# -- DST decisions (see README, Schedule semantics) -------------------------------------------------------------
+# -- DST decisions (see docs/policy.md, Schedule semantics) ------------------------------------------------------
 
 
 @pytest.mark.parametrize(

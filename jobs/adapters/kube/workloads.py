@@ -77,12 +77,17 @@ class KubeCluster:
         with contextlib.suppress(errors.NotFound):  # the node went away with its group: nothing left to undo
             self._patch_node(node, unmark)
 
-    def evict(self, pod: GpuPod) -> None:
-        body = {
+    def evict(self, pod: GpuPod) -> bool:
+        """Evict this pod, and only this one: the eviction carries its uid as a precondition, so a same-named
+        replacement (a StatefulSet's) is never evicted in its place. False when the pod was already gone (404) or
+        replaced (409: the precondition failed)."""
+        body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": pod.name, "namespace": pod.namespace},
         }
+        if pod.uid:
+            body["deleteOptions"] = {"preconditions": {"uid": pod.uid}}
         try:
             request(self.api, "create pods/eviction", "POST", f"{_pod_path(pod)}/eviction", body=body)
         except errors.Throttled as exc:  # 429 from eviction means a PodDisruptionBudget said no (for now)
@@ -99,7 +104,14 @@ class KubeCluster:
                 retry_after_s=exc.retry_after_s,
             ) from exc
         except errors.NotFound:
-            pass  # already gone
+            return False  # already gone
+        except errors.Conflict as exc:
+            if not self.pod_exists(pod):
+                return False  # the name now belongs to a replacement: the pod evicted is gone
+            # The same pod, changed under the server's own retries (it adds a resourceVersion precondition): the
+            # eviction is tried again at the drain's next poll, as a refusal would be.
+            raise errors.Busy(str(exc), operation=exc.operation, status=exc.status, reason=exc.reason) from exc
+        return True
 
     def disruptions_allowed(self, budget: str) -> int | None:
         namespace, _, name = budget.partition("/")
@@ -111,11 +123,13 @@ class KubeCluster:
         return int((found.get("status") or {}).get("disruptionsAllowed") or 0)
 
     def pod_exists(self, pod: GpuPod) -> bool:
+        """Whether this very pod is still there (Terminating counts): a pod of the same name with another uid is a
+        replacement, and means this one is gone (what ``kubectl drain`` waits for too)."""
         try:
-            request(self.api, "get pods", "GET", _pod_path(pod))
+            found = request(self.api, "get pods", "GET", _pod_path(pod))
         except errors.NotFound:
             return False
-        return True
+        return not pod.uid or str((found.get("metadata") or {}).get("uid") or "") == pod.uid
 
     def _patch_node(self, node: str, patch: Mapping[str, Any]) -> None:
         # Strategic merge, as kubectl cordon sends it: a null removes the field or the annotation.

@@ -31,9 +31,11 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
 - graceful deletion of pods: a DELETE or an eviction sets ``deletionTimestamp`` (now + grace) and
   ``deletionGracePeriodSeconds`` (the request's ``gracePeriodSeconds``, else the pod's
   ``terminationGracePeriodSeconds``, 30 when a seeded pod lacks it); the pod stays listed, Terminating and charged
-  to quota until that time has passed on the emulator's clock, then it is gone (no kubelet to finish sooner).
-  Grace 0, a pod on no node and a finished pod go at once; a second DELETE may only shorten the deadline;
-  DeleteOptions preconditions (uid, resourceVersion) are 409 on a mismatch, ``metadata.uid`` in a patch is 422. The
+  to quota until that time has passed on the emulator's clock, then it is gone; ``Cluster.pod_stop_s`` makes the
+  containers exit sooner once told to stop, as real ones that handle SIGTERM do (tests set it short);
+  grace 0, a pod on no node and a finished pod go at once; a second DELETE may only shorten the deadline;
+  DeleteOptions preconditions (uid, resourceVersion) are 409 on a mismatch, on a DELETE and on an eviction's
+  ``deleteOptions`` (after its budget check, as the real server orders them), ``metadata.uid`` in a patch is 422. The
   seeding API's ``Cluster.delete`` removes at once (a force delete);
 - no garbage collection (deleting an owner leaves its dependents).
 

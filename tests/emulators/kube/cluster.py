@@ -72,9 +72,15 @@ class Cluster:
             #: test that needs to see the Terminating state raises it.
             self.namespace_termination_s = 0.0
             self._terminating: dict[str, datetime] = {}
-            #: Pods deleted gracefully through the API: (namespace, name) -> (uid, when the kubelet is done with
-            #: them). Exact to the microsecond (``deletionTimestamp`` is whole seconds, as on the wire).
-            self._pod_deadlines: dict[tuple[str, str], tuple[str, datetime]] = {}
+            #: Pods deleted gracefully through the API: (namespace, name) -> (uid, the end of their grace period,
+            #: when the kubelet is done with them). Exact to the microsecond (``deletionTimestamp`` is whole
+            #: seconds, as on the wire).
+            self._pod_deadlines: dict[tuple[str, str], tuple[str, datetime, datetime]] = {}
+            #: How long a pod's containers take to exit once told to stop (SIGTERM): None, the whole grace period
+            #: (they ignore it and the kubelet kills them when it ends); a number of seconds, at most that long, as
+            #: real containers that exit on SIGTERM do. The pod is Terminating until then, ``deletionTimestamp``
+            #: still says the end of its grace period. Tests set it short rather than wait a real 30 s.
+            self.pod_stop_s: float | None = None
             #: The resourceVersion the workload controllers last looked at (they run only after a change).
             self._reconciled_rv = -1
             self._objects = {rt.key: {} for rt in RESOURCE_TYPES}
@@ -204,28 +210,38 @@ class Cluster:
         ``deletionGracePeriodSeconds``; still listed, still charged to quota, until :meth:`expire_pods` removes it
         once the grace period has passed (what the kubelet does after stopping its containers)."""
         meta = pod["metadata"]
-        deadline = deadline or self.now() + timedelta(seconds=grace_s)
+        now = self.now()
+        deadline = deadline or now + timedelta(seconds=grace_s)
         meta["deletionTimestamp"] = timestamp(deadline)
         meta["deletionGracePeriodSeconds"] = grace_s
-        self._pod_deadlines[(meta["namespace"], meta["name"])] = (meta["uid"], deadline)
+        key = (meta["namespace"], meta["name"])
+        gone = deadline
+        if self.pod_stop_s is not None:
+            # Told to stop at the first delete: a later, shorter one may only bring the end closer.
+            earlier = self._pod_deadlines.get(key)
+            told = earlier[2] if earlier and earlier[0] == meta["uid"] else now + timedelta(seconds=self.pod_stop_s)
+            gone = min(deadline, told)
+        self._pod_deadlines[key] = (meta["uid"], deadline, gone)
         return self.commit(resource_type("pods"), pod)
 
     def pod_deadline(self, namespace: str, name: str) -> datetime | None:
+        """The end of the pod's grace period (its ``deletionTimestamp``, exact), if it is being deleted."""
         entry = self._pod_deadlines.get((namespace, name))
         return entry[1] if entry else None
 
     def expire_pods(self) -> None:
-        """Remove the gracefully deleted pods whose grace period has passed. Called on every API request and every
-        read through the seeding API, so no observer ever sees a pod after its time is up."""
+        """Remove the gracefully deleted pods whose containers have exited (their grace period passed, or
+        ``pod_stop_s``). Called on every API request and every read through the seeding API, so no observer ever
+        sees a pod after its time is up."""
         with self.lock:
             if not self._pod_deadlines:
                 return
             now, pods = self.now(), resource_type("pods")
-            for key, (uid, deadline) in list(self._pod_deadlines.items()):
+            for key, (uid, _, gone) in list(self._pod_deadlines.items()):
                 stored = self.stored(pods, *key)
                 if stored is None or stored["metadata"].get("uid") != uid:
                     del self._pod_deadlines[key]  # gone another way (its namespace, a force delete)
-                elif now >= deadline:
+                elif now >= gone:
                     del self._pod_deadlines[key]
                     self.remove(pods, *key)
 

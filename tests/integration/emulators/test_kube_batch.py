@@ -339,7 +339,7 @@ def test_an_event_on_an_object_that_is_gone_has_no_uid_and_is_still_sent(kube: K
 def test_kubectl_apply_k_of_an_overlay_installs_and_a_job_starts_from_its_cronjob(
     kube: KubeHandle, overlay: str
 ) -> None:
-    """What failed before (``failed to download openapi``; no resource type "cronjob"): the README's install
+    """What failed before (``failed to download openapi``; no resource type "cronjob"): the docs' install
     command and a one-off run, with kubectl's client-side defaults (validation on)."""
     path = str(KUBECTL.parents[2] / "kustomize" / "overlays" / overlay)
     first = kubectl(kube, "apply", "-k", path)

@@ -212,3 +212,50 @@ def test_kubectl_shows_a_deleted_pod_as_terminating(kube: KubeHandle, core: clie
     )
     assert 'pod "train" force deleted' in forced.stdout
     assert kube.get("Pod", "train", "default") is None
+
+
+def test_an_eviction_with_a_uid_precondition_refuses_a_same_named_replacement(
+    kube: KubeHandle, core: client.CoreV1Api
+) -> None:
+    """What a StatefulSet does to a drain: the pod evicted is gone, another one has its name. An eviction that names
+    the old uid is refused (409, the real server's rest.BeforeDelete wording), and the replacement is untouched."""
+    old = kube.create(seed.gpu_pod("sweep-0", node="gpu-1", grace_s=0))["metadata"]["uid"]
+    kube.cluster.delete("Pod", "sweep-0", "default")
+    new = kube.create(seed.gpu_pod("sweep-0", node="gpu-2", grace_s=30))["metadata"]["uid"]
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "sweep-0", "namespace": "default"},
+        "deleteOptions": {"preconditions": {"uid": old}},
+    }
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod_eviction("sweep-0", "default", eviction)
+    status = json.loads(caught.value.body)
+    assert (caught.value.status, status["reason"], status["details"]["kind"]) == (409, "Conflict", "Pod")
+    assert status["message"] == (
+        f'Operation cannot be fulfilled on Pod "sweep-0": the UID in the precondition ({old}) does not match the UID'
+        f" in record ({new}). The object might have been deleted and then recreated"
+    )
+    assert not kube.get("Pod", "sweep-0", "default")["metadata"].get("deletionTimestamp")  # type: ignore[index]
+
+    same = {**eviction, "deleteOptions": {"preconditions": {"uid": new}}}
+    core.create_namespaced_pod_eviction("sweep-0", "default", same)
+    assert kube.get("Pod", "sweep-0", "default")["metadata"]["deletionTimestamp"]  # type: ignore[index]
+
+
+def test_containers_that_stop_on_sigterm_end_the_grace_period_early(kube: KubeHandle, core: client.CoreV1Api) -> None:
+    """``pod_stop_s``: Terminating until the containers exit, then gone; deletionTimestamp still says the whole grace
+    period, and a second, shorter delete still shortens it."""
+    kube.cluster.pod_stop_s = 0.3
+    kube.create(seed.gpu_pod("p", node="gpu-1", grace_s=30))
+    before = datetime.now(UTC)
+    answer = core.delete_namespaced_pod("p", "default")
+    assert answer.metadata.deletion_timestamp >= before + timedelta(seconds=29)
+    assert kube.get("Pod", "p", "default") is not None  # Terminating, not gone at once
+    assert 0.2 < _wait_gone(kube, "p") < 2.0
+
+    kube.cluster.pod_stop_s = 5.0  # slower containers: a force delete (grace 0) still removes at once
+    kube.create(seed.gpu_pod("q", node="gpu-1", grace_s=30))
+    core.delete_namespaced_pod("q", "default")
+    core.delete_namespaced_pod("q", "default", grace_period_seconds=0)
+    assert kube.get("Pod", "q", "default") is None

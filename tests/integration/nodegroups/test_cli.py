@@ -1,5 +1,6 @@
 """``gpu-jobs nodegroups`` as a CronJob runs it: a separate process, settings from the environment, honest exit
-codes and one ``run.summary`` event."""
+codes and one ``run.summary`` event. A central install: three clusters, each reached through its own kubeconfig
+context and its own Kubernetes API (``central`` in conftest.py)."""
 
 from __future__ import annotations
 
@@ -14,38 +15,27 @@ from typing import Any
 import pytest
 
 from jobs.adapters.kube.lease import LeaseLock
-from jobs.labels import nodegroups_lease
-from tests.emulators.aws.emulator import AwsEmulator
-from tests.emulators.azure.emulator import AzureEmulator
-from tests.emulators.gcp.emulator import GcpEmulator
-from tests.emulators.kube.fixtures import KubeHandle
+from jobs.labels import NODE_GROUP_LABEL, nodegroups_lease
 from tests.integration.cli import GPU_JOBS, run_cli, summary_of
-from tests.integration.nodegroups.world import EVENING, POLICY, Fleet, make_fleet
+from tests.integration.nodegroups.world import EVENING, POLICY, Fleet
+from tests.sandbox.world import write_kubeconfig
 
 pytestmark = pytest.mark.integration
 fleet_stderr: list[str] = []  # what each run printed on stderr, last run last
 
 
 @pytest.fixture
-def fleet(
-    kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmulator, monkeypatch: pytest.MonkeyPatch
-) -> Fleet:
-    return make_fleet(kube, aws, gcp, azure, monkeypatch)
+def fleet(central: Fleet) -> Fleet:
+    return central
 
 
 def gpu_jobs(fleet: Fleet, tmp_path: Path, *args: str, **env: str) -> tuple[int, dict[str, Any], str]:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     environ = {
-        **fleet.aws.env(),
-        "KUBECONFIG": str(fleet.kube.kubeconfig),
-        "GPU_JOBS_GCP_ENDPOINT": fleet.gcp.url,
-        "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true",
-        "GPU_JOBS_AZURE_ENDPOINT": fleet.azure.url,
-        "GPU_JOBS_NAMESPACE": "gpu-jobs",
+        **fleet.cli_env(policy),
         "GPU_JOBS_POLL_INTERVAL": "0.01",
         "GPU_JOBS_RETRY_DEADLINE": "1",
-        "GPU_JOBS_POLICY": str(policy),
         **env,
     }
     done = run_cli(["nodegroups", "--at", EVENING.isoformat(), *args], environ)
@@ -92,7 +82,7 @@ def test_a_plan_over_the_change_limit_is_refused_with_exit_3(fleet: Fleet, tmp_p
 
 def test_a_held_lease_exits_0_and_changes_nothing_in_that_cluster(fleet: Fleet, tmp_path: Path) -> None:
     # Held now, on the real clock: a run evaluated --at another instant must still respect it.
-    with fleet.kube.api_client() as api:
+    with fleet.kubes["aks-ml"].api_client() as api:
         lease = LeaseLock(api, "gpu-jobs", nodegroups_lease("aks-ml"))
         assert lease.acquire("manual-run", datetime.now(UTC), timedelta(hours=1)) is None
     fleet.clear_logs()
@@ -149,7 +139,8 @@ def test_an_empty_setting_in_a_manifest_means_unset(fleet: Fleet, tmp_path: Path
 
 
 def test_a_lease_that_cannot_be_taken_fails_the_run_with_a_summary(fleet: Fleet, tmp_path: Path) -> None:
-    fleet.kube.inject("get leases", "server_error", times=1000)
+    for api in fleet.apis:
+        api.inject("get leases", "server_error", times=1000)
     code, summary, out = gpu_jobs(fleet, tmp_path)
     assert (code, counts(summary)) == (1, ("nodegroups", False, 5, 0, 5, 1))
     assert "not applied: the Lease could not be taken" in out
@@ -157,7 +148,8 @@ def test_a_lease_that_cannot_be_taken_fails_the_run_with_a_summary(fleet: Fleet,
 
 
 def test_a_kubernetes_api_that_is_down_fails_every_group_with_a_summary(fleet: Fleet, tmp_path: Path) -> None:
-    fleet.kube.inject("list nodes", "server_error", times=1000)
+    for api in fleet.apis:
+        api.inject("list nodes", "server_error", times=1000)
     code, summary, out = gpu_jobs(fleet, tmp_path)
     assert (code, counts(summary)) == (1, ("nodegroups", False, 5, 0, 5, 1))
     assert "not judged: cluster ml-prod cannot be read" in out
@@ -178,20 +170,12 @@ def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordone
     from tests.emulators.kube.seed import disruption_budget, gpu_pod
 
     # A budget that never allows the eviction: the drain waits (drainTimeout 5m) until the pod is told to stop.
+    fleet.kube.identify("ml-prod")  # the run names ml-prod: its API proves it is
     fleet.kube.create(gpu_pod("serve-0", "team-a", node="ip-10-0-1-1", labels={"app": "serve"}))
     fleet.kube.create(disruption_budget("serve", "team-a", {"app": "serve"}, min_available=1))
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY.replace("  warmUp: 15m\n", "  warmUp: 15m\n  onBusy: drain\n  drainTimeout: 5m\n"))
-    environ = {
-        **fleet.aws.env(),
-        "KUBECONFIG": str(fleet.kube.kubeconfig),
-        "GPU_JOBS_GCP_ENDPOINT": fleet.gcp.url,
-        "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true",
-        "GPU_JOBS_AZURE_ENDPOINT": fleet.azure.url,
-        "GPU_JOBS_NAMESPACE": "gpu-jobs",
-        "GPU_JOBS_POLL_INTERVAL": "0.05",
-        "GPU_JOBS_POLICY": str(policy),
-    }
+    environ = {**fleet.cli_env(policy), "GPU_JOBS_POLL_INTERVAL": "0.05"}
     argv = [*GPU_JOBS, "nodegroups", "--at", EVENING.isoformat()]
     argv += ["--cluster", "ml-prod", "--only", "train"]
     job = subprocess.Popen(argv, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -204,8 +188,50 @@ def test_sigterm_during_a_drain_ends_with_a_summary_released_lease_and_uncordone
     out, err = job.communicate(timeout=30)
     summary = summary_of(err)
     assert (job.returncode, counts(summary)) == (1, ("nodegroups", False, 1, 0, 1, 1))
-    assert "drain stopped after evicting 0 of 1 pods (none); nodes uncordoned, the group stays up: the run was asked" in out
+    assert "drain stopped after evicting 0 of 1 pods (none); nodes uncordoned, the group stays up;" in out
+    assert "the next run finishes the shutdown: the run was asked" in out
     assert not fleet.kube.get("Node", "ip-10-0-1-1")["spec"].get("unschedulable")  # uncordoned on the way out
     (lease,) = [item for item in fleet.kube.list("Lease", "gpu-jobs") if item["metadata"]["name"].endswith("ml-prod")]
     assert not lease["spec"].get("holderIdentity")  # released, not held for 30 minutes
     assert fleet.cloud_writes() == 0
+
+
+def test_a_context_that_reaches_another_clusters_api_fails_that_cluster_only(fleet: Fleet, tmp_path: Path) -> None:
+    # The central kubeconfig's aks-ml context was copied from research's: it reaches research's API.
+    research = fleet.kubes["research"]
+    crossed = {**fleet.kubes, "aks-ml": research}
+    kubeconfig = str(write_kubeconfig(tmp_path / "crossed.kubeconfig", crossed, current="ml-prod"))
+    code, summary, out = gpu_jobs(fleet, tmp_path, "--output", "json", KUBECONFIG=kubeconfig)
+    assert (code, counts(summary)) == (1, ("nodegroups", False, 5, 3, 2, 1))
+    refusal = (
+        f"not judged: cluster aks-ml: refused before reading anything: the API at {research.url} (kubeconfig context"
+        " 'aks-ml') is cluster research (ConfigMap gpu-jobs/gpu-jobs-cluster), not aks-ml"
+    )
+    groups = {g["name"]: (g["cluster"], g["status"], g.get("direction")) for g in json.loads(out)["nodeGroups"]}
+    assert groups == {
+        "train": ("ml-prod", "applied", "down"),
+        "batch": ("ml-prod", "applied", "down"),
+        "research": ("research", "applied", "down"),
+        "finetune": ("aks-ml", "failed", None),
+        "vision": ("aks-ml", "failed", None),
+    }
+    assert all(g["message"].startswith(refusal) for g in json.loads(out)["nodeGroups"] if g["cluster"] == "aks-ml")
+    assert fleet.azure.log.writes() == []  # aks-ml's pools untouched
+    assert fleet.aws.log.writes()  # the other clusters went down
+    assert fleet.gcp.log.writes()
+    # Nothing was kept in research's API on aks-ml's behalf, and aks-ml's own API was never asked.
+    assert {lease["metadata"]["name"] for lease in research.list("Lease", "gpu-jobs", "coordination.k8s.io/v1")} == {
+        nodegroups_lease("research")
+    }
+    kept = [cm["metadata"].get("labels", {}).get(NODE_GROUP_LABEL) for cm in research.list("ConfigMap", "gpu-jobs")]
+    assert {k for k in kept if k} == {"research"}
+    assert fleet.kubes["aks-ml"].log.all() == []
+    # The next run: the others hold, aks-ml is refused again, in words a person reads.
+    code, summary, out = gpu_jobs(fleet, tmp_path, KUBECONFIG=kubeconfig)
+    assert (code, counts(summary)) == (1, ("nodegroups", False, 2, 0, 2, 1))
+    aks_ml = out[out.index("gpu-jobs nodegroups in cluster aks-ml") :]
+    assert [line.split()[:2] for line in aks_ml.splitlines() if refusal in line] == [
+        ["finetune", "failed"],
+        ["vision", "failed"],
+    ]
+    assert fleet.azure.log.writes() == []

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import socket
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
-from tests.emulators.kube.fixtures import KubeHandle, start_kube
+from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
 from tests.integration.cli import run_cli
 from tests.sandbox.world import write_kubeconfig
@@ -55,13 +54,6 @@ def policy(*clusters: str, groups: str = GROUPS) -> str:
 
 
 CENTRAL = policy(ML_PROD % ", kubeContext: ml-prod", RESEARCH % ", kubeContext: research")
-
-
-@pytest.fixture(scope="module")
-def _research_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle]:
-    handle = start_kube(tmp_path_factory.mktemp("research") / "kubeconfig")
-    yield handle
-    handle.stop()
 
 
 class World:
@@ -141,14 +133,28 @@ def counts(summary: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def test_a_run_through_the_wrong_clusters_api_refuses_the_shutdown(world: World) -> None:
-    # A per-cluster install of research whose kubeconfig reaches ml-prod: the pool's nodes are not in sight.
+    # A per-cluster install of research whose kubeconfig reaches ml-prod: that API says it is ml-prod.
     code, summary, out = world.gpu_jobs(CENTRAL, "--cluster", "research", kubeconfig=world.only(world.ml_prod))
+    assert (code, counts(summary)) == (1, (1, 0, 1, 0, 1))
+    assert (
+        f"research-h100  failed   not judged: cluster research: refused before reading anything: the API at"
+        f" {world.ml_prod.url} is cluster ml-prod (ConfigMap gpu-jobs/gpu-jobs-cluster), not research"
+    ) in out
+    assert (world.gcp.log.writes(), world.ml_prod.log.writes(), world.research.log.writes()) == ([], [], [])
+    assert world.ml_prod.log.operations() == ["get configmaps"]  # its identity, and nothing else
+
+
+def test_a_group_whose_nodes_its_own_cluster_does_not_show_is_not_shut_down(world: World) -> None:
+    # research's own API (it proves it is research) before the pool's nodes registered: they are not in sight.
+    world.research.reset()
+    world.research.identify("research")
+    code, summary, out = world.gpu_jobs(CENTRAL, "--cluster", "research", kubeconfig=world.only(world.research))
     assert (code, counts(summary)) == (1, (0, 0, 1, 1, 1))
     assert (
         "research-h100: not shut down: the cloud reports 2 node(s) but cluster research's API shows none of them"
         " (wrong cluster, or nodes not registered yet)"
     ) in out
-    assert (world.gcp.log.writes(), world.ml_prod.log.writes(), world.research.log.writes()) == ([], [], [])
+    assert (world.gcp.log.writes(), world.ml_prod.log.all(), world.research.log.writes()) == ([], [], [])
 
 
 def test_a_per_cluster_run_sees_its_own_training_and_postpones(world: World) -> None:

@@ -262,20 +262,12 @@ def test_the_shipped_rbac_is_enough_for_a_blocked_drain(fleet: Fleet) -> None:
     assert "get poddisruptionbudgets" in fleet.kube.log.operations()
 
 
-def test_gpu_jobs_exits_1_for_a_group_left_down_that_the_policy_no_longer_names(fleet: Fleet, tmp_path: Path) -> None:
+def test_gpu_jobs_exits_1_for_a_group_left_down_that_the_policy_no_longer_names(central: Fleet, tmp_path: Path) -> None:
     """As the CronJob runs it: one install reaching every cluster, a run per cluster; the record is reported by the
     run of the cluster it describes only."""
-    environ = {
-        **fleet.aws.env(),
-        "KUBECONFIG": str(fleet.kube.kubeconfig),
-        "GPU_JOBS_GCP_ENDPOINT": fleet.gcp.url,
-        "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true",
-        "GPU_JOBS_AZURE_ENDPOINT": fleet.azure.url,
-        "GPU_JOBS_NAMESPACE": "gpu-jobs",
-        "GPU_JOBS_POLL_INTERVAL": "0.01",
-        "GPU_JOBS_RETRY_DEADLINE": "1",
-    }
+    fleet = central  # one API per cluster: the command proves each cluster before it reads it
     policy = tmp_path / "policy.yaml"
+    environ = {**fleet.cli_env(policy), "GPU_JOBS_POLL_INTERVAL": "0.01", "GPU_JOBS_RETRY_DEADLINE": "1"}
     policy.write_text(POLICY)
     evening = run_cli(["nodegroups", "--policy", str(policy), "--at", EVENING.isoformat()], environ)
     assert evening.code == 0

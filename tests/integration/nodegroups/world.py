@@ -1,10 +1,22 @@
-"""A small fleet across every provider, wired to the real adapters, for the nodegroups job's integration tests."""
+"""A small fleet across every provider, wired to the real adapters, for the nodegroups job's integration tests.
+
+Two worlds over the same clouds and the same policy (three clusters: ml-prod on EKS, research on GKE, aks-ml on AKS):
+
+- :func:`make_fleet`: one emulated Kubernetes API holds every cluster's nodes, and no cluster identity. It serves
+  the job's mechanics driven in process (:meth:`Fleet.run`: one scope over all groups, straight through
+  ``jobs.nodegroups.job.run``), which bypass the command and so never prove a cluster. One API cannot be three
+  clusters: ``gpu-jobs nodegroups`` refuses it, and it is not for CLI runs.
+- :func:`make_central_fleet`: one emulated API per cluster, each holding only its own cluster's nodes, pods,
+  ``gpu-jobs`` namespace and identity, and a kubeconfig with one context per cluster (named after it, as the
+  policy's ``kubeContext`` says): what a central install of ``gpu-jobs nodegroups`` reaches.
+"""
 
 from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +36,9 @@ from jobs.retry import Backoff
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
-from tests.emulators.kube.fixtures import CONTEXT, KubeHandle
+from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
+from tests.sandbox.world import write_kubeconfig
 
 SUB = "00000000-0000-0000-0000-000000000001"
 # Tue 2026-12-01 (Europe/Berlin): working hours Mon-Fri 08:00-20:00.
@@ -33,17 +46,18 @@ EVENING = datetime.fromisoformat("2026-12-01T20:05:00+01:00")
 MORNING = datetime.fromisoformat("2026-12-02T07:55:00+01:00")  # inside the 15 min warm-up
 CA = {"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/ml-prod": "owned"}
 
-# Three clusters reached through one emulated API, each group's nodes labelled as its provider labels them: the
-# job's mechanics, not its view of a fleet (tests/integration/nodegroups/test_fleet.py gives each cluster its own).
+CLUSTERS = ("ml-prod", "research", "aks-ml")
+# Three clusters, each reached through the kubeconfig context named after it; each group's nodes labelled as its
+# provider labels them.
 POLICY = textwrap.dedent(f"""\
     apiVersion: gpu-jobs/v1
     kind: GpuPolicy
     clusters:
-      - {{name: ml-prod, cloud: aws, aws: {{region: eu-west-1, cluster: ml-prod}}, kubeContext: {CONTEXT}}}
+      - {{name: ml-prod, cloud: aws, aws: {{region: eu-west-1, cluster: ml-prod}}, kubeContext: ml-prod}}
       - {{name: research, cloud: gcp, gcp: {{project: ml-research, location: europe-west4, cluster: research}},
-          kubeContext: {CONTEXT}}}
+          kubeContext: research}}
       - {{name: aks-ml, cloud: azure, azure: {{subscription: {SUB}, resourceGroup: rg-ml, cluster: aks-ml}},
-          kubeContext: {CONTEXT}}}
+          kubeContext: aks-ml}}
     defaults:
       timezone: Europe/Berlin
       workingHours: [{{days: Mon-Fri, start: "08:00", end: "20:00"}}]
@@ -72,15 +86,24 @@ POLICY = textwrap.dedent(f"""\
 
 @dataclass
 class Fleet:
-    kube: KubeHandle
+    kube: KubeHandle  # ml-prod's API (in the one-API world, every cluster's)
     aws: AwsEmulator
     gcp: GcpEmulator
     azure: AzureEmulator
     policy: Policy
-    ports: Ports
+    ports: Ports  # through ``kube``, for the in-process runs
     settings: JobSettings
+    kubes: dict[str, KubeHandle]  # each cluster's API, by cluster name
+    kubeconfig: Path  # what a central install has: a context per cluster in the central world
+
+    @property
+    def apis(self) -> tuple[KubeHandle, ...]:
+        """Every distinct API of the world, ml-prod's first."""
+        return distinct(self.kubes)
 
     def run(self, at: datetime, *, policy: Policy | None = None, **overrides: Any) -> Report:
+        if len(self.apis) > 1:  # ``ports`` reach ml-prod only: the central world runs through the CLI
+            raise TypeError("Fleet.run drives the one-API world (make_fleet); run the central world with gpu-jobs")
         settings = JobSettings(**{**self.settings.__dict__, **overrides})
         report = run(policy or self.policy, at, settings, self.ports, _Log())
         self.sync_nodes()
@@ -93,20 +116,33 @@ class Fleet:
             config = self.ports.clouds[group.cloud].describe(group, live_size=True)
             running = not config.stopped and (config.desired or 0) > 0
             name, labels = NODES[group.name]
-            node = self.kube.get("Node", name)
+            api = self.kubes[self.policy.cluster_of(group).name]
+            node = api.get("Node", name)
             if node is not None and not running:
-                self.kube.cluster.delete("Node", name)
+                api.cluster.delete("Node", name)
             elif node is None and running:
-                self.kube.create(gpu_node(name, labels=labels))
+                api.create(gpu_node(name, labels=labels))
+
+    def cli_env(self, policy: Path) -> dict[str, str]:
+        """What ``gpu-jobs nodegroups`` needs to reach this world's clouds and clusters (a central install)."""
+        return {
+            **self.aws.env(),
+            "KUBECONFIG": str(self.kubeconfig),
+            "GPU_JOBS_GCP_ENDPOINT": self.gcp.url,
+            "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true",
+            "GPU_JOBS_AZURE_ENDPOINT": self.azure.url,
+            "GPU_JOBS_NAMESPACE": "gpu-jobs",
+            "GPU_JOBS_POLICY": str(policy),
+        }
 
     def cloud_writes(self) -> int:
         return len(self.aws.log.writes()) + len(self.gcp.log.writes()) + len(self.azure.log.writes())
 
     def all_writes(self) -> int:
-        return self.cloud_writes() + len(self.kube.log.writes())
+        return self.cloud_writes() + sum(len(api.log.writes()) for api in self.apis)
 
     def clear_logs(self) -> None:
-        for log in (self.aws.log, self.gcp.log, self.azure.log, self.kube.log):
+        for log in (self.aws.log, self.gcp.log, self.azure.log, *(api.log for api in self.apis)):
             log.clear()
 
     def configs(self) -> dict[str, Any]:
@@ -136,7 +172,10 @@ NODES = {
 }
 
 
-def seed(kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmulator) -> None:
+def seed(
+    policy: Policy, kubes: dict[str, KubeHandle], aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmulator
+) -> None:
+    """The clouds' groups, and each group's node in its cluster's API (``kubes``, by cluster name)."""
     aws.add_eks_nodegroup("eu-west-1", "ml-prod", "gpu-a100", 1, 3, 8, instance_types=("p4d.24xlarge",))
     aws.add_asg("eu-west-1", "batch-g5", 2, 2, 4, instance_type="g5.12xlarge")
     gcp.add_node_pool(
@@ -154,20 +193,60 @@ def seed(kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmula
     azure.add_agent_pool(SUB, "rg-ml", "aks-ml", "a100", "Standard_NC24ads_A100_v4", 2, autoscaling=(1, 6))
     azure.add_agent_pool(SUB, "rg-ml", "aks-ml", "t4", "Standard_NC4as_T4_v3", 3)
     azure.add_agent_pool(SUB, "rg-ml", "aks-ml", "system", "Standard_D4s_v5", 3, mode="System", autoscaling=(3, 5))
-    kube.create(namespace("gpu-jobs"))
-    for name, label in NODES.values():
-        kube.create(gpu_node(name, labels=label))
+    for api in distinct(kubes):
+        api.create(namespace("gpu-jobs"))
+    for group in policy.node_groups:
+        name, label = NODES[group.name]
+        kubes[policy.cluster_of(group).name].create(gpu_node(name, labels=label))
+
+
+def distinct(kubes: dict[str, KubeHandle]) -> tuple[KubeHandle, ...]:
+    """The APIs behind the clusters, each once (one API stands for all three in the one-API world)."""
+    return tuple({id(api): api for api in kubes.values()}.values())
 
 
 def make_fleet(
     kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> Fleet:
+    """The one-API world (in-process runs only): ``kube`` stands for every cluster and proves none."""
+    return _fleet(dict.fromkeys(CLUSTERS, kube), kube.kubeconfig, aws, gcp, azure, monkeypatch)
+
+
+def make_central_fleet(
+    kubes: dict[str, KubeHandle],
+    aws: AwsEmulator,
+    gcp: GcpEmulator,
+    azure: AzureEmulator,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp: Path,
+) -> Fleet:
+    """The central world: ``kubes`` gives each cluster of :data:`CLUSTERS` an API of its own (reset, distinct),
+    which is seeded with that cluster's identity as its per-cluster install would create it."""
+    assert sorted(kubes) == sorted(CLUSTERS)
+    assert len(distinct(kubes)) == len(CLUSTERS)
+    kubeconfig = write_kubeconfig(tmp / "fleet.kubeconfig", kubes, current="ml-prod")
+    fleet = _fleet(kubes, kubeconfig, aws, gcp, azure, monkeypatch)
+    for cluster, api in kubes.items():
+        api.identify(cluster)
+    fleet.clear_logs()
+    return fleet
+
+
+def _fleet(
+    kubes: dict[str, KubeHandle],
+    kubeconfig: Path,
+    aws: AwsEmulator,
+    gcp: GcpEmulator,
+    azure: AzureEmulator,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Fleet:
     for key, value in aws.env().items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))  # the in-process clients: its current context
     aws.update_timing = type(aws.update_timing)(seconds=0.05)  # updates finish with time, as in EKS
     gcp.operation_seconds = 0.05
-    seed(kube, aws, gcp, azure)
+    policy = parse_policy(POLICY, "policy.yaml")
+    seed(policy, kubes, aws, gcp, azure)
     settings = AdapterSettings(
         poll_interval_s=0.01,
         operation_timeout_s=10,
@@ -177,7 +256,6 @@ def make_fleet(
         emulator_credentials=True,
     )
     api = api_client()
-    policy = parse_policy(POLICY, "policy.yaml")
     known = identities(policy, None)
     ports = Ports(
         clouds={c: nodegroup_cloud(c, settings) for c in ("aws", "gcp", "azure")},
@@ -193,9 +271,9 @@ def make_fleet(
         settle_timeout_s=15,
         holder="test-run",
     )
-    fleet = Fleet(kube, aws, gcp, azure, policy, ports, job_settings)
+    fleet = Fleet(kubes["ml-prod"], aws, gcp, azure, policy, ports, job_settings, kubes, kubeconfig)
     fleet.clear_logs()
     return fleet
 
 
-__all__ = ["EVENING", "MORNING", "Fleet", "gpu_pod", "make_fleet"]
+__all__ = ["EVENING", "MORNING", "Fleet", "gpu_pod", "make_central_fleet", "make_fleet"]

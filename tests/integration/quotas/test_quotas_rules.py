@@ -152,7 +152,7 @@ def test_globs_selectors_first_match_default_and_exclusions(kube: KubeHandle, ru
 def test_a_rule_limited_to_other_clusters_leaves_its_namespaces_to_the_next_rule_or_the_default(
     kube: KubeHandle, run: Run
 ) -> None:
-    seed(kube, {n: NAMESPACES[n] for n in ("ml-team", "team-a", "team-research")})
+    seed(kube, {n: NAMESPACES[n] for n in ("ml-team", "team-a", "team-research")}, "research")
     code, _, doc = run(kube.kubeconfig, "--cluster", "research")
     assert code == 0
     assert doc["cluster"] == "research"

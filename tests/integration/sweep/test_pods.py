@@ -71,6 +71,7 @@ def seed(kube: KubeHandle, now: datetime) -> None:
         obj = gpu_pod(name, ns, node, gpus, resource, created=now - age)
         obj["status"]["startTime"] = timestamp(now - age)
         kube.create(obj)
+    kube.identify("ml-prod")  # what the cluster's install created: its API proves it is ml-prod
     kube.log.clear()
 
 

@@ -53,6 +53,7 @@ def seeded(kube: KubeHandle, now: datetime) -> dict[str, list[str]]:
     started = now - timedelta(hours=5)
     llm = kube.seed_deployment("llm", "ml", nodes=("gpu-1", "gpu-2"), pod_annotations=mark, started=started)
     batch = kube.seed_job("batch", "ml", nodes=("gpu-3",), pod_annotations=mark, started=started)
+    kube.identify("ml-prod")  # what the cluster's install created: its API proves it is ml-prod
     kube.log.clear()
     return {
         "llm": [p["metadata"]["name"] for p in llm.pods],

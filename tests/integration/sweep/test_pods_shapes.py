@@ -79,6 +79,7 @@ def world(kube: KubeHandle, prometheus_factory: PrometheusFactory) -> tuple[Kube
         kube.create(namespace(name))
     for name, resource in PODS.items():
         kube.create(gpu_pod(name, "ml", "gpu-1", resource=resource, started=now - timedelta(hours=5)))
+    kube.identify("ml-prod")  # what the cluster's install created: its API proves it is ml-prod
     kube.log.clear()
     return kube, prometheus_factory(WORKLOADS, now)
 
@@ -119,6 +120,7 @@ def test_a_broken_all_zero_prof_metric_refuses_the_cluster(
     now = datetime.now(UTC).replace(microsecond=0)
     kube.create(namespace("ml"))
     kube.create(gpu_pod("busy-0", "ml", "gpu-1", started=now - timedelta(hours=5)))
+    kube.identify("ml-prod")
     server = prometheus_factory([ml("busy-0", 0, "gpu-1", broken_prof=True)], now)
     done, document = sweep(kube, tmp_path, server, policy(metric="DCGM_FI_PROF_GR_ENGINE_ACTIVE"))
     assert done.code == 1, done.stderr

@@ -69,6 +69,7 @@ def test_both_parts_share_one_report_and_one_limit(
     pod["status"]["startTime"] = timestamp(now - timedelta(hours=5))
     pod["metadata"]["annotations"] = {"gpu-jobs/idle-since": timestamp(now - timedelta(hours=1))}  # due
     kube.create(pod)
+    kube.identify("ml-prod")  # what the cluster's install created: its API proves it is ml-prod
     # Untagged and marked a day ago: due too.
     due = aws.add_instance(REGION, "g5.xlarge", {SWEEP_MARK_TAG: mark_value("stop", now - timedelta(minutes=5))})
     kube.log.clear()

@@ -1,10 +1,9 @@
-"""The sweep section's shell blocks, run as a user types them (bash, the real kubectl) against the Kubernetes
+"""The shell blocks of docs/sweep.md, run as a user types them (bash, the real kubectl) against the Kubernetes
 emulator: a person's answer to a warning, and restoring a Deployment the sweep scaled to zero (scaled by the job's own
 adapter, so the record is the one the job writes)."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from jobs.adapters.kube.pods import KubePods
 from jobs.core.idle_pods import snooze
 from jobs.labels import KEEP_ALIVE_ANNOTATION, KEEP_ALIVE_UNTIL_ANNOTATION, SCALED_FROM_ANNOTATION
+from tests.docs import shell_block
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_pod, namespace
 
@@ -21,14 +21,6 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 KUBECTL = ROOT / ".tools" / "bin" / "kubectl"
-
-
-def block(heading: str) -> str:
-    """The fenced ``sh`` block right after the README paragraph that starts with ``heading``."""
-    text = (ROOT / "README.md").read_text()
-    found = re.search(r"```sh\n(.*?)```", text[text.index(heading) :], re.S)
-    assert found is not None, f"no sh block after {heading} in README.md"
-    return found.group(1)
 
 
 def bash(kube: KubeHandle, script: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -46,7 +38,7 @@ def bash(kube: KubeHandle, script: str, home: Path) -> subprocess.CompletedProce
 def test_answering_a_warning_without_a_pull_request(kube: KubeHandle, tmp_path: Path) -> None:
     kube.create(namespace("ml"))
     kube.create(gpu_pod("train-0", "ml", node="gpu-1"))
-    done = bash(kube, block("**Answering a warning without a pull request**"), tmp_path)
+    done = bash(kube, shell_block("docs/sweep.md", "**Answering a warning without a pull request**"), tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["pod/train-0 annotated", "pod/train-0 annotated"]
     (pod,) = KubePods(kube.api_client()).gpu_pods()
@@ -63,7 +55,7 @@ def test_restoring_a_deployment_the_sweep_scaled_to_zero(kube: KubeHandle, tmp_p
     assert pods.scale_owner(pods.gpu_pods()[0]) == "Deployment ml/llm from 2"
     assert kube.get("Deployment", "llm", "ml", "apps/v1")["spec"]["replicas"] == 0  # type: ignore[index]
 
-    done = bash(kube, block("**Restoring a Deployment (or StatefulSet) the sweep scaled to zero**"), tmp_path)
+    done = bash(kube, shell_block("docs/sweep.md", "**Restoring a Deployment (or StatefulSet) the sweep scaled to zero**"), tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["deployment.apps/llm scaled", "deployment.apps/llm annotated"]
     deployment = kube.get("Deployment", "llm", "ml", "apps/v1")
