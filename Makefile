@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 LINTENV := .tools/lint
 
-.PHONY: install tools test lint typecheck imports docs unit schema calendar bench bench-fleet bench-quotas bench-sweep clean
+.PHONY: image install tools test lint typecheck imports docs unit schema calendar bench bench-fleet bench-quotas bench-sweep clean
 
 install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
 
@@ -75,6 +75,11 @@ bench-quotas:
 # --step 30s (the production density) ~1 min.
 bench-sweep:
 	$(BIN)/python bench/sweep.py --pods 10000 --window 2h --step 60s
+
+# The image, built with docker (with a daemon), podman or buildah, whichever works (.ci/build-image says so when none
+# does); IMAGE and VERSION override the name and tag (docs/release.md).
+image:
+	bash .ci/build-image
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache

@@ -27,6 +27,7 @@ COMMANDS = {
     "cloud-quotas": "request cloud GPU quota increases (AWS, GCP, Azure) before the node groups need them",
     "sweep": "warn about, then act on idle GPU pods (DCGM metrics) and GPU instances missing their owner tags",
     "schema": "print the policy's JSON Schema (generated from the models)",
+    "check-install": "flag placeholders left in a rendered install (kubectl kustomize DIR | gpu-jobs check-install)",
 }
 
 

@@ -450,6 +450,7 @@ def expected_identity(cloud: str | None, objects: list[Obj]) -> set[tuple[str, s
             "gcp": {("gcp", f"ServiceAccount/{account}", "iam.gke.io/gcp-service-account")},
             "azure": {
                 ("azure", f"ServiceAccount/{account}", "azure.workload.identity/client-id"),
+                ("azure", f"ServiceAccount/{account}", "azure.workload.identity/tenant-id"),
                 ("azure", f"CronJob/{job} pod", "azure.workload.identity/use"),
             },
         }[cloud]
@@ -762,7 +763,8 @@ def go_template(value: Any, params: Obj) -> Any:
     def evaluate(match: re.Match[str]) -> str:
         expression = match.group(1)
         if indexed := re.fullmatch(r'index (\.[\w.]+) "([^"]+)"', expression):
-            return str(lookup(indexed.group(1))[indexed.group(2)])
+            # Go's index returns the zero value for a missing key (missingkey=error is for .field lookups only).
+            return str(lookup(indexed.group(1)).get(indexed.group(2), ""))
         if re.fullmatch(r"\.[\w.]+", expression):
             return str(lookup(expression))
         pytest.fail(f"the template uses {expression!r}, which this test does not emulate")
@@ -776,14 +778,37 @@ def go_template(value: Any, params: Obj) -> Any:
     return value
 
 
-def argocd_cluster(name: str, labels: dict[str, str]) -> Obj:
+def argocd_cluster(name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> Obj:
     """The parameters the cluster generator gives the template for one registered cluster."""
     return {
         "name": name,
         "nameNormalized": name,
         "server": f"https://{name}.example:6443",
-        "metadata": {"labels": {"argocd.argoproj.io/secret-type": "cluster", **labels}, "annotations": {}},
+        "metadata": {
+            "labels": {"argocd.argoproj.io/secret-type": "cluster", **labels},
+            "annotations": annotations or {},
+        },
     }
+
+
+#: Each cluster's own identity for its nodegroups job, as the fleet's operator would register it, by cloud.
+CLUSTER_IDENTITY = {
+    "aws": lambda name: f"arn:aws:iam::444455556666:role/gpu-jobs-nodegroups-{name}",
+    "gcp": lambda name: f"gpu-jobs-nodegroups@{name}-project.iam.gserviceaccount.com",
+    "azure": lambda name: f"5d0c{len(name):04d}-1b0e-4c1d-9a55-3c2b8d1e0f11",
+}
+IDENTITY_ANNOTATION = {
+    "aws": "eks.amazonaws.com/role-arn",
+    "gcp": "iam.gke.io/gcp-service-account",
+    "azure": "azure.workload.identity/client-id",
+}
+
+
+def nodegroups_identity(objects: list[Obj], cloud: str) -> str:
+    value: str = named(objects, "ServiceAccount", "gpu-jobs-nodegroups")["metadata"]["annotations"][
+        IDENTITY_ANNOTATION[cloud]
+    ]
+    return value
 
 
 def test_argocd_applicationset_gives_each_cluster_its_clouds_overlay_and_its_name(tmp_path: Path) -> None:
@@ -799,7 +824,7 @@ def test_argocd_applicationset_gives_each_cluster_its_clouds_overlay_and_its_nam
     assert spec["goTemplate"] is True
     assert "missingkey=error" in spec["goTemplateOptions"]
     for name, cloud in fleet_clusters():
-        cluster = argocd_cluster(name, {CLOUD_LABEL: cloud})
+        cluster = argocd_cluster(name, {CLOUD_LABEL: cloud}, {"gpu-jobs.dev/identity": CLUSTER_IDENTITY[cloud](name)})
         assert selector_matches(selector, cluster["metadata"]["labels"]), name
         app = go_template(spec["template"], cluster)
 
@@ -812,6 +837,11 @@ def test_argocd_applicationset_gives_each_cluster_its_clouds_overlay_and_its_nam
         assert identity_settings(objects) == expected_identity(cloud, objects)
         assert identity_settings(objects)
         assert cluster_of_every_cronjob(objects) == {name}
+        # The cluster's own identity for the nodegroups job; the account-level jobs' stay the install's.
+        assert nodegroups_identity(objects, cloud) == CLUSTER_IDENTITY[cloud](name)
+        base = render(source["path"].removeprefix("kustomize/overlays/"))
+        for account in ("gpu-jobs-cloud-quotas", "gpu-jobs-sweep-instances"):
+            assert named(objects, "ServiceAccount", account) == named(base, "ServiceAccount", account)
 
 
 @pytest.mark.parametrize(
@@ -855,13 +885,14 @@ def test_flux_gives_each_cluster_its_clouds_overlay_and_its_name(tmp_path: Path)
     assert sync["spec"]["sourceRef"] == {"kind": "GitRepository", "name": source["metadata"]["name"]}
     assert (ROOT / sync["spec"]["path"] / "kustomization.yaml") == flux / "kustomization.yaml"
     substitute = sync["spec"]["postBuild"]["substitute"]
-    assert set(substitute) == {"cluster_name", "cloud"}
+    assert set(substitute) == {"cluster_name", "cloud", "nodegroups_identity"}
     assert (substitute["cluster_name"], substitute["cloud"]) in fleet_clusters()
 
     # What the entry applies: gitops/flux rendered by kustomize, then substituted.
     done = subprocess.run([str(kubectl()), "kustomize", str(flux)], capture_output=True, text=True, check=True)
     for name, cloud in fleet_clusters():
-        (kustomization,) = yaml.safe_load_all(flux_substitute(done.stdout, {"cluster_name": name, "cloud": cloud}))
+        variables = {"cluster_name": name, "cloud": cloud, "nodegroups_identity": CLUSTER_IDENTITY[cloud](name)}
+        (kustomization,) = yaml.safe_load_all(flux_substitute(done.stdout, variables))
         spec = kustomization["spec"]
         assert kustomization["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1"
         assert kustomization["metadata"]["namespace"] == source["metadata"]["namespace"]
@@ -872,6 +903,7 @@ def test_flux_gives_each_cluster_its_clouds_overlay_and_its_name(tmp_path: Path)
         objects = render_with_patches(spec["path"].removeprefix("./"), spec["patches"], tmp_path / name)
         assert identity_settings(objects) == expected_identity(cloud, objects)
         assert cluster_of_every_cronjob(objects) == {name}
+        assert nodegroups_identity(objects, cloud) == CLUSTER_IDENTITY[cloud](name)
 
 
 # --- the policy in the user's own repository ---------------------------------------------------------------------
@@ -884,17 +916,23 @@ def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_pat
     """The example entry point takes a released gpu-jobs as a remote base and its own policy.yaml. The remote cannot
     be fetched here, so this repository's tracked and new files are committed to a local git repository, tagged with
     the example's ref, and the URL points there (file://): kustomize clones it with git as it would GitHub."""
-    import tomllib
-
+    from jobs import __version__ as version
     from jobs.policy_file import load_policy
 
     kustomization = yaml.safe_load((OWN_REPOSITORY / "kustomization.yaml").read_text())
-    (resource,) = kustomization["resources"]
-    remote = REMOTE_BASE.fullmatch(resource)
-    assert remote, resource
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert remote["ref"] == f"v{version}"  # the example pins the release this repository is
-    assert (ROOT / remote["path"] / "kustomization.yaml").is_file()
+    remotes = [r for r in [*kustomization["resources"], *kustomization["components"]] if "://" in r]
+    # The base and the components of one cloud and one environment, all from the same release; the rest is local.
+    assert [r for r in kustomization["resources"] if "://" not in r] == ["install.yaml"]
+    assert [REMOTE_BASE.fullmatch(r)["path"] for r in remotes if REMOTE_BASE.fullmatch(r)] == [  # type: ignore[index]
+        "kustomize/base",
+        "kustomize/components/aws",
+        "kustomize/components/production",
+    ]
+    for resource in remotes:
+        remote = REMOTE_BASE.fullmatch(resource)
+        assert remote, resource
+        assert remote["ref"] == f"v{version}"  # the example pins the release this repository is
+        assert (ROOT / remote["path"] / "kustomization.yaml").is_file()
 
     clone = tmp_path / "gpu-jobs"
     files = (
@@ -916,7 +954,7 @@ def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_pat
         ["init", "-q", "-b", "main"],
         ["add", "-A"],
         ["commit", "-q", "-m", "release"],
-        ["tag", remote["ref"]],
+        ["tag", f"v{version}"],
     ):
         subprocess.run([*git, *args], check=True, capture_output=True)
     own = tmp_path / "own"

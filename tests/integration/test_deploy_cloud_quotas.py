@@ -5,6 +5,7 @@ runs on. Rendered by the real kubectl, every object validated with ``kubernetes-
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -38,10 +39,12 @@ def suspended(objects: list[Obj]) -> bool:
 
 
 def render_central_on(cloud: str, tmp_path: Path) -> list[Obj]:
-    """The central overlay with the component of the cloud it runs on, as its comment tells a user to write it."""
+    """The central overlay with the component of the cloud it runs on and its install.yaml, as its comment tells a
+    user to write it."""
     tmp_path.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "kustomize" / "overlays" / "production" / cloud / "install.yaml", tmp_path / "install.yaml")
     kustomization = {
-        "resources": [os.path.relpath(ROOT / "kustomize" / "overlays" / CENTRAL, tmp_path)],
+        "resources": [os.path.relpath(ROOT / "kustomize" / "overlays" / CENTRAL, tmp_path), "install.yaml"],
         "components": [os.path.relpath(ROOT / "kustomize" / "components" / cloud, tmp_path)],
     }
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))

@@ -1,5 +1,7 @@
-"""The pull-request check as written: the ``run:`` lines of ``.github/workflows/policy.yaml`` and the
-commands of docs/commands.md, run by bash in a Git repository with a base branch and a change, with ``gh`` replaced by a recorder."""
+"""The pull-request check as written: the ``run:`` lines of ``.github/workflows/policy.yaml`` (scripts/policy-check.sh,
+with this venv's gpu-jobs) and the commands of docs/commands.md, run by bash in a Git repository with a base branch
+and a change, with ``gh`` replaced by a recorder. tests/integration/test_policy_repo.py runs the same script from the
+reusable workflow, installing gpu-jobs, in a repository that holds only a policy file."""
 
 from __future__ import annotations
 
@@ -23,9 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github/workflows/policy.yaml"
 EXAMPLE = (ROOT / "gitops/policy.yaml").read_text()
 #: The GitHub expressions the workflow may use and what the runner would put there for pull request 17.
-EXPRESSIONS = {"github.token": "t0ken", "github.event.pull_request.number": "17"}
-#: Steps the test does not run: the runner's own actions, and the install (this venv's gpu-jobs is on PATH).
-NOT_RUN = {"Install gpu-jobs"}
+EXPRESSIONS = {"github.token": "t0ken", "github.event.pull_request.number": "17", "github.workspace": "."}
 
 # A gh that keeps the comment in a file: `--edit-last` fails while there is none, as the real one does.
 FAKE_GH = """#!/bin/sh
@@ -68,6 +68,8 @@ def world(tmp_path: Path) -> dict[str, Any]:
     (repo / "gitops").mkdir(parents=True)
     (repo / "gitops/kustomization.yaml").write_text((ROOT / "gitops/kustomization.yaml").read_text())
     (repo / "gitops/policy.yaml").write_text(EXAMPLE)
+    (repo / "scripts").mkdir()
+    (repo / "scripts/policy-check.sh").write_text((ROOT / "scripts/policy-check.sh").read_text())
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", ".")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "base")
@@ -87,6 +89,8 @@ def world(tmp_path: Path) -> dict[str, Any]:
         "TMPDIR": str(temp),
         "GH_STATE": str(state),
         "GPU_JOBS_LOG_FORMAT": "json",
+        "GITHUB_ACTIONS": "true",
+        "GPU_JOBS_INSTALL": "no",  # this venv's gpu-jobs is on PATH (test_policy_repo.py runs the install)
     }
     return {"repo": repo, "env": env, "state": state, "temp": temp}
 
@@ -117,7 +121,7 @@ def change_policy(world: dict[str, Any], *replacements: tuple[str, str]) -> None
 
 
 def test_the_workflow_runs_every_step_it_declares() -> None:
-    assert set(steps()) - NOT_RUN == {"Validate", "Policy before the change", "Diff", "Comment"}
+    assert set(steps()) == {"Check the policy", "Comment"}
 
 
 QUOTA = ("default: {nvidia.com/gpu: 0}", "default: {nvidia.com/gpu: 4}")
@@ -126,7 +130,7 @@ LONGER = ('start: "07:30", end: "19:30"', 'start: "07:30", end: "21:30"')
 
 def test_a_pull_request_gets_one_comment_with_what_it_changes(world: dict[str, Any]) -> None:
     change_policy(world, QUOTA, LONGER)
-    for name in ("Validate", "Policy before the change", "Diff", "Comment"):
+    for name in ("Check the policy", "Comment"):
         done = run_step(world, name)
         assert done.returncode == 0, (name, done.stdout, done.stderr)
     comment = (world["state"] / "comment-17.md").read_text()
@@ -138,7 +142,7 @@ def test_a_pull_request_gets_one_comment_with_what_it_changes(world: dict[str, A
     assert "`training-a100`" not in comment  # unchanged groups do not appear
     # A second push edits the same comment instead of adding one.
     change_policy(world, ("default: {nvidia.com/gpu: 4}", "default: {nvidia.com/gpu: 2}"))
-    for name in ("Policy before the change", "Diff", "Comment"):
+    for name in ("Check the policy", "Comment"):
         assert run_step(world, name).returncode == 0
     assert (world["state"] / "calls-17").read_text().split() == ["no", "yes"]
     assert "nvidia.com/gpu: 2 |" in (world["state"] / "comment-17.md").read_text()
@@ -147,8 +151,9 @@ def test_a_pull_request_gets_one_comment_with_what_it_changes(world: dict[str, A
 def test_a_bad_policy_fails_with_annotations_on_its_lines(world: dict[str, Any]) -> None:
     change_policy(world, ('days: Mon-Fri, start: "07:30"', 'days: Mon-Fry, start: "07:30"'))
     line = next(i for i, text in enumerate(EXAMPLE.splitlines(), 1) if 'start: "07:30"' in text)
-    done = run_step(world, "Validate")
+    done = run_step(world, "Check the policy")
     assert done.returncode == 2
+    assert not (world["temp"] / "policy-diff.md").exists()  # a bad policy stops the check before the diff
     assert done.stdout.splitlines() == [
         f"::error file=gitops/policy.yaml,line={line},title=gpu-jobs validate%3A nodeGroups[4].workingHours[0].days"
         '::nodeGroups[4].workingHours[0].days: "Mon-Fry" is not a day range (use e.g. Mon-Fri, Sat,Sun, Mon-Wed,Fri'
