@@ -3,6 +3,7 @@ scope where nothing was done (another run holds the Lease, the scope failed, the
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 
@@ -23,3 +24,15 @@ def nothing_done(lock_holder: str | None, error: str | None = None) -> str | Non
 
 def refused(reason: str) -> str:
     return f"  REFUSED: {reason}. Nothing changed. The plan was:"
+
+
+def sentence(text: str) -> str:
+    """A message as a sentence a person reads (a Kubernetes Event's), ending with a full stop. Report rows and plan
+    reasons are fragments (``stays up: ...``); an Event stands alone, so a first plain lowercase word is capitalised
+    (never a name: ``p-spot:``, ``gpu-jobs.io/...`` and ``train-0`` are left as they are)."""
+    text = text.strip()
+    if not text:
+        return text
+    if re.match(r"[a-z]+ ", text):
+        text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else text + "."

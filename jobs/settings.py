@@ -57,10 +57,11 @@ def parse_at(text: str | None, default_tz: str) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(default_tz))
 
 
-def _raw(flag: str | None, name: str) -> tuple[str | None, str]:
-    """A flag wins over the environment; an empty value (a manifest's ``value: ""``) means unset."""
+def _raw(flag: str | None, name: str, option: str | None = None) -> tuple[str | None, str]:
+    """A flag wins over the environment; an empty value (a manifest's ``value: ""``) means unset. ``option`` is the
+    flag as typed where it is not the variable's name (``--part`` for ``GPU_JOBS_SWEEP_PART``)."""
     if flag is not None:
-        return flag.strip() or None, f"--{name.lower().replace('_', '-')}"
+        return flag.strip() or None, option or f"--{name.lower().replace('_', '-')}"
     value = env(name)
     return (value.strip() or None) if value is not None else None, f"{ENV_PREFIX}{name}"
 
@@ -103,8 +104,10 @@ def seconds_setting(name: str, default: float, *, minimum: float = 0.0, flag: st
     return value
 
 
-def choice_setting(flag: str | None, name: str, default: str, choices: Collection[str]) -> str:
-    raw, source = _raw(flag, name)
+def choice_setting(
+    flag: str | None, name: str, default: str, choices: Collection[str], *, option: str | None = None
+) -> str:
+    raw, source = _raw(flag, name, option)
     if raw is None:
         return default
     if raw.lower() not in choices:

@@ -151,10 +151,10 @@ class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
             return ItemResult(item, "failed", str(exc))
         record = asked(item, request, self.now)
         self.backoff.call(lambda: self.ports.store.save(entry.name, record))
+        # Each fact once: the reason says the limit and the target, the demand how the target was counted.
         message = (
-            f"{entry.name}: asked for {value} {item.unit} in {entry.where} (limit {item.limit}, {item.reason}"
-            + (f"; {item.demand}" if item.demand else "")
-            + f"): {request.describe()}"
+            f"Asked for {value} {item.unit} for {entry.name} in {entry.where} (request {request.id},"
+            f" {request.status}): {item.reason}" + (f"; demand {item.demand}" if item.demand else "")
         )
         self.log.info(
             "cloud_quota.requested",
@@ -217,7 +217,8 @@ class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
     def _tell(self, item: QuotaPlan, record: Asked, request: CloudRequest | None) -> None:
         entry = item.entry
         what = request.describe() if request is not None else f"request {record.request_id} ({record.status})"
-        message = f"{entry.name} in {entry.where}: {what}; limit {item.limit} {item.unit}, target {item.target}"
+        figures = f"limit {item.limit} {item.unit}, target {item.target}"
+        message = f"The cloud answered for {entry.name} in {entry.where}: {what}; {figures}"
         self.log.info(
             "cloud_quota.outcome",
             quota=entry.name,

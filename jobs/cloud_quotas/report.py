@@ -32,15 +32,16 @@ def _text(report: Report) -> str:
     for row in report.rows:
         plan = row.plan
         unit = plan.unit or ""
-        figures = f"limit {_n(plan.limit)} {unit}, target {_n(plan.target)}" + (
-            f", usage {plan.usage}" if plan.usage is not None else ""
-        )
+        figures = f"limit {_n(plan.limit)} {unit}, target {_n(plan.target)}" + (f" ({plan.how})" if plan.how else "")
+        figures += f", usage {plan.usage}" if plan.usage is not None else ""
         lines.append(f"  {plan.entry.name:<{width}}  {row.action:<8} {figures}")
         if plan.demand:
             lines.append(f"  {'':<{width}}  demand: {plan.demand}")
         if row.request is not None:
             lines.append(f"  {'':<{width}}  {row.request.describe()}")
-        if row.message and (row.failed or row.action == "request"):
+        # Each fact once: the figures, the demand and the request above say what a request or a pending one is;
+        # only a failure has more to say.
+        if row.message and row.failed:
             lines.append(f"  {'':<{width}}  {'error: ' if row.action == 'error' else ''}{row.message}")
     return "\n".join(lines) + "\n"
 
@@ -77,4 +78,4 @@ def to_json(reports: Sequence[Report]) -> str:
         # Scopes where nothing was done, and why: another run holds the Lease, the limit refused, unreadable.
         "scopes": [{"name": r.scope.name, "state": r.state, "reason": r.reason} for r in reports],
     }
-    return json.dumps(document, indent=2)
+    return json.dumps(document) + "\n"  # one line: one record for a log collector, like every job's

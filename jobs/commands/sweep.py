@@ -65,7 +65,7 @@ def parts(run: Run) -> tuple[str, ...]:
     section = run.policy.sweep
     if section is None:
         raise SettingsError(f"{run.args.policy} has no sweep section: nothing for the sweep job to do")
-    chosen = choice_setting(getattr(run.args, "part", None), "SWEEP_PART", "", PARTS)
+    chosen = choice_setting(getattr(run.args, "part", None), "SWEEP_PART", "", PARTS, option="--part")
     present = {"pods": section.idle_pods is not None, "instances": section.untagged_instances is not None}
     if chosen:
         if not present[chosen]:

@@ -156,6 +156,7 @@ class QuotaPlan:
     file: int | None = None  # action request: the value to ask for
     record: Asked | None = None  # what to remember now (a new outcome), without filing anything
     reason: str = ""
+    how: str = ""  # how the target was reached when it is not the demand (headroom, capped at max)
 
     @property
     def writes(self) -> bool:
@@ -270,7 +271,7 @@ def plan_quota(
         return replace(plan, reason=demand.error)
     base = entry.target if isinstance(entry.target, int) else demand.value
     target, how = effective_target(entry, base, facts.limit, facts.usage)
-    plan = replace(plan, target=target)
+    plan = replace(plan, target=target, how=how)
     followed = facts.followed
     record = _changed(remembered, followed, now)
     open_request = facts.open_request or (followed if followed is not None and followed.outcome == "open" else None)

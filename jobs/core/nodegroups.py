@@ -57,6 +57,22 @@ class GroupConfig:
     # instances short of its desired capacity. Read-only, never recorded.
     missing: int = 0
 
+    def describe(self) -> str:
+        """The configuration as a person reads it (an Event's): ``min 1, desired 3, max 8, autoscaler on``."""
+        desired = "unknown" if self.desired is None else str(self.desired)
+        parts = [f"min {self.min}", f"desired {desired}", f"max {self.max}"]
+        if not self.autoscaling and self.desired is not None and self.max < self.desired:
+            parts = [f"desired {desired}"]  # bounds the provider keeps but does not use (an AKS manual pool: 0, 0)
+        if self.zones > 1:
+            parts[-1] += f" (per zone, {self.zones} zones)"
+        if self.autoscaling:
+            profile = f" ({self.autoscaler_profile})" if self.autoscaler_profile else ""
+            tags = f" with {len(self.autoscaler_tags)} discovery tags" if self.autoscaler_tags else ""
+            parts.append(f"autoscaler on{profile}{tags}")
+        if self.stopped:
+            parts.append("stopped")
+        return ", ".join(parts)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "min": self.min,
@@ -123,6 +139,14 @@ class SetAutoscaling:
             return "autoscaler off"
         return f"autoscaler on ({self.min}..{self.max})" if not self.tags else "autoscaler discovery tags restored"
 
+    def done(self) -> str:
+        """The step once applied, as a sentence's start (an Event's)."""
+        if not self.enabled:
+            return "Turned the autoscaler off"
+        if self.tags:
+            return "Restored the autoscaler discovery tags"
+        return f"Turned the autoscaler on (min {self.min}, max {self.max})"
+
 
 @dataclass(frozen=True)
 class SetSize:
@@ -135,6 +159,9 @@ class SetSize:
     def describe(self) -> str:
         return f"size {self.min}/{self.desired}/{self.max}"
 
+    def done(self) -> str:
+        return f"Set the size to min {self.min}, desired {self.desired}, max {self.max}"
+
 
 @dataclass(frozen=True)
 class SetPower:
@@ -144,6 +171,9 @@ class SetPower:
 
     def describe(self) -> str:
         return "power Stopped" if self.stopped else "power Running"
+
+    def done(self) -> str:
+        return "Stopped the pool" if self.stopped else "Started the pool"
 
 
 Step = SetAutoscaling | SetSize | SetPower

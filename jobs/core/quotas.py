@@ -72,10 +72,34 @@ class QuotaEntry:
     rule: str
     warnings: tuple[str, ...] = ()
     reason: str = ""  # why a conflict or failure, and how to resolve it
+    before: Mapping[str, str] = field(default_factory=dict)  # the quota's limits now, for an update or a delete
 
     @property
     def writes(self) -> bool:
         return self.action in WRITES
+
+    def change(self) -> str:
+        """The limits as a person reads them: ``key=value`` for a quota created or a limit kept (compared by value,
+        as the plan does), ``key old -> new`` for an update (``none -> new`` for a limit it adds), ``key old ->
+        removed`` for one the write drops (every one, for a delete)."""
+        if self.action == "delete":
+            return ", ".join(f"{k} {v} -> removed" for k, v in self.before.items()) or "-"
+        if self.action != "update":
+            return ", ".join(f"{k}={v}" for k, v in self.hard.items()) or "-"
+        parts = []
+        for key, value in self.hard.items():
+            old = self.before.get(key)
+            same = old is not None and _same_quantity(old, value)
+            parts.append(f"{key}={value}" if same else f"{key} {old or 'none'} -> {value}")
+        parts += [f"{k} {v} -> removed" for k, v in self.before.items() if k not in self.hard]
+        return ", ".join(parts) or "-"
+
+
+def _same_quantity(a: str, b: str) -> bool:
+    try:
+        return parse_quantity(a) == parse_quantity(b)
+    except ValueError:  # unreadable limits make a failed entry, never an update: said as they are, just in case
+        return a == b
 
 
 def unwritten_status(entry: QuotaEntry) -> Literal["unchanged", "conflict", "failed"]:
@@ -225,7 +249,10 @@ def plan_quotas(
         entries += [entry] if entry is not None else []
         # After the new quota is written, so that the namespace is never without one.
         why = f"managed by gpu-jobs under a former quotaName: {config.quota_name} replaces it"
-        entries += [QuotaEntry(ns.name, q.name, "delete", {}, wanted.rule, (why,)) for q in former.get(ns.name, ())]
+        entries += [
+            QuotaEntry(ns.name, q.name, "delete", {}, wanted.rule, (why,), before=q.hard)
+            for q in former.get(ns.name, ())
+        ]
     return tuple(entries)
 
 
@@ -235,7 +262,9 @@ def _entry(name: str, namespace: str, wanted: Governing, current: QuotaInfo | No
             return None
         return QuotaEntry(namespace, name, "conflict", wanted.hard, wanted.rule, reason=_foreign(current, wanted))
     if wanted.hard is None:
-        return QuotaEntry(namespace, name, "delete", {}, wanted.rule) if current is not None else None
+        return (
+            QuotaEntry(namespace, name, "delete", {}, wanted.rule, before=current.hard) if current is not None else None
+        )
     if current is None:
         return QuotaEntry(namespace, name, "create", wanted.hard, wanted.rule)
     same, warnings, unreadable = _compare(current, wanted.hard)
@@ -246,8 +275,10 @@ def _entry(name: str, namespace: str, wanted: Governing, current: QuotaInfo | No
     if current.scopes:
         # The job's own apply set them: its next apply, which gives none, removes them.
         warnings += (f"scopes {', '.join(current.scopes)} (not in the policy) removed: the quota limits every pod",)
-        return QuotaEntry(namespace, name, "update", wanted.hard, wanted.rule, warnings)
-    return QuotaEntry(namespace, name, "unchanged" if same else "update", wanted.hard, wanted.rule, warnings)
+        return QuotaEntry(namespace, name, "update", wanted.hard, wanted.rule, warnings, before=current.hard)
+    if same:
+        return QuotaEntry(namespace, name, "unchanged", wanted.hard, wanted.rule, warnings)
+    return QuotaEntry(namespace, name, "update", wanted.hard, wanted.rule, warnings, before=current.hard)
 
 
 def _compare(current: QuotaInfo, hard: Mapping[str, str]) -> tuple[bool, tuple[str, ...], str]:

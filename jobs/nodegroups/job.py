@@ -381,7 +381,8 @@ class Executor:
                 exc_info=not isinstance(exc, CloudError | DeadlineReached),
             )
             reason = RESTORE_NOT_DELIVERED if isinstance(exc, NotDelivered) else "NodeGroupFailed"
-            self.event(action.group, reason, f"{action.direction} failed: {exc}", warning=True)
+            what = "shutdown" if action.direction == "down" else "restore"
+            self.event(action.group, reason, f"The {what} failed: {exc}", warning=True)
             return GroupResult(action.group, "failed", str(exc), action)
         note = "" if confirmed else "; nodes not all there yet: the next run confirms the restore"
         return GroupResult(action.group, "applied", _describe_step_change(action) + note, action)
@@ -403,7 +404,9 @@ class Executor:
             # Durable before anything changes: a crash from here on still knows the size to restore.
             self.save_record(group.name, record)
             self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
-            self.event(group.name, "ConfigurationRecorded", f"pre-shutdown configuration: {record.config.to_json()}")
+            self.event(
+                group.name, "ConfigurationRecorded", f"Recorded the size before shutdown: {record.config.describe()}"
+            )
         if action.evict:
             try:
                 self._drain(action)
@@ -432,7 +435,7 @@ class Executor:
             self.event(
                 group.name,
                 "NodeGroupScaled" if action.direction == "down" else "NodeGroupRestored",
-                f"{step.describe()} ({action.reason})",
+                f"{step.done()}: {action.reason}",
             )
         # Not known yet: the record stays as it is, and the next run confirms (unknown is never done).
         confirmed = action.direction == "down" or not action.steps or self._delivered(group, cloud)
@@ -484,7 +487,7 @@ class Executor:
             self._retry("uncordon", partial(self.ports.cluster.uncordon, node), group, undo=True)
             self.log.info("nodegroup.uncordoned", node_group=group, node=node)
         if nodes:
-            self.event(group, "NodesUncordoned", f"uncordoned {', '.join(nodes)} (cordoned by an earlier drain)")
+            self.event(group, "NodesUncordoned", f"Uncordoned {', '.join(nodes)} (cordoned by an earlier drain)")
 
     def _drain(self, action: GroupAction) -> None:
         for node in action.cordon:

@@ -206,7 +206,8 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
         except (CloudError, Stopped, DeadlineReached) as exc:
             self.log.error("quota.failed", namespace=entry.namespace, quota=entry.quota, error=str(exc))
             return Outcome(entry, "failed", str(exc))
-        message = f"{entry.action}: {dict(entry.hard) or 'removed'} ({entry.rule})"
+        done = {"create": "Created", "update": "Updated", "delete": "Deleted"}[entry.action]
+        message = f"{done} the GPU quota: {entry.change()} (rule {entry.rule})"
         self.log.info(
             "quota.changed", namespace=entry.namespace, quota=entry.quota, action=entry.action, rule=entry.rule
         )

@@ -27,8 +27,8 @@ def _text(report: Report) -> str:
         lines.append(f"  nothing to change: {len(report.results)} namespaces have the quota the policy says")
     width = max([len(r.entry.namespace) for r in changing] + [10])
     for r in changing:
-        hard = ", ".join(f"{k}={v}" for k, v in r.entry.hard.items()) or "-"
-        lines.append(f"  {r.entry.namespace:<{width}}  {r.entry.action:<7} {r.status:<9} {hard}  ({r.entry.rule})")
+        change = r.entry.change()
+        lines.append(f"  {r.entry.namespace:<{width}}  {r.entry.action:<7} {r.status:<9} {change}  ({r.entry.rule})")
         if r.message and r.status in ("failed", "conflict"):
             lines.append(f"  {'':<{width}}  error: {r.message}")
     for r in report.results:

@@ -357,6 +357,8 @@ def test_cronjob_container_command_env_and_image(target: str, job: str) -> None:
     assert main["image"] == f"{IMAGE}:{TAGS[target]}"
     assert variables["GPU_JOBS_POLICY"] == "/etc/gpu-jobs/policy.yaml"
     assert variables["GPU_JOBS_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    # The pod log is JSON lines only: the logs on stderr and the report (one line) on stdout.
+    assert (variables["GPU_JOBS_LOG_FORMAT"], variables["GPU_JOBS_OUTPUT"]) == ("json", "json")
     assert len(variables) == len(main["env"])  # no variable set twice
 
 

@@ -133,6 +133,24 @@ def test_updates_deletions_foreign_quotas_and_terminating_namespaces() -> None:
     assert "below current usage 1" in plan([ns("misc")], low)["misc"].warnings[0]
 
 
+def test_a_change_says_old_and_new_limits_compared_by_value() -> None:
+    lab = QuotaInfo(
+        "lab", "gpu-quota", {"cpu": "64000m", "memory": "262144Mi", "requests.nvidia.com/gpu": "4"}, {}, True
+    )
+    team = QuotaInfo("team-a", "gpu-quota", {"requests.nvidia.com/gpu": "2"}, {}, True)
+    gone = QuotaInfo("kube-system", "gpu-quota", {"requests.nvidia.com/gpu": "1"}, {}, True)
+    found = plan([ns("lab", team="research"), ns("team-a"), ns("kube-system"), ns("new")], [lab, team, gone])
+    assert found["team-a"].change() == "requests.nvidia.com/gpu 2 -> 4"
+    # 64000m is 64 (kept, said once); the MIG limit is new; the GPU limit changes.
+    assert found["lab"].change() == (
+        "cpu=64, memory=256Gi, requests.nvidia.com/gpu 4 -> 2, requests.nvidia.com/mig-1g.10gb none -> 4"
+    )
+    assert found["kube-system"].change() == "requests.nvidia.com/gpu 1 -> removed"
+    assert found["new"].change() == "requests.nvidia.com/gpu=0"
+    night = plan([ns("lab", team="research")], [lab], at=NIGHT)["lab"]
+    assert night.change() == "requests.nvidia.com/gpu 4 -> 8, cpu 64000m -> removed, memory 262144Mi -> removed"
+
+
 def test_over_commit_is_shown_with_where_the_capacity_comes_from() -> None:
     entries = list(plan([ns("team-a"), ns("team-b"), ns("ml-team")]).values())
     assert over_commit(entries, node_capacity({"nvidia.com/gpu": 8})) == (

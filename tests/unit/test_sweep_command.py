@@ -44,7 +44,7 @@ def test_both_parts_when_omitted_each_only_with_its_section(monkeypatch: pytest.
         (CLUSTER, None, "has no sweep section"),
         (CLUSTER + "sweep:\n" + INSTANCES, "pods", "--part pods: policy.yaml has no sweep.idlePods"),
         (CLUSTER + "sweep:\n" + PODS, "instances", "has no sweep.untaggedInstances"),
-        (CLUSTER + "sweep:\n" + PODS, "nodes", "use one of pods, instances"),
+        (CLUSTER + "sweep:\n" + PODS, "nodes", "--part='nodes': use one of pods, instances"),
     ],
 )
 def test_a_part_without_its_section_is_a_settings_error(body: str, part: str | None, words: str) -> None:
@@ -70,10 +70,18 @@ def test_the_prometheus_override_is_checked(monkeypatch: pytest.MonkeyPatch) -> 
         sweep.prometheus_url()
 
 
-def test_sweep_is_a_command_and_a_bad_part_is_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sweep_is_a_command_and_a_bad_part_is_exit_2_naming_the_flag_typed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("GPU_JOBS_SWEEP_PART", raising=False)
     assert "sweep" in COMMANDS
-    assert main(["sweep", "--policy", EXAMPLE, "--part", "nodes", "--dry-run"]) == 2
+    assert main(["--log-format", "json", "sweep", "--policy", EXAMPLE, "--part", "gpus", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "--part='gpus': use one of pods, instances" in err
+    assert "sweep-part" not in err
+    monkeypatch.setenv("GPU_JOBS_SWEEP_PART", "gpus")  # the variable, when that is what was set
+    assert main(["--log-format", "json", "sweep", "--policy", EXAMPLE, "--dry-run"]) == 2
+    assert "GPU_JOBS_SWEEP_PART='gpus': use one of pods, instances" in capsys.readouterr().err
 
 
 def test_kube_ports_cover_both_parts() -> None:

@@ -14,6 +14,7 @@ from jobs.adapters.kube.client import ApiClient, request
 from jobs.adapters.kube.rbac import Grant
 from jobs.adapters.kube.records import record_name
 from jobs.core.nodegroups import GroupIdentity
+from jobs.report_text import sentence
 
 #: Events on the nodegroups job's record ConfigMaps, in its own namespace. Jobs that report on objects in other
 #: namespaces (a team's ResourceQuota) grant themselves events cluster-wide in their own module.
@@ -51,7 +52,10 @@ def emit_event(
 
     ``involvedObject.uid`` is what ``kubectl describe`` selects Events by: without it they are listed by
     ``kubectl get events`` but never shown under the object. A caller that has the object passes its uid; else it
-    is read with the ``list`` the job already holds on that kind (an object that is gone has no uid to give)."""
+    is read with the ``list`` the job already holds on that kind (an object that is gone has no uid to give).
+
+    Every job's Events go through here, so each message is made a sentence once (``kubectl describe`` shows it
+    alone, not under a report's headline)."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     involved = {"apiVersion": "v1", "kind": kind, "name": name, "namespace": namespace}
     if uid is None:
@@ -64,7 +68,7 @@ def emit_event(
         "metadata": {"name": f"{name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
         "involvedObject": involved,
         "reason": reason,
-        "message": message[:1024],
+        "message": sentence(message)[:1024],
         "type": "Warning" if warning else "Normal",
         "source": {"component": component},
         "reportingComponent": f"gpu-jobs/{component}",

@@ -3,6 +3,7 @@ EKS extension), with its records, Lease and Events in the Kubernetes API emulato
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -267,6 +268,34 @@ def test_text_report_reads_for_people(job: Job) -> None:
     assert "gpu-jobs cloud-quotas in account aws/eu-west-1" in ran.text
     assert "p-spot      request  limit 96 vCPU, target 768" in ran.text
     assert "demand: training-a100: 8 x p4d.24xlarge x 96 vCPU = 768" in ran.text
+
+
+def test_a_run_says_each_fact_once_and_prints_one_json_line(job: Job, aws: AwsEmulator) -> None:
+    ran = job.run(text=True)
+    (request,) = aws.quotas.requests()
+    assert ran.text.splitlines()[1:] == [
+        "  p-spot      request  limit 96 vCPU, target 768",
+        "              demand: training-a100: 8 x p4d.24xlarge x 96 vCPU = 768",
+        f"              request {request.id} (PENDING) for 768",
+    ]
+    assert job.kube_events() == [
+        (
+            "gpu-jobs-cloud-quota-p-spot",
+            "QuotaRequested",
+            f"Asked for 768 vCPU for p-spot in eu-west-1 (request {request.id}, PENDING): limit 96 is below target"
+            " 768; demand training-a100: 8 x p4d.24xlarge x 96 vCPU = 768.",
+        )
+    ]
+    aws.quotas.decide(request.id, "APPROVED")
+    job.run()
+    job.write(policy(up_max=12, extra="        max: 1000\n"))
+    capped = job.run("--dry-run", text=True).text
+    assert "  p-spot      request  limit 768 vCPU, target 1000 (capped at max 1000)\n" in capped
+    assert capped.count("768 vCPU") == 1
+    assert capped.count("1000") == 2  # the target and the cap that made it
+    json_run = job.run("--dry-run")
+    assert json_run.report["quotas"][0]["message"] == "limit 768 is below target 1000 (capped at max 1000)"
+    assert json_run.text.splitlines() == [json.dumps(json_run.report)]  # one line, as the CronJob's log has it
 
 
 def test_the_job_calls_only_what_the_iam_document_grants(job: Job, aws: AwsEmulator) -> None:

@@ -358,3 +358,30 @@ def test_a_write_whose_answer_is_lost_is_observed_not_resent(
 
 # Writes of one evening per path, without any fault: the lost answer adds none.
 LOST_ANSWER_SENT = {("finetune", "agentPools.createOrUpdate"): 2}  # AKS: autoscaler off, then count 0
+
+
+def test_a_night_and_a_morning_leave_events_a_person_reads(fleet: Fleet) -> None:
+    """Every Event message is a sentence: no Python repr (braces, quotes, None) of a record or a size."""
+    fleet.run(EVENING)
+    fleet.run(MORNING)
+    messages = {(e["reason"], e["message"]) for e in fleet.kube.list("Event", "gpu-jobs")}
+    assert {
+        (
+            "ConfigurationRecorded",
+            "Recorded the size before shutdown: min 1, desired 3, max 8, autoscaler on with 2 discovery tags.",
+        ),
+        ("ConfigurationRecorded", "Recorded the size before shutdown: desired 3."),  # an AKS manual pool
+        (
+            "ConfigurationRecorded",
+            "Recorded the size before shutdown: min 1, desired 2, max 4 (per zone, 2 zones), autoscaler on (BALANCED).",
+        ),
+        ("NodeGroupScaled", "Turned the autoscaler off: outside working hours."),
+        ("NodeGroupScaled", "Set the size to min 0, desired 0, max 0: outside working hours."),
+        ("NodeGroupScaled", "Stopped the pool: outside working hours."),
+        (
+            "NodeGroupRestored",
+            "Set the size to min 1, desired 3, max 8: warming up for Mon-Fri 08:00-20:00 opening Wed 08:00.",
+        ),
+    } <= messages
+    assert [m for _, m in messages if any(c in m for c in ("{", "'", "None"))] == []
+    assert all(m[0].isupper() for _, m in messages)

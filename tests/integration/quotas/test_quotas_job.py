@@ -224,3 +224,26 @@ def test_usage_in_any_apimachinery_spelling_is_read_and_a_run_never_crashes_on_i
         "misc": "unchanged",
     }
     assert cluster.log.writes() == []
+
+
+def test_the_report_and_the_events_say_old_and_new_limits_in_sentences(cluster: KubeHandle, tmp_path: Path) -> None:
+    cluster.create(resource_quota("gpu-quota", "kube-system", {"requests.nvidia.com/gpu": "1"}, MANAGED))
+    assert quotas(cluster, tmp_path, at=DAY)[0] == 0
+    code, _, out = quotas(cluster, tmp_path, at=NIGHT)  # lab's off-hours rule: 8 GPUs, no memory limit
+    assert code == 0
+    assert (
+        "lab         update  applied   requests.nvidia.com/gpu 2 -> 8, memory 256Gi -> removed  (rules[1].offHours)"
+        in out
+    )
+    events = [(e["involvedObject"]["namespace"], e["reason"], e["message"]) for e in cluster.list("Event")]
+    messages = {(ns, m) for ns, reason, m in events if reason == "QuotaReconciled"}
+    assert {
+        ("team-a", "Created the GPU quota: requests.nvidia.com/gpu=4 (rule rules[0])."),
+        ("kube-system", "Deleted the GPU quota: requests.nvidia.com/gpu 1 -> removed (rule excluded)."),
+        ("lab", "Created the GPU quota: memory=256Gi, requests.nvidia.com/gpu=2 (rule rules[1])."),
+        (
+            "lab",
+            "Updated the GPU quota: requests.nvidia.com/gpu 2 -> 8, memory 256Gi -> removed (rule rules[1].offHours).",
+        ),
+    } <= messages
+    assert [m for _, _, m in events if any(c in m for c in ("{", "'", "None"))] == []
