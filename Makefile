@@ -52,8 +52,10 @@ imports:
 docs:
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# One worker per core (CI has 2): each worker starts its own emulators; a file's tests stay on one worker so a
+# module's emulator starts once.
 unit:
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --dist loadfile
 
 schema:
 	$(BIN)/gpu-jobs schema --write gitops/policy.schema.json

@@ -116,7 +116,7 @@ def test_the_readmes_two_commands_are_what_ci_and_the_sandbox_run() -> None:
         if command[1] == "demo":
             assert recipe[-1] == ".venv/bin/python -m tests.sandbox.demo"
         else:
-            assert recipe[-1] == ".venv/bin/pytest -q"
+            assert recipe[-1] == ".venv/bin/pytest -q -n auto --dist loadfile"
             assert any("mkdocs build --strict" in line for line in recipe)
     assert "\nmake test\n" in (ROOT / ".ci" / "run").read_text()
 
