@@ -13,7 +13,7 @@ from jobs.core.limits import ChangeLimit
 from jobs.core.policy import Policy
 from jobs.core.policy_fields import check_url
 from jobs.core.policy_sweep import Sweep
-from jobs.envelope import ScopeResult, result_of
+from jobs.envelope import ScopeResult
 from jobs.labels import SWEEP_INSTANCES_LEASE, SWEEP_PODS_LEASE
 from jobs.retry import Backoff
 from jobs.runner import ScopeReport, ScopeWork
@@ -175,13 +175,8 @@ def _wire(run: Run, log: Any) -> dict[Scope, ScopeWork[Any, Any, Any, Any]]:
 
 def _view(envelope: ScopeReport[Any, Any], run: Run) -> ScopeResult:
     if envelope.scope.kind == "cluster":
-        seen = pods.report_of(envelope)
-        # A cluster the plan refused to judge (no Prometheus) failed, whatever the runner saw.
-        return result_of(
-            "sweep", envelope, report.pod_items(seen), report.pod_rows(seen), state=seen.state, reason=seen.reason
-        )
-    found = instances.report_of(envelope)
-    return result_of("sweep", envelope, report.instance_items(found), report.instance_rows(found))
+        return report.pods_result(pods.report_of(envelope))
+    return report.instances_result(instances.report_of(envelope))
 
 
 def default_limit(policy: Policy) -> ChangeLimit:

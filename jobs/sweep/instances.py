@@ -21,7 +21,7 @@ from jobs.core.untagged import GpuInstance, InstancePlan, plan_instances
 from jobs.errors import CloudError, NotFound
 from jobs.lease import RunLock
 from jobs.retry import Backoff
-from jobs.runner import ScopeReport, ScopeWork
+from jobs.runner import ScopeReport, ScopeWork, State
 from jobs.scopes import Scope, account
 from jobs.sweep.ports import Instances
 
@@ -145,7 +145,7 @@ class InstanceReport:
     scope: Scope
     at: datetime
     dry_run: bool
-    state: str  # the envelope's: planned, applied, refused, locked, failed
+    state: State  # the envelope's
     rows: tuple[Row, ...] = ()
     reason: str | None = None  # refused, locked (the holder), failed
 

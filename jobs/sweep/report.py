@@ -3,7 +3,7 @@ per reported instance) and one item per pod, unallocated GPU and instance for th
 
 from __future__ import annotations
 
-from jobs.envelope import ItemResult, ItemStatus
+from jobs.envelope import ItemResult, ItemStatus, ScopeResult
 from jobs.sweep.instances import InstanceReport
 from jobs.sweep.instances import Row as InstanceRow
 from jobs.sweep.pods import PodsReport
@@ -106,6 +106,7 @@ def instance_items(report: InstanceReport) -> list[ItemResult]:
             write=row.plan.writes,
             detail={
                 "cloud": row.plan.instance.cloud,
+                "id": row.plan.instance.id,
                 "account": report.scope.account,
                 "type": row.plan.instance.type,
                 "gpus": row.plan.instance.gpus,
@@ -134,3 +135,17 @@ def instance_rows(report: InstanceReport) -> list[str]:
         named = f"{instance.name}: " if instance.name != instance.id else ""
         lines.append(f"  {instance.id:<{ids}}  {instance.type:<{types}}  {gpus:<7} {state:<10} {named}{row.message}")
     return lines
+
+
+# --- each part's scope result ------------------------------------------------------------------------------------
+
+
+def pods_result(report: PodsReport) -> ScopeResult:
+    """A cluster's result; a cluster the plan refused to judge (no Prometheus) failed, whatever the runner saw."""
+    items, rows = tuple(pod_items(report)), tuple(pod_rows(report))
+    return ScopeResult("sweep", report.scope, report.at, report.dry_run, report.state, report.reason, items, rows)
+
+
+def instances_result(report: InstanceReport) -> ScopeResult:
+    items, rows = tuple(instance_items(report)), tuple(instance_rows(report))
+    return ScopeResult("sweep", report.scope, report.at, report.dry_run, report.state, report.reason, items, rows)
