@@ -27,7 +27,7 @@ ENVELOPE_KEYS = ("apiVersion", "job", "at", "dryRun", "exitCode", "counts", "sco
 ItemStatus = Literal["planned", "applied", "unchanged", "skipped", "failed", "refused"]
 STATUSES: tuple[str, ...] = get_args(ItemStatus)
 #: What an item is, for a tool that reads several jobs' output.
-KINDS = ("node group", "namespace quota", "cloud quota", "pod", "instance", "record", "unallocated GPU")
+KINDS = ("node group", "record", "namespace quota", "cloud quota", "pod", "unallocated GPU", "instance")
 STATES: tuple[str, ...] = get_args(State)
 
 

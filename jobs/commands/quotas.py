@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments
-from jobs.envelope import ScopeResult, result_of
+from jobs.envelope import ScopeResult
 from jobs.quotas import job
 from jobs.quotas import report as render
 from jobs.retry import Backoff
@@ -56,9 +56,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.QuotasWork]:
 
 
 def _view(envelope: job.Envelope, run: Run) -> ScopeResult:
-    report = job.report_of(envelope)
-    warnings = () if report.error or report.lock_holder else report.warnings
-    return result_of("quotas", envelope, render.items(report), render.rows(report), warnings=warnings)
+    return render.result(envelope)
 
 
 SPEC = JobSpec(

@@ -3,11 +3,18 @@ per namespace quota for the envelope (``jobs.envelope``)."""
 
 from __future__ import annotations
 
-from jobs.envelope import ItemResult, ItemStatus
-from jobs.quotas.job import QuotaReport
+from jobs.envelope import ItemResult, ItemStatus, ScopeResult, result_of
+from jobs.quotas.job import Envelope, QuotaReport, report_of
 
 #: A quota's status in the envelope: a conflict (another field manager owns a field) is a failed item.
 STATUS: dict[str, ItemStatus] = {"conflict": "failed"}
+
+
+def result(envelope: Envelope) -> ScopeResult:
+    """The cluster's result for the one report: the runner's state, this job's items, rows and warnings."""
+    report = report_of(envelope)
+    warnings = () if report.error or report.lock_holder else report.warnings
+    return result_of("quotas", envelope, items(report), rows(report), warnings=warnings)
 
 
 def rows(report: QuotaReport) -> list[str]:

@@ -159,7 +159,6 @@ def test_every_job_prints_one_line_of_the_one_envelope_and_its_exit_code_is_the_
     )
     assert done.stdout.count("\n") == 1, (done.stdout[:2000], done.stderr[-2000:])
     report = json.loads(done.stdout)
-    Path(f"/tmp/envelope_{job[-1]}.json").write_text(done.stdout)  # TEMP
     envelope.validate(report)
     assert tuple(report) == ENVELOPE_KEYS
     assert (report["job"], report["dryRun"], report["exitCode"]) == (job[0], True, done.returncode)

@@ -19,6 +19,7 @@ from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
+from tests.envelope import items
 from tests.integration.cli import run_cli
 from tests.sandbox.world import write_kubeconfig
 
@@ -174,11 +175,14 @@ def test_a_central_run_judges_each_group_through_its_own_cluster(world: World) -
     code, summary, out = world.gpu_jobs(CENTRAL, "--output", "json")
     assert (code, counts(summary)) == (0, (1, 1, 0, 1, 0))
     doc = json.loads(out)
-    assert [(c["name"], c["refused"]) for c in doc["clusters"]] == [("ml-prod", None), ("research", None)]
-    assert [(g["name"], g["cluster"], g["status"], g["direction"]) for g in doc["nodeGroups"]] == [
+    assert [(c["name"], c["state"] == "refused") for c in doc["scopes"]] == [("ml-prod", False), ("research", False)]
+    groups = items(doc, "node group")
+    assert [(g["name"], g["cluster"], g["status"], g["direction"]) for g in groups if "direction" in g] == [
         ("train", "ml-prod", "applied", "down")
     ]
-    assert [(s["name"], s["cluster"], s["failed"]) for s in doc["skipped"]] == [("research-h100", "research", False)]
+    assert [(s["name"], s["cluster"], s["status"]) for s in groups if "warning" in s] == [
+        ("research-h100", "research", "skipped")
+    ]
     assert (world.records(world.ml_prod), world.records(world.research)) == ({"train"}, {"research-h100"})
     assert (world.leases(world.ml_prod), world.leases(world.research)) == (
         {"gpu-jobs-nodegroups-ml-prod"},
