@@ -315,4 +315,16 @@ def _fleet(
     return fleet
 
 
-__all__ = ["EVENING", "MORNING", "Fleet", "configured", "document", "gpu_pod", "make_central_fleet", "make_fleet", "run", "tally", "text"]
+__all__ = [
+    "EVENING",
+    "MORNING",
+    "Fleet",
+    "configured",
+    "document",
+    "gpu_pod",
+    "make_central_fleet",
+    "make_fleet",
+    "run",
+    "tally",
+    "text",
+]
