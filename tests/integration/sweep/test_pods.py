@@ -137,7 +137,7 @@ def test_the_grace_cycle_marks_then_deletes_and_a_second_run_writes_nothing(
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig["reason"]
     unallocated = [(u["cluster"], u["node"], u["gpus"]) for u in items(document, "unallocated GPU")]
     assert unallocated == [("ml-prod", "gpu-3", 1)]
-    assert kube.log.operations().count("list pods") == 1
+    assert kube.log.operations().count("list pods") == 2  # to plan, and again under the Lease (the look-again)
     assert "gpu-jobs/idle-since" in pod_annotations(kube, "idle-0")
     assert "gpu-jobs/idle-since" not in pod_annotations(kube, "busy-0")
     assert ("idle-0", "GpuIdle", "Warning") in events(kube)
