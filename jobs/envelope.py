@@ -9,10 +9,10 @@ text renderer and one JSON envelope. A job supplies only what is specific to it:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 from jobs.outcome import ExitCode, Outcome
 from jobs.report_text import headline, nothing_done, refused
@@ -29,6 +29,35 @@ STATUSES: tuple[str, ...] = get_args(ItemStatus)
 #: What an item is, for a tool that reads several jobs' output.
 KINDS = ("node group", "record", "namespace quota", "cloud quota", "pod", "unallocated GPU", "instance")
 STATES: tuple[str, ...] = get_args(State)
+
+T = TypeVar("T")  # a job's row: one item of its plan with what became of it
+P = TypeVar("P")  # one item of a plan
+R = TypeVar("R")  # what became of one item
+
+
+@dataclass(frozen=True)
+class ScopeRows(Generic[T]):
+    """One scope's report from the runner as a job reads it: the runner's facts and the job's rows."""
+
+    scope: Scope
+    at: datetime
+    dry_run: bool
+    state: State
+    rows: tuple[T, ...] = ()
+    reason: str | None = None  # refused, locked (the holder), failed
+
+
+def rows_of(envelope: ScopeReport[Any, Any], rows: Iterable[T]) -> ScopeRows[T]:
+    return ScopeRows(envelope.scope, envelope.at, envelope.dry_run, envelope.state, tuple(rows), envelope.reason)
+
+
+def with_results(
+    plans: Iterable[P], results: Iterable[R], key: Callable[[P], Hashable], of: Callable[[R], P]
+) -> list[tuple[P, R | None]]:
+    """Each planned item with its result, None where it has none (a dry run, refused, locked, failed, or an item
+    that writes nothing)."""
+    done = {key(of(r)): r for r in results}
+    return [(p, done.get(key(p))) for p in plans]
 
 
 @dataclass(frozen=True)

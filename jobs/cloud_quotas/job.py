@@ -5,7 +5,7 @@ the scope's Lease file the requests and remember the outcomes, each entry on its
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from jobs.core.cloud_quotas import (
     plan_quota,
 )
 from jobs.core.policy import Policy
+from jobs.envelope import ScopeRows, rows_of, with_results
 from jobs.errors import Busy, CloudError, Conflict, OutcomeUnknown, Throttled, Unavailable
 from jobs.lease import RunLock
 from jobs.retry import Backoff
@@ -250,31 +251,19 @@ class Row:
     failed: bool
 
 
-@dataclass(frozen=True)
-class CloudQuotaReport:
-    scope: Scope
-    at: datetime
-    dry_run: bool
-    state: str
-    rows: tuple[Row, ...] = ()
-    reason: str | None = None  # refused, locked (the holder), failed
-
-
+#: One account's report, as this job reads it.
+CloudQuotaReport = ScopeRows[Row]
 Envelope = ScopeReport[CloudQuotasPlan, RequestResult]
 
 
 def report_of(envelope: Envelope) -> CloudQuotaReport:
-    report = CloudQuotaReport(envelope.scope, envelope.at, envelope.dry_run, envelope.state, reason=envelope.reason)
-    if envelope.plan is None:
-        return report
-    done = {r.plan.entry.name: r for r in envelope.results}
     rows = []
-    for plan in envelope.plan.plans:
-        result = done.get(plan.entry.name)
+    plans = envelope.plan.plans if envelope.plan is not None else ()
+    for plan, result in with_results(plans, envelope.results, lambda p: p.entry.name, lambda r: r.plan):
         if result is None:
             rows.append(Row(plan, plan.action, plan.request, plan.reason, plan.failed))
         elif result.status == "failed":
             rows.append(Row(plan, "error", result.request or plan.request, result.message, True))
         else:
             rows.append(Row(plan, plan.action, result.request or plan.request, result.message, plan.failed))
-    return replace(report, rows=tuple(rows))
+    return rows_of(envelope, rows)

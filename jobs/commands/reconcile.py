@@ -140,6 +140,7 @@ class JobSpec:
             run_s=round(time.monotonic() - started, 3),
             workers=settings.workers,
             scopes=len(envelopes),
+            scopes_at_once=settings.scopes_at_once,
             deadline_s=deadline.seconds,
             peak_rss_mib=peak_rss_mib(),
         )

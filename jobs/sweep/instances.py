@@ -12,16 +12,17 @@ again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from jobs.core.policy_sweep import UntaggedInstances
 from jobs.core.untagged import GpuInstance, InstancePlan, plan_instances
+from jobs.envelope import ScopeRows, rows_of, with_results
 from jobs.errors import CloudError, NotFound
 from jobs.lease import RunLock
 from jobs.retry import Backoff
-from jobs.runner import ScopeReport, ScopeWork, State
+from jobs.runner import ScopeReport, ScopeWork
 from jobs.scopes import Scope, account
 from jobs.sweep.ports import Instances
 
@@ -140,31 +141,19 @@ class Row:
     failed: bool
 
 
-@dataclass(frozen=True)
-class InstanceReport:
-    scope: Scope
-    at: datetime
-    dry_run: bool
-    state: State  # the envelope's
-    rows: tuple[Row, ...] = ()
-    reason: str | None = None  # refused, locked (the holder), failed
-
-
+#: One account's report, as this part reads it.
+InstanceReport = ScopeRows[Row]
 Envelope = ScopeReport[SweepInstancesPlan, InstanceResult]
 
 
 def report_of(envelope: Envelope) -> InstanceReport:
-    report = InstanceReport(envelope.scope, envelope.at, envelope.dry_run, envelope.state, reason=envelope.reason)
-    if envelope.plan is None:
-        return report
-    done = {r.plan.instance.id: r for r in envelope.results}
     rows = []
-    for plan in envelope.plan.plans:
-        result = done.get(plan.instance.id)
+    plans = envelope.plan.plans if envelope.plan is not None else ()
+    for plan, result in with_results(plans, envelope.results, lambda p: p.instance.id, lambda r: r.plan):
         if result is None:
             rows.append(Row(plan, plan.state, plan.reason, failed=False))
         elif result.status == "failed":
             rows.append(Row(plan, "failed", result.message, failed=True))
         else:
             rows.append(Row(plan, plan.state, result.message, failed=False))
-    return replace(report, rows=tuple(rows))
+    return rows_of(envelope, rows)

@@ -115,6 +115,8 @@ def test_bad_settings_exit_2(fleet: Fleet, tmp_path: Path) -> None:
             "GPU_JOBS_MAX_CHANGES='abc': a whole number (20) or a percentage of the items considered (25%)",
         ),
         ((), {"GPU_JOBS_WORKERS": "0"}, "GPU_JOBS_WORKERS='0': must be at least 1"),
+        ((), {"GPU_JOBS_SCOPES_AT_ONCE": "0"}, "GPU_JOBS_SCOPES_AT_ONCE='0': must be at least 1"),
+        (("--scopes-at-once", "two"), {}, "--scopes-at-once='two': not a whole number"),
         ((), {"GPU_JOBS_POLL_INTERVAL": "5s"}, "GPU_JOBS_POLL_INTERVAL='5s': a number of seconds, e.g. 5"),
         ((), {"GPU_JOBS_RETRY_DEADLINE": "abc"}, "GPU_JOBS_RETRY_DEADLINE='abc': a number of seconds"),
         ((), {"GPU_JOBS_OUTPUT": "yaml"}, "GPU_JOBS_OUTPUT='yaml': use one of text, json"),
