@@ -95,23 +95,11 @@ def result_of(
     items: Sequence[ItemResult],
     rows: Sequence[str],
     *,
-    state: State | None = None,
-    reason: str | None = None,
     warnings: Sequence[str] = (),
 ) -> ScopeResult:
-    """A scope's result from the runner's report and the job's items and rows (``state`` and ``reason`` when the
-    job's plan says more than the runner knows: a cluster it refused to judge)."""
-    return ScopeResult(
-        job,
-        envelope.scope,
-        envelope.at,
-        envelope.dry_run,
-        state or envelope.state,
-        reason if state is not None else envelope.reason,
-        tuple(items),
-        tuple(rows),
-        tuple(warnings),
-    )
+    """A scope's result from the runner's report and the job's items and rows."""
+    e = envelope
+    return ScopeResult(job, e.scope, e.at, e.dry_run, e.state, e.reason, tuple(items), tuple(rows), tuple(warnings))
 
 
 # --- the one tally ------------------------------------------------------------------------------------------------

@@ -73,9 +73,13 @@ def test_a_dry_run_shows_the_conversion_and_requests_nothing(job: Job, aws: AwsE
     assert ran.code == 0
     assert ran.report["dryRun"] is True
     assert ran.quota("p-spot") == {
+        "kind": "cloud quota",
+        "scope": f"aws/{REGION}",
         "name": "p-spot",
+        "status": "planned",
+        "reason": "limit 96 is below target 768",
         "cloud": "aws",
-        "scope": REGION,
+        "account": REGION,
         "unit": "vCPU",
         "limit": 96,
         "usage": None,
@@ -83,7 +87,6 @@ def test_a_dry_run_shows_the_conversion_and_requests_nothing(job: Job, aws: AwsE
         "demand": "training-a100: 8 x p4d.24xlarge x 96 vCPU = 768",
         "action": "request",
         "request": None,
-        "message": "limit 96 is below target 768",
     }
     assert requests(aws) == []
     assert kube.log.writes() == []
