@@ -52,7 +52,8 @@ def test_the_one_off_runs_work_as_written_and_their_names_never_clash(world: Wor
         done = bash(world, block)
         assert done.returncode == 0, done.stdout + done.stderr
         assert re.search(r"job.batch/nodegroups-manual-\d+ condition met", done.stdout), done.stdout
-        assert '"nodeGroups": [' in done.stdout  # `kubectl logs job/$name`: the run's report, one JSON line
+        # `kubectl logs job/$name`: the run's report, one JSON line
+        assert '{"apiVersion": "gpu-jobs/v1", "job": "nodegroups"' in done.stdout
 
     jobs = {j["metadata"]["name"]: j for j in world.kubes[cluster].list("Job", NAMESPACE)}
     by_kind: dict[str, list[str]] = {}
