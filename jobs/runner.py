@@ -330,9 +330,7 @@ class Reconcile(Generic[O, P, I, R]):
             if self.settings.deadline.expired():
                 return work.failed(item, NOT_STARTED)
             return work.apply(item, fence)
-        except (Stopped, DeadlineReached) as exc:
-            return work.failed(item, str(exc), exc)
-        except CloudError as exc:  # the job logs it with what it was doing (``failed``)
+        except (Stopped, DeadlineReached, CloudError) as exc:  # the job logs it with what it was doing (``failed``)
             return work.failed(item, str(exc), exc)
         except Exception as exc:  # one item's failure, whatever it is, must not stop the others
             self.log.error("item.crashed", error=repr(exc), exc_info=True)
