@@ -133,6 +133,8 @@ def run_job(env: dict[str, str], policy: Path, at: str, workers: int) -> tuple[f
         "json",
         "--workers",
         str(workers),
+        # One worker is a serial run only with one scope at a time as well (GPU_JOBS_SCOPES_AT_ONCE).
+        *(["--scopes-at-once", "1"] if workers == 1 else []),
         "--max-changes",
         "1000",
     ]
@@ -179,7 +181,7 @@ def main() -> None:
         for label, at, workers in [
             ("evening: all go down (16 workers)", EVENING, 16),
             ("steady state (16 workers)", EVENING, 16),
-            ("steady state (1 worker)", EVENING, 1),
+            ("steady state (serial: 1 worker)", EVENING, 1),
             ("morning: all come back (16 wkrs)", MORNING, 16),
             ("steady state after (16 workers)", MORNING, 16),
         ]:

@@ -293,7 +293,8 @@ def full_job_run(url: str, now: datetime, workloads: list[Any]) -> Mapping[str, 
                 conn.send("log")
                 log: list[tuple[str, bool]] = conn.recv()
                 states: dict[str, int] = {}
-                for pod in json.loads(stdout or "{}").get("pods", []):
+                pods = [i for i in json.loads(stdout or "{}").get("items", []) if i["kind"] == "pod"]
+                for pod in pods:
                     states[pod["state"]] = states.get(pod["state"], 0) + 1
                 timing = events.get("sweep.timing", {})
                 lists = sum(1 for op, _ in log if op == "list pods")

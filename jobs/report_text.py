@@ -7,9 +7,10 @@ import re
 from datetime import datetime
 
 
-def headline(job: str, scope: str | None, at: datetime, dry_run: bool) -> str:
+def headline(job: str, kind: str, scope: str | None, at: datetime, dry_run: bool) -> str:
+    """``gpu-jobs quotas in cluster ml-prod at ...``; ``kind`` is the scope's (cluster, account)."""
     mode = " (dry run: nothing changed)" if dry_run else ""
-    where = f" in cluster {scope}" if scope else ""
+    where = f" in {kind} {scope}" if scope else ""
     return f"gpu-jobs {job}{where} at {at.isoformat(timespec='seconds')}{mode}"
 
 

@@ -36,19 +36,19 @@ from jobs.outcome import ExitCode, Outcome
 from jobs.scopes import Scope
 from jobs.stopping import STOP, stop_on_signals
 
-# A run works on at most this many scopes at once, each with its own workers.
+#: The scopes a run works on at once unless told (``--scopes-at-once``), each with its own ``workers``.
 SCOPES_AT_ONCE = 8
 #: The words of a stop request, the same in every job.
 STOPPED_BEFORE = "not started: the run was asked to stop"
 
 O = TypeVar("O")  # what a scope's observation holds  # noqa: E741
-P = TypeVar("P", bound="Planned[Any]")  # a scope's plan
+P = TypeVar("P", bound="ScopePlan[Any]")  # a scope's plan
 I = TypeVar("I")  # one item of a plan: the unit that succeeds or fails on its own  # noqa: E741
 I_co = TypeVar("I_co", covariant=True)
 R = TypeVar("R")  # one item's result
 
 
-class Planned(Protocol[I_co]):
+class ScopePlan(Protocol[I_co]):
     """What the runner reads of a job's plan."""
 
     @property
@@ -128,8 +128,9 @@ class ScopeWork(ABC, Generic[O, P, I, R]):
         """Carry out one item; call ``fence(what)`` before each write (it raises :class:`Stopped`)."""
 
     @abstractmethod
-    def failed(self, item: I, message: str) -> R:
-        """The result of an item that could not be done for ``message``."""
+    def failed(self, item: I, message: str, error: BaseException | None = None) -> R:
+        """The result of an item that could not be done for ``message``; ``error`` is what ``apply`` raised part
+        way, if it did (the job may have something to say about it: an Event)."""
 
 
 State = Literal["planned", "applied", "refused", "locked", "failed"]
@@ -176,6 +177,8 @@ class RunSettings:
     dry_run: bool = False
     limit: ChangeLimit = DEFAULT_LIMIT
     workers: int = 8  # items applied at once, per scope
+    # Scopes observed, planned and applied at once (each with its ``workers``): 1 makes a run serial.
+    scopes_at_once: int = SCOPES_AT_ONCE
     holder: str = "gpu-jobs"  # who holds the Lease (the pod and process)
     lease_duration: timedelta = timedelta(minutes=30)
     # The Lease runs on the real clock, not on the schedule's ``now``: a run evaluated ``--at`` another instant must
@@ -198,8 +201,8 @@ class Reconcile(Generic[O, P, I, R]):
 
     def run(self) -> list[ScopeReport[P, R]]:
         with stop_on_signals(), ThreadPoolExecutor(max_workers=self._at_once()) as pool:
-            firsts = dict(zip(self.work, pool.map(self._first, self.work), strict=True))
-            plans = {s: f for s, f in firsts.items() if not isinstance(f, ScopeReport)}
+            planned = dict(zip(self.work, pool.map(self._observe_and_plan, self.work), strict=True))
+            plans = {s: f for s, f in planned.items() if not isinstance(f, ScopeReport)}
             self._changes = {s: plan.changes for s, (_, plan) in plans.items()}
             considered = sum(plan.considered for _, plan in plans.values())
             where = f" across {len(self.work)} {_plural(self.work)}" if len(self.work) > 1 else ""
@@ -209,19 +212,19 @@ class Reconcile(Generic[O, P, I, R]):
                 self.log.error("run.refused", reason=reason)
                 return [
                     f if isinstance(f, ScopeReport) else self._report(s, "refused", f[1], reason=reason)
-                    for s, f in firsts.items()
+                    for s, f in planned.items()
                 ]
-            return list(pool.map(lambda s: self._second(s, firsts[s]), self.work))
+            return list(pool.map(lambda s: self._carry_out(s, planned[s]), self.work))
 
     def _at_once(self) -> int:
-        return max(1, min(len(self.work), SCOPES_AT_ONCE))
+        return max(1, min(len(self.work), self.settings.scopes_at_once))
 
     def _report(
         self, scope: Scope, state: State, plan: P | None, results: tuple[R, ...] = (), reason: str | None = None
     ) -> ScopeReport[P, R]:
         return ScopeReport(scope, self.at, self.settings.dry_run, state, plan, results, reason)
 
-    def _first(self, scope: Scope) -> tuple[O, P] | ScopeReport[P, R]:
+    def _observe_and_plan(self, scope: Scope) -> tuple[O, P] | ScopeReport[P, R]:
         """Prove the cluster, then observe and plan, before anything is written anywhere."""
         try:
             refusal = self._unproven(scope)
@@ -245,10 +248,11 @@ class Reconcile(Generic[O, P, I, R]):
         witness = self.work[scope].witness
         return identity_refusal(scope, witness.witness()) if witness is not None else None
 
-    def _second(self, scope: Scope, first: tuple[O, P] | ScopeReport[P, R]) -> ScopeReport[P, R]:
-        if isinstance(first, ScopeReport):
-            return first
-        observed, plan = first
+    def _carry_out(self, scope: Scope, planned: tuple[O, P] | ScopeReport[P, R]) -> ScopeReport[P, R]:
+        """Apply one scope's plan under its Lease (a dry run, or nothing to write: the plan is the report)."""
+        if isinstance(planned, ScopeReport):
+            return planned
+        observed, plan = planned
         if self.settings.dry_run or not plan.items:
             return self._report(scope, "planned", plan)
         work = self.work[scope]
@@ -326,11 +330,11 @@ class Reconcile(Generic[O, P, I, R]):
             if self.settings.deadline.expired():
                 return work.failed(item, NOT_STARTED)
             return work.apply(item, fence)
-        except (Stopped, DeadlineReached) as exc:
-            return work.failed(item, str(exc))
+        except (Stopped, DeadlineReached, CloudError) as exc:  # the job logs it with what it was doing (``failed``)
+            return work.failed(item, str(exc), exc)
         except Exception as exc:  # one item's failure, whatever it is, must not stop the others
-            self.log.error("item.crashed", error=repr(exc), exc_info=not isinstance(exc, CloudError))
-            return work.failed(item, f"unexpected error: {exc!r}" if not isinstance(exc, CloudError) else str(exc))
+            self.log.error("item.crashed", error=repr(exc), exc_info=True)
+            return work.failed(item, f"unexpected error: {exc!r}", exc)
 
     def _stopped(self, scope: Scope, plan: P, why: str = STOPPED_BEFORE) -> ScopeReport[P, R]:
         work = self.work[scope]

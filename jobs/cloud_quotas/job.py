@@ -5,7 +5,7 @@ the scope's Lease file the requests and remember the outcomes, each entry on its
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,10 +25,11 @@ from jobs.core.cloud_quotas import (
     plan_quota,
 )
 from jobs.core.policy import Policy
+from jobs.envelope import ScopeRows, rows_of, with_results
 from jobs.errors import Busy, CloudError, Conflict, OutcomeUnknown, Throttled, Unavailable
 from jobs.lease import RunLock
 from jobs.retry import Backoff
-from jobs.runner import ScopeReport, ScopeWork, Tally
+from jobs.runner import ScopeReport, ScopeWork
 from jobs.scopes import Scope
 
 ItemStatus = Literal["requested", "recorded", "failed"]
@@ -51,7 +52,7 @@ class Ports:
 
 
 @dataclass(frozen=True)
-class Seen:
+class ObservedQuota:
     """One entry as observed: the quota, its demand in the quota's unit, and what was asked before."""
 
     entry: CloudQuota
@@ -62,11 +63,11 @@ class Seen:
 
 @dataclass(frozen=True)
 class Observation:
-    seen: tuple[Seen, ...]
+    seen: tuple[ObservedQuota, ...]
 
 
 @dataclass(frozen=True)
-class Planned:
+class CloudQuotasPlan:
     plans: tuple[QuotaPlan, ...]
 
     @property
@@ -84,7 +85,7 @@ class Planned:
 
 
 @dataclass(frozen=True)
-class ItemResult:
+class RequestResult:
     plan: QuotaPlan
     status: ItemStatus
     message: str = ""
@@ -92,7 +93,7 @@ class ItemResult:
 
 
 @dataclass(frozen=True)
-class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
+class CloudQuotasWork(ScopeWork[Observation, CloudQuotasPlan, QuotaPlan, RequestResult]):
     """The cloud-quotas job on one account scope, as the runner drives it."""
 
     scope: Scope
@@ -116,20 +117,22 @@ class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
             facts = self._facts(entry, memory if isinstance(memory, Asked) else None)
             # The conversion data (instance types, node groups) is read once per run, not again under the Lease.
             demand = earlier.get(entry.name) or self._demand(entry)
-            seen.append(Seen(entry, facts, demand, memory))
+            seen.append(ObservedQuota(entry, facts, demand, memory))
         return Observation(tuple(seen))
 
-    def plan(self, observed: Observation) -> Planned:
-        return Planned(tuple(plan_quota(s.entry, s.facts, s.demand, s.remembered, self.now) for s in observed.seen))
+    def plan(self, observed: Observation) -> CloudQuotasPlan:
+        return CloudQuotasPlan(
+            tuple(plan_quota(s.entry, s.facts, s.demand, s.remembered, self.now) for s in observed.seen)
+        )
 
-    def apply(self, item: QuotaPlan, fence: Callable[[str], None]) -> ItemResult:
+    def apply(self, item: QuotaPlan, fence: Callable[[str], None]) -> RequestResult:
         entry = item.entry
         if item.action != "request":
             assert item.record is not None
             fence(f"record the outcome of {entry.name}")
             self.backoff.call(lambda: self.ports.store.save(entry.name, item.record))  # type: ignore[arg-type]
             self._tell(item, item.record, item.request)
-            return ItemResult(item, "recorded", item.reason, item.request)
+            return RequestResult(item, "recorded", item.reason, item.request)
         assert item.file is not None
         value = item.file
         fence(f"request {value} {item.unit} for {entry.name}")
@@ -144,11 +147,11 @@ class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
                 self.backoff.call(lambda: self.ports.store.save(entry.name, asked(item, None, self.now)))
                 message = f"{exc}: no request for {entry.name} is seen in the cloud; the next run looks again"
                 self.log.error("cloud_quota.request_unknown", quota=entry.name, error=str(exc))
-                return ItemResult(item, "failed", message)
+                return RequestResult(item, "failed", message)
             request = found
         except CloudError as exc:
             self.log.error("cloud_quota.request_failed", quota=entry.name, error=str(exc))
-            return ItemResult(item, "failed", str(exc))
+            return RequestResult(item, "failed", str(exc))
         record = asked(item, request, self.now)
         self.backoff.call(lambda: self.ports.store.save(entry.name, record))
         # Each fact once: the reason says the limit and the target, the demand how the target was counted.
@@ -166,11 +169,11 @@ class AccountRun(ScopeWork[Observation, Planned, QuotaPlan, ItemResult]):
             **dict(request.ids),
         )
         self._emit(entry.name, "QuotaRequested", message)
-        return ItemResult(item, "requested", message, request)
+        return RequestResult(item, "requested", message, request)
 
-    def failed(self, item: QuotaPlan, message: str) -> ItemResult:
+    def failed(self, item: QuotaPlan, message: str, error: BaseException | None = None) -> RequestResult:
         self.log.error("cloud_quota.failed", quota=item.entry.name, error=message)  # not done: a stop, a deadline
-        return ItemResult(item, "failed", message)
+        return RequestResult(item, "failed", message)
 
     # --- internals ----------------------------------------------------------------------------------------------
 
@@ -248,45 +251,19 @@ class Row:
     failed: bool
 
 
-@dataclass(frozen=True)
-class Report:
-    scope: Scope
-    at: datetime
-    dry_run: bool
-    state: str
-    rows: tuple[Row, ...] = ()
-    reason: str | None = None  # refused, locked (the holder), failed
+#: One account's report, as this job reads it.
+CloudQuotaReport = ScopeRows[Row]
+Envelope = ScopeReport[CloudQuotasPlan, RequestResult]
 
 
-Envelope = ScopeReport[Planned, ItemResult]
-
-
-def report_of(envelope: Envelope) -> Report:
-    report = Report(envelope.scope, envelope.at, envelope.dry_run, envelope.state, reason=envelope.reason)
-    if envelope.plan is None:
-        return report
-    done = {r.plan.entry.name: r for r in envelope.results}
+def report_of(envelope: Envelope) -> CloudQuotaReport:
     rows = []
-    for plan in envelope.plan.plans:
-        result = done.get(plan.entry.name)
+    plans = envelope.plan.plans if envelope.plan is not None else ()
+    for plan, result in with_results(plans, envelope.results, lambda p: p.entry.name, lambda r: r.plan):
         if result is None:
             rows.append(Row(plan, plan.action, plan.request, plan.reason, plan.failed))
         elif result.status == "failed":
             rows.append(Row(plan, "error", result.request or plan.request, result.message, True))
         else:
             rows.append(Row(plan, plan.action, result.request or plan.request, result.message, plan.failed))
-    return replace(report, rows=tuple(rows))
-
-
-def tally(report: Report) -> Tally:
-    """Denied, partial and errors are failed items (the limit stays below its target); so is a scope that could
-    not be read or whose Lease was overdue."""
-    writes = [r for r in report.rows if r.plan.writes]
-    applied = report.state == "applied"
-    return Tally(
-        planned=sum(r.plan.action == "request" for r in report.rows),
-        applied=sum(1 for r in writes if applied and not r.failed and r.action == r.plan.action),
-        failed=sum(r.failed for r in report.rows) + (report.state == "failed"),
-        skipped=sum(r.action in ("none", "pending") for r in report.rows),
-        refused=report.state == "refused",
-    )
+    return rows_of(envelope, rows)

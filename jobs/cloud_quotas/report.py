@@ -1,33 +1,18 @@
-"""The cloud-quotas report: per account what each quota is, must be, and what was done about it; or the JSON
-contract ``{"at", "dryRun", "quotas": [...]}`` (one document for every scope of the run)."""
+"""The cloud-quotas job's part of the report: per account what each quota is, must be, and what was done about it
+(rows a person reads), and one item per cloud quota for the envelope (``jobs.envelope``)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from typing import Any
+from jobs.cloud_quotas.job import CloudQuotaReport, Row
+from jobs.envelope import ItemResult, ItemStatus
 
-from jobs.cloud_quotas.job import Report, Row
-from jobs.report_text import nothing_done, refused
-
-
-def to_text(reports: Sequence[Report]) -> str:
-    if not reports:
-        return "gpu-jobs cloud-quotas: no cloudQuotas in the policy\n"
-    return "".join(_text(r) for r in reports)
+#: What became of an entry that writes nothing: ``none`` (at or above its target), ``pending`` (a request the cloud
+#: has not decided: waited for, on purpose).
+QUIET: dict[str, ItemStatus] = {"none": "unchanged", "pending": "skipped"}
 
 
-def _text(report: Report) -> str:
-    mode = " (dry run: nothing changed)" if report.dry_run else ""
-    lines = [f"gpu-jobs cloud-quotas in account {report.scope.name} at {report.at.isoformat()}{mode}"]
-    locked = report.reason if report.state == "locked" else None
-    error = report.reason if report.state == "failed" else None
-    if not report.rows and (stop := nothing_done(locked, error)):
-        return "\n".join([*lines, stop]) + "\n"
-    if stop := nothing_done(locked, error):
-        lines.append(stop)
-    if report.state == "refused" and report.reason:
-        lines.append(refused(report.reason))
+def rows(report: CloudQuotaReport) -> list[str]:
+    lines = []
     width = max([len(r.plan.entry.name) for r in report.rows] + [10])
     for row in report.rows:
         plan = row.plan
@@ -43,19 +28,28 @@ def _text(report: Report) -> str:
         # only a failure has more to say.
         if row.message and row.failed:
             lines.append(f"  {'':<{width}}  {'error: ' if row.action == 'error' else ''}{row.message}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _n(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
-def _row(row: Row) -> dict[str, Any]:
+def _status(row: Row, state: str) -> ItemStatus:
+    if row.failed:
+        return "failed"
+    if not row.plan.writes:
+        return QUIET.get(row.action, "unchanged")
+    if state == "applied":
+        return "applied"
+    return "refused" if state == "refused" else "planned"
+
+
+def _item(row: Row, state: str) -> ItemResult:
     plan, request = row.plan, row.request
-    return {
-        "name": plan.entry.name,
+    detail = {
         "cloud": plan.entry.cloud,
-        "scope": plan.entry.where,
+        "account": plan.entry.where,
         "unit": plan.unit or None,
         "limit": plan.limit,
         "usage": plan.usage,
@@ -65,17 +59,9 @@ def _row(row: Row) -> dict[str, Any]:
         "request": None
         if request is None
         else {"id": request.id, "status": request.status, "value": request.value, **dict(request.ids)},
-        "message": row.message,
     }
+    return ItemResult("cloud quota", plan.entry.name, _status(row, state), row.message, plan.writes, detail)
 
 
-def to_json(reports: Sequence[Report]) -> str:
-    at = reports[0].at.isoformat() if reports else None
-    document = {
-        "at": at,
-        "dryRun": bool(reports and reports[0].dry_run),
-        "quotas": [_row(row) for r in reports for row in r.rows],
-        # Scopes where nothing was done, and why: another run holds the Lease, the limit refused, unreadable.
-        "scopes": [{"name": r.scope.name, "state": r.state, "reason": r.reason} for r in reports],
-    }
-    return json.dumps(document) + "\n"  # one line: one record for a log collector, like every job's
+def items(report: CloudQuotaReport) -> list[ItemResult]:
+    return [_item(row, report.state) for row in report.rows]

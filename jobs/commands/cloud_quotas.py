@@ -11,8 +11,9 @@ from jobs.cloud_quotas import job
 from jobs.cloud_quotas import report as render
 from jobs.cloud_quotas.ports import QuotaCloud
 from jobs.cloud_quotas.records import RequestCodec
-from jobs.commands.reconcile import JobSpec, Run, construct
+from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments, construct
 from jobs.core.cloud_quota_policy import CloudQuota
+from jobs.envelope import ScopeResult, result_of
 from jobs.labels import CLOUD_QUOTAS_LEASE
 from jobs.retry import Backoff
 from jobs.scopes import Scope, account
@@ -43,9 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="refuse a plan filing more quota requests than this, a number or a percentage of the quotas"
         " (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
     )
-    parser.add_argument(
-        "--workers", metavar="N", help="quotas worked on at once, per account (default 4) [GPU_JOBS_WORKERS]"
-    )
+    add_concurrency_arguments(parser, "quotas", 4)
     add_deadline_argument(parser)
 
 
@@ -62,7 +61,7 @@ def scopes_of(entries: tuple[CloudQuota, ...]) -> dict[Scope, tuple[CloudQuota, 
     return {scope: tuple(found[scope]) for scope in sorted(found)}
 
 
-def _wire(run: Run, log: Any) -> dict[Scope, job.AccountRun]:
+def _wire(run: Run, log: Any) -> dict[Scope, job.CloudQuotasWork]:
     policy = run.policy
     if not policy.cloud_quotas:
         raise SettingsError(f"{run.args.policy} has no cloudQuotas: nothing for the cloud-quotas job to do")
@@ -88,8 +87,13 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.AccountRun]:
             lease.LeaseLock(api, namespace, f"{CLOUD_QUOTAS_LEASE}-{scope.slug}"),
             record_events.RecordEvents(api, namespace, "cloud-quotas", codec.keys()),
         )
-        work[scope] = job.AccountRun(scope, policy, entries, run.now, backoff, ports, log.bind(scope=scope.name))
+        work[scope] = job.CloudQuotasWork(scope, policy, entries, run.now, backoff, ports, log.bind(scope=scope.name))
     return work
+
+
+def _view(envelope: job.Envelope, run: Run) -> ScopeResult:
+    report = job.report_of(envelope)
+    return result_of("cloud-quotas", envelope, render.items(report), render.rows(report))
 
 
 SPEC = JobSpec(
@@ -97,9 +101,7 @@ SPEC = JobSpec(
     noun="quota requests",
     default_workers=4,
     wire=_wire,
-    view=lambda envelope, run: job.report_of(envelope),
-    tally=job.tally,
-    to_text=render.to_text,
-    to_json=render.to_json,
+    view=_view,
+    nothing="gpu-jobs cloud-quotas: no cloudQuotas in the policy",
 )
 run = SPEC.run

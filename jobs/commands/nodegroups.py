@@ -6,12 +6,14 @@ import argparse
 from typing import Any
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.commands.reconcile import JobSpec, Run
+from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments
 from jobs.core.policy import Policy
+from jobs.envelope import ScopeResult
 from jobs.nodegroups import job
 from jobs.nodegroups import report as render
-from jobs.nodegroups.job import JobSettings, Ports, Report
+from jobs.nodegroups.observe import identities
 from jobs.nodegroups.ports import NodeGroupCloud
+from jobs.nodegroups.settings import NodeGroupsSettings, Ports
 from jobs.retry import Backoff
 from jobs.scopes import Scope, cluster_scopes
 from jobs.settings import SettingsError, add_run_arguments, env, seconds_setting
@@ -24,9 +26,7 @@ KUBE_PORTS = ("identity", "workloads", "records", "events", "lease")  # records:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, "node groups", "the schedule")
     parser.add_argument("--only", default=env("ONLY"), metavar="GROUP", help="one node group only [GPU_JOBS_ONLY]")
-    parser.add_argument(
-        "--workers", metavar="N", help="groups worked on at once, per cluster (default 16) [GPU_JOBS_WORKERS]"
-    )
+    add_concurrency_arguments(parser, "groups", 16)
 
 
 def _clouds(names: set[str], settings: AdapterSettings) -> dict[str, NodeGroupCloud]:
@@ -47,7 +47,7 @@ def _ports(policy: Policy, scope: Scope, clouds: dict[str, NodeGroupCloud], sett
         where = f"context {scope.context!r} for cluster {scope.name}" if scope.context else "in-cluster or KUBECONFIG"
         raise SettingsError(f"no Kubernetes configuration ({where}): {exc}") from None
     namespace = client.job_namespace()
-    known = job.identities(policy, scope.name)
+    known = identities(policy, scope.name)
     return Ports(
         clouds=clouds,
         cluster=workloads.KubeCluster(api),
@@ -58,26 +58,20 @@ def _ports(policy: Policy, scope: Scope, clouds: dict[str, NodeGroupCloud], sett
     )
 
 
-def _settings(run: Run, adapters: AdapterSettings, only: str | None, cluster: str) -> JobSettings:
-    s = run.settings
-    return JobSettings(
-        dry_run=s.dry_run,
-        limit=s.limit,
+def _settings(run: Run, adapters: AdapterSettings, only: str | None, cluster: str) -> NodeGroupsSettings:
+    return NodeGroupsSettings(
+        run=run.settings,
         only=only,
         cluster=cluster,
-        workers=s.workers,
         # Well inside the CronJob's activeDeadlineSeconds, with room for the writes: a cloud that is down fails the
         # run after minutes, and the next run tries again.
-        backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0), run=s.deadline),
-        lease_duration=s.lease_duration,
-        holder=s.holder,
+        backoff=Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0), run=run.settings.deadline),
         drain_poll_s=adapters.poll_interval_s,
         settle_timeout_s=adapters.operation_timeout_s,
-        deadline=s.deadline,
     )
 
 
-def _wire(run: Run, log: Any) -> dict[Scope, job.ClusterRun]:
+def _wire(run: Run, log: Any) -> dict[Scope, job.NodeGroupsWork]:
     policy, args = run.policy, run.args
     only = args.only or None  # an empty value in a manifest means "not set", never "match nothing"
     if only and only not in {g.name for g in policy.node_groups}:
@@ -91,7 +85,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.ClusterRun]:
     groups = [g for s in scopes for g in policy.groups_in(s.name) if only in (None, g.name)]
     clouds = _clouds({g.cloud for g in groups}, adapters)
     return {
-        s: job.ClusterRun(
+        s: job.NodeGroupsWork(
             policy,
             run.now,
             _settings(run, adapters, only, s.name),
@@ -102,9 +96,9 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.ClusterRun]:
     }
 
 
-def _view(envelope: job.Envelope, run: Run) -> Report:
-    settings = JobSettings(only=run.args.only or None, cluster=envelope.scope.name)
-    return job.report_of(envelope, run.policy, settings)
+def _view(envelope: job.Envelope, run: Run) -> ScopeResult:
+    settings = NodeGroupsSettings(only=run.args.only or None, cluster=envelope.scope.name)
+    return render.result(render.report_of(envelope, run.policy, settings))
 
 
 SPEC = JobSpec(
@@ -113,8 +107,6 @@ SPEC = JobSpec(
     default_workers=16,
     wire=_wire,
     view=_view,
-    tally=job.tally,
-    to_text=render.to_text,
-    to_json=render.to_json,
+    nothing="gpu-jobs nodegroups: no cluster to act on (the policy has no node groups in reach)",
 )
 run = SPEC.run

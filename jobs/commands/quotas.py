@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from jobs.commands.reconcile import JobSpec, Run
+from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments
+from jobs.envelope import ScopeResult
 from jobs.quotas import job
 from jobs.quotas import report as render
 from jobs.retry import Backoff
@@ -19,9 +20,7 @@ KUBE_PORTS = ("identity", "quotas", "lease")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, "namespace quotas", "off-hours limits")
-    parser.add_argument(
-        "--workers", metavar="N", help="quotas written at once, per cluster (default 8) [GPU_JOBS_WORKERS]"
-    )
+    add_concurrency_arguments(parser, "quotas written", 8)
 
 
 def _ports(scope: Scope, request_timeout_s: float) -> job.Ports:
@@ -38,17 +37,17 @@ def _ports(scope: Scope, request_timeout_s: float) -> job.Ports:
     return job.Ports(quotas.KubeQuotas(api), lock, quotas.QuotaEvents(api), witness)
 
 
-def _wire(run: Run, log: Any) -> dict[Scope, job.ClusterRun]:
+def _wire(run: Run, log: Any) -> dict[Scope, job.QuotasWork]:
     policy, s = run.policy, run.settings
     if policy.namespace_quotas is None:
         raise SettingsError(f"{run.args.policy} has no namespaceQuotas: nothing for the quotas job to do")
     request_timeout_s = s.deadline.request_timeout(seconds_setting("REQUEST_TIMEOUT", 30.0, minimum=0.1))
     backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 120.0), run=s.deadline)
     return {
-        scope: job.ClusterRun(
+        scope: job.QuotasWork(
             policy,
             run.now,
-            job.Settings(scope.name, s.dry_run, s.limit, s.holder, s.lease_duration, backoff, s.workers),
+            job.QuotasSettings(scope.name, backoff),
             _ports(scope, request_timeout_s),
             log.bind(cluster=scope.name),
         )
@@ -56,14 +55,16 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.ClusterRun]:
     }
 
 
+def _view(envelope: job.Envelope, run: Run) -> ScopeResult:
+    return render.result(envelope)
+
+
 SPEC = JobSpec(
     name="quotas",
     noun="namespace quotas",
     default_workers=8,
     wire=_wire,
-    view=lambda envelope, run: job.report_of(envelope),
-    tally=job.tally,
-    to_text=render.to_text,
-    to_json=render.to_json,
+    view=_view,
+    nothing="gpu-jobs quotas: no cluster to act on",
 )
 run = SPEC.run

@@ -1,7 +1,8 @@
 """The skeleton every reconciling command shares, so a new command is its own options and wiring only:
 
 settings from flags and env  ->  policy  ->  scopes  ->  one ScopeWork per scope  ->  the runner
-->  the job's view of each scope's envelope  ->  the report (text or JSON) on stdout  ->  an honest Outcome
+->  each scope's result (the job's items and rows)  ->  the one report (text, or the JSON envelope) on stdout
+->  an honest Outcome (the envelope's ``exitCode`` is the process's)
 """
 
 from __future__ import annotations
@@ -9,20 +10,21 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
 from jobs.deadline import Deadline
+from jobs.envelope import ScopeResult, tally, to_json, to_text
 from jobs.lease import run_holder
 from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
-from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
+from jobs.runner import SCOPES_AT_ONCE, Reconcile, RunSettings, ScopeReport, ScopeWork, outcome
 from jobs.scopes import Scope
 from jobs.settings import (
     choice_setting,
@@ -34,7 +36,21 @@ from jobs.settings import (
     seconds_setting,
 )
 
-V = TypeVar("V")  # the job's view of one scope's report
+
+def add_concurrency_arguments(parser: argparse.ArgumentParser, items: str, default_workers: int) -> None:
+    """How much of the run happens at once: ``--workers`` items per scope, ``--scopes-at-once`` scopes (1 with 1:
+    a serial run)."""
+    parser.add_argument(
+        "--workers",
+        metavar="N",
+        help=f"{items} worked on at once, per scope (default {default_workers}) [GPU_JOBS_WORKERS]",
+    )
+    parser.add_argument(
+        "--scopes-at-once",
+        metavar="N",
+        help=f"clusters or accounts worked on at once, each with its workers; 1: one after the other (default"
+        f" {SCOPES_AT_ONCE}) [GPU_JOBS_SCOPES_AT_ONCE]",
+    )
 
 
 def construct(path: str, *args: Any) -> Any:
@@ -65,26 +81,27 @@ class Run:
 
 
 @dataclass(frozen=True)
-class JobSpec(Generic[V]):
+class JobSpec:
     name: str
     noun: str  # what the change limit counts: "node groups"
     default_workers: int
     #: Checks the policy and settings (raising SettingsError) and builds one ScopeWork per scope.
     wire: Callable[[Run, Any], Mapping[Scope, ScopeWork[Any, Any, Any, Any]]]
-    view: Callable[[ScopeReport[Any, Any], Run], V]
-    tally: Callable[[V], Tally]
-    to_text: Callable[[Sequence[V]], str]
-    to_json: Callable[[Sequence[V]], str]
+    #: One scope's result: the runner's report with the job's items and rows.
+    view: Callable[[ScopeReport[Any, Any], Run], ScopeResult]
+    #: The text report of a run with no scope.
+    nothing: str
     #: The change limit when neither --max-changes nor GPU_JOBS_MAX_CHANGES is given (a job's policy may say it).
     default_limit: Callable[[Policy], ChangeLimit] = field(default=lambda policy: DEFAULT_LIMIT)
 
     def run(self, args: argparse.Namespace, log: Any) -> Outcome:
         output = choice_setting(args.output, "OUTPUT", "text", ("text", "json"))  # before any work: a typo is exit 2
-        views, result = self.reconcile(args, log)
-        print(self.to_json(views) if output == "json" else self.to_text(views), end="")
+        results, result = self.reconcile(args, log)
+        text = to_json(self.name, results, result) if output == "json" else to_text(results, self.nothing)
+        print(text, end="")
         return result
 
-    def reconcile(self, args: argparse.Namespace, log: Any) -> tuple[list[V], Outcome]:
+    def reconcile(self, args: argparse.Namespace, log: Any) -> tuple[list[ScopeResult], Outcome]:
         # First: the run's deadline counts from its start, policy loading and the SDKs' imports included.
         deadline = Deadline.start(deadline_setting(args.deadline))
         policy = load_policy(args.policy)
@@ -93,6 +110,7 @@ class JobSpec(Generic[V]):
             dry_run=dry_run,
             limit=limit_setting(args.max_changes, "MAX_CHANGES", self.default_limit(policy)),
             workers=int_setting(args.workers, "WORKERS", self.default_workers, minimum=1),
+            scopes_at_once=int_setting(args.scopes_at_once, "SCOPES_AT_ONCE", SCOPES_AT_ONCE, minimum=1),
             holder=run_holder(),
             # Renewed every third of it, taken over from a holder two renewals late: the duration bounds how long a
             # killed run blocks the next one, not how long a run may take.
@@ -122,8 +140,9 @@ class JobSpec(Generic[V]):
             run_s=round(time.monotonic() - started, 3),
             workers=settings.workers,
             scopes=len(envelopes),
+            scopes_at_once=settings.scopes_at_once,
             deadline_s=deadline.seconds,
             peak_rss_mib=peak_rss_mib(),
         )
-        views = [self.view(e, run) for e in envelopes]
-        return views, outcome([self.tally(v) for v in views], dry_run=dry_run)
+        results = [self.view(e, run) for e in envelopes]
+        return results, outcome([tally(r) for r in results], dry_run=dry_run)

@@ -1,4 +1,5 @@
-"""``gpu-jobs schema``: the policy's JSON Schema, generated from the typed models (for editors and CI)."""
+"""``gpu-jobs schema``: the policy's JSON Schema, generated from the typed models (for editors and CI); with
+``--output``, the JSON Schema of every job's ``--output json`` (the report envelope, ``jobs.envelope``)."""
 
 from __future__ import annotations
 
@@ -19,18 +20,29 @@ def policy_schema() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}
 
 
-def render() -> str:
-    return json.dumps(policy_schema(), indent=2, sort_keys=False) + "\n"
+def render(*, output: bool = False) -> str:
+    return json.dumps(output_schema() if output else policy_schema(), indent=2, sort_keys=False) + "\n"
+
+
+def output_schema() -> dict[str, Any]:
+    from jobs.envelope import schema  # noqa: PLC0415  (the runner's side: not imported for the policy's schema)
+
+    return schema()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        action="store_true",
+        help="the schema of every job's --output json (the report envelope) instead of the policy's",
+    )
     parser.add_argument(
         "--write", metavar="PATH", help="write to PATH instead of stdout (e.g. gitops/policy.schema.json)"
     )
 
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:
-    text = render()
+    text = render(output=args.output)
     if args.write:
         path = Path(args.write)
         try:

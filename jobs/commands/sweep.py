@@ -8,11 +8,12 @@ import os
 from typing import Any
 
 from jobs.adapters.settings import AdapterSettings
-from jobs.commands.reconcile import JobSpec, Run, construct
+from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments, construct
 from jobs.core.limits import ChangeLimit
 from jobs.core.policy import Policy
 from jobs.core.policy_fields import check_url
 from jobs.core.policy_sweep import Sweep
+from jobs.envelope import ScopeResult
 from jobs.labels import SWEEP_INSTANCES_LEASE, SWEEP_PODS_LEASE
 from jobs.retry import Backoff
 from jobs.runner import ScopeReport, ScopeWork
@@ -54,9 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sweep only idle pods (per cluster) or only untagged instances (per account); both when omitted"
         " [GPU_JOBS_SWEEP_PART]",
     )
-    parser.add_argument(
-        "--workers", metavar="N", help="pods or instances worked on at once, per scope (default 8) [GPU_JOBS_WORKERS]"
-    )
+    add_concurrency_arguments(parser, "pods or instances", 8)
 
 
 def parts(run: Run) -> tuple[str, ...]:
@@ -85,7 +84,7 @@ def prometheus_url() -> str | None:
         raise SettingsError(f"{PROMETHEUS_URL}={url!r}: {exc}") from None
 
 
-def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Scope, pods.ClusterSweep]:
+def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Scope, pods.SweepPodsWork]:
     # The Kubernetes client is imported only by the jobs, not by validate or calendar.
     from jobs.adapters.kube import client, identity, lease  # noqa: PLC0415
     from jobs.adapters.kube.pods import KubePods  # noqa: PLC0415
@@ -115,7 +114,7 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
             lease.LeaseLock(api, namespace, _lease(SWEEP_PODS_LEASE, scope)),
             identity.ClusterWitness(api, namespace, scope.context),
         )
-        work[scope] = pods.ClusterSweep(
+        work[scope] = pods.SweepPodsWork(
             scope,
             idle,
             section.leaked_memory,
@@ -155,7 +154,7 @@ def _instances_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dic
         ports = instances.Ports(
             clouds[scope.cloud], lease.LeaseLock(api, namespace, _lease(SWEEP_INSTANCES_LEASE, scope))
         )
-        work[scope] = instances.AccountSweep(
+        work[scope] = instances.SweepInstancesWork(
             scope, untagged, run.now, backoff, ports, log.bind(scope=scope.name, part="instances")
         )
     return work
@@ -174,20 +173,10 @@ def _wire(run: Run, log: Any) -> dict[Scope, ScopeWork[Any, Any, Any, Any]]:
     return work
 
 
-def _view(envelope: ScopeReport[Any, Any], run: Run) -> report.Section:
+def _view(envelope: ScopeReport[Any, Any], run: Run) -> ScopeResult:
     if envelope.scope.kind == "cluster":
-        return report.pods_section(pods.report_of(envelope))
-    seen = instances.report_of(envelope)
-    return report.instances_section(
-        seen.scope,
-        seen.at,
-        seen.dry_run,
-        seen.state,
-        seen.reason,
-        instances.tally(seen),
-        instances.instance_rows(seen),
-        instances.instance_lines(seen),
-    )
+        return report.pods_result(pods.report_of(envelope))
+    return report.instances_result(instances.report_of(envelope))
 
 
 def default_limit(policy: Policy) -> ChangeLimit:
@@ -201,9 +190,7 @@ SPEC = JobSpec(
     default_workers=8,
     wire=_wire,
     view=_view,
-    tally=lambda section: section.tally,
-    to_text=report.to_text,
-    to_json=report.to_json,
+    nothing="gpu-jobs sweep: no cluster or account to sweep",
     default_limit=default_limit,
 )
 run = SPEC.run

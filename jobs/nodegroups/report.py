@@ -1,16 +1,89 @@
-"""The nodegroups job's report: a table a person reads at a glance (a block per cluster), or one JSON document for
-tools, every entry naming its cluster."""
+"""The nodegroups job's part of the report: its view of one cluster's envelope, the rows a person reads at a glance
+(a table per cluster) and one item per node group, unmanaged group and orphan record for the envelope
+(``jobs.envelope``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
 from typing import Any
 
-from jobs.core.nodegroups import GroupConfig
+from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup
+from jobs.core.nodegroups import CloudGroup, GroupConfig
 from jobs.core.orphan_records import OrphanRecord
-from jobs.nodegroups.job import GroupResult, Report
-from jobs.report_text import headline, nothing_done, refused
+from jobs.core.policy import Policy
+from jobs.envelope import ItemResult, ScopeResult
+from jobs.nodegroups.execute import GroupResult, describe_step_change
+from jobs.nodegroups.job import Envelope
+from jobs.nodegroups.observe import selected_groups
+from jobs.nodegroups.settings import NodeGroupsSettings
+from jobs.runner import State
+from jobs.scopes import cluster
+
+
+@dataclass(frozen=True)
+class NodeGroupsReport:
+    """One cluster's envelope as this job reads it."""
+
+    at: datetime
+    dry_run: bool
+    cluster: str | None = None
+    results: tuple[GroupResult, ...] = ()
+    skips: tuple[GroupSkip, ...] = ()
+    unmanaged: tuple[CloudGroup, ...] = ()
+    refused: str | None = None
+    lock_holder: str | None = None  # another run holds the lease: nothing done
+    observed: tuple[ObservedGroup, ...] = ()  # every group looked at, for the text report's table
+    orphans: tuple[OrphanRecord, ...] = ()  # records of groups the policy no longer names
+    state: State = "planned"  # the runner's
+    reason: str | None = None
+
+
+def report_of(envelope: Envelope, policy: Policy, settings: NodeGroupsSettings) -> NodeGroupsReport:
+    """The nodegroups view of one cluster's envelope."""
+    report = partial(
+        NodeGroupsReport,
+        envelope.at,
+        envelope.dry_run,
+        envelope.scope.name or None,
+        state=envelope.state,
+        reason=envelope.reason,
+    )
+    planned = envelope.plan
+    if planned is None:  # nothing could be judged: every group of the cluster failed, nothing changed
+        message = f"not judged: {envelope.reason}"
+        return report(tuple(GroupResult(g.name, "failed", message) for g in selected_groups(policy, settings)))
+    plan, unmanaged = planned.plan, planned.observation.unmanaged
+    report = partial(report, observed=planned.observation.groups, orphans=planned.observation.orphans)
+    if envelope.state == "locked":
+        # Nothing done here: the run holding the Lease reports the orphan records, this one does not fail on them.
+        return report(lock_holder=envelope.reason, orphans=())
+    if envelope.state == "refused":
+        results = tuple(GroupResult(a.group, "refused", describe_step_change(a), a) for a in plan.actions)
+        return report(results, plan.skips, unmanaged, refused=envelope.reason)
+    if envelope.state == "failed":
+        message = f"not applied: {envelope.reason}"
+        return report(tuple(GroupResult(a.group, "failed", message, a) for a in plan.actions), plan.skips, unmanaged)
+    if envelope.state == "planned":
+        results = tuple(GroupResult(a.group, "planned", describe_step_change(a), a) for a in plan.actions)
+        return report(results, plan.skips, unmanaged)
+    return report(tuple(r for r in envelope.results if r.status != "skipped"), plan.skips, unmanaged)
+
+
+def result(report: NodeGroupsReport) -> ScopeResult:
+    """The cluster's result for the one report: the runner's state, this job's items and rows."""
+    return ScopeResult(
+        "nodegroups",
+        cluster(report.cluster or ""),
+        report.at,
+        report.dry_run,
+        report.state,
+        report.reason,
+        tuple(items(report)),
+        tuple(rows(report)),
+    )
 
 
 def _size(config: GroupConfig) -> str:
@@ -23,19 +96,13 @@ def _size(config: GroupConfig) -> str:
     return text
 
 
-def to_text(reports: Sequence[Report]) -> str:
-    if not reports:
-        return "gpu-jobs nodegroups: no cluster to act on (the policy has no node groups in reach)\n"
-    return "".join(_text(report) for report in reports)
-
-
-def _text(report: Report) -> str:
-    lines = [headline("nodegroups", report.cluster, report.at, report.dry_run)]
-    if stop := nothing_done(report.lock_holder):
-        return "\n".join([*lines, stop]) + "\n"
-    if report.refused:
-        lines.append(refused(report.refused))
-    elif not report.results and not report.skips and not any(o.failed for o in report.orphans):
+def rows(report: NodeGroupsReport) -> list[str]:
+    """The cluster's rows under its headline: a table of the groups changed, failed or as they should be, then the
+    skipped, the unmanaged and the orphan records."""
+    if report.lock_holder:
+        return []
+    lines: list[str] = []
+    if not report.refused and not report.results and not report.skips and not any(o.failed for o in report.orphans):
         # Never above a failed, postponed or busy group: those are listed below instead.
         lines.append("  nothing to change: every node group is where the schedule wants it")
     width = max([len(r.group) for r in report.results] + [len(o.group.name) for o in report.observed] + [10])
@@ -52,8 +119,7 @@ def _text(report: Report) -> str:
             lines.append(f"  {'':<{width}}  drains {pod} on {pod.node}")
         for pod in a.doomed:
             lines.append(f"  {'':<{width}}  force: {pod} on {pod.node} goes down with its node")
-    mentioned = {r.group for r in report.results} | {s.group for s in report.skips}
-    quiet = [o for o in report.observed if o.group.name not in mentioned and o.config is not None]
+    quiet = _quiet(report)
     for o in quiet:
         assert o.config is not None
         lines.append(f"  {o.group.name:<{width}}  {o.kind:<4} {'ok':<14} {_size(o.config):<34} as the schedule wants")
@@ -70,7 +136,13 @@ def _text(report: Report) -> str:
         lines.append("  GPU node groups in the clouds with no schedule in the policy:")
         lines += [f"    {u.cloud} {'/'.join(u.locator.values())} ({u.instance_type})" for u in report.unmanaged]
     lines += _orphans_text(report.orphans)
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _quiet(report: NodeGroupsReport) -> list[ObservedGroup]:
+    """The groups already where the schedule wants them (neither changed nor skipped)."""
+    mentioned = {r.group for r in report.results} | {s.group for s in report.skips}
+    return [o for o in report.observed if o.group.name not in mentioned and o.config is not None]
 
 
 def _orphans_text(orphans: Sequence[OrphanRecord]) -> list[str]:
@@ -98,59 +170,81 @@ def _orphans_text(orphans: Sequence[OrphanRecord]) -> list[str]:
     return lines
 
 
-def _orphan(o: OrphanRecord, cluster: str | None) -> dict[str, Any]:
+def _orphan(o: OrphanRecord) -> ItemResult:
     record = o.record
-    return {
-        "cluster": cluster,
-        "record": o.name,
+    detail = {
         "namespace": o.namespace,
         "describes": o.identity.to_json() if o.identity else None,
         "phase": record.phase if record else None,
         "recordedAt": record.recorded_at.isoformat() if record else None,
         "restores": record.config.to_json() if record else None,
-        "failed": o.failed,
-        "reason": o.reason,
         "restore": list(o.restore),
         "deleteRecord": o.delete,
     }
+    return ItemResult("record", o.name, "failed" if o.failed else "skipped", o.reason, detail=detail)
 
 
-def to_json(reports: Sequence[Report]) -> str:
-    """One document for the whole run; ``clusters`` says per cluster whether it was refused or locked."""
-    doc: dict[str, Any] = {
-        "at": reports[0].at.isoformat() if reports else None,
-        "dryRun": any(r.dry_run for r in reports),
-        "refused": next((r.refused for r in reports if r.refused), None),
-        "lockHolder": next((r.lock_holder for r in reports if r.lock_holder), None),
-        "clusters": [{"name": r.cluster, "refused": r.refused, "lockHolder": r.lock_holder} for r in reports],
-        "nodeGroups": [_result(r, report.cluster) for report in reports for r in report.results],
-        "skipped": [
-            {"name": s.group, "cluster": report.cluster, "reason": s.reason, "warning": s.warning, "failed": s.failed}
-            for report in reports
-            for s in report.skips
-        ],
-        "unmanaged": [
-            {"cloud": u.cloud, "cluster": report.cluster, "locator": dict(u.locator), "instanceType": u.instance_type}
-            for report in reports
-            for u in report.unmanaged
-        ],
-        # Added after the first contract: records of groups the policy no longer names (failed unless phase up).
-        "orphans": [_orphan(o, report.cluster) for report in reports for o in report.orphans],
+def _result(r: GroupResult, where: str | None) -> ItemResult:
+    detail: dict[str, Any] = {"cluster": where, "message": r.message}
+    a = r.action
+    if a is None:  # a skip whose write (its record, its Event) failed
+        return ItemResult("node group", r.group, r.status, r.message, write=True, detail=detail)
+    detail |= {
+        "provider": a.kind,
+        "direction": a.direction,
+        "before": a.before.to_json(),
+        "after": a.after.to_json(),
+        "steps": [s.describe() for s in a.steps],
+        "evict": [str(p) for p in a.evict],
+        "force": [str(p) for p in a.doomed],
     }
-    return json.dumps(doc) + "\n"  # one line: one record for a log collector
+    # The schedule's reason for the change; a failure's or a refusal's own words when it was not made.
+    reason = r.message if r.status == "failed" else a.reason
+    return ItemResult("node group", r.group, r.status, reason, write=True, detail=detail | {"why": a.reason})
 
 
-def _result(r: GroupResult, cluster: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": r.group, "cluster": cluster, "status": r.status, "message": r.message}
-    if r.action:
-        entry |= {
-            "kind": r.action.kind,
-            "direction": r.action.direction,
-            "reason": r.action.reason,
-            "before": r.action.before.to_json(),
-            "after": r.action.after.to_json(),
-            "steps": [s.describe() for s in r.action.steps],
-            "evict": [str(p) for p in r.action.evict],
-            "force": [str(p) for p in r.action.doomed],
-        }
-    return entry
+def items(report: NodeGroupsReport) -> list[ItemResult]:
+    """One item per node group of the cluster (changed, failed, skipped, or as it should be), per unmanaged GPU node
+    group, and per orphan record."""
+    where = report.cluster
+    found = [_result(r, where) for r in report.results]
+    named = {r.group for r in report.results}
+    found += [
+        ItemResult(
+            "node group",
+            s.group,
+            "failed" if s.failed else "skipped",
+            s.reason,
+            detail={"cluster": where, "warning": s.warning},
+        )
+        for s in report.skips
+        if s.group not in named
+    ]
+    found += [
+        ItemResult(
+            "node group",
+            o.group.name,
+            "unchanged",
+            "as the schedule wants",
+            detail={"cluster": where, "provider": o.kind, "size": o.config.to_json()},
+        )
+        for o in _quiet(report)
+        if o.config is not None
+    ]
+    found += [
+        ItemResult(
+            "node group",
+            "/".join(u.locator.values()),
+            "skipped",
+            "a GPU node group in the cloud with no schedule in the policy",
+            detail={
+                "cluster": where,
+                "unmanaged": True,
+                "cloud": u.cloud,
+                "locator": dict(u.locator),
+                "instanceType": u.instance_type,
+            },
+        )
+        for u in report.unmanaged
+    ]
+    return found + [_orphan(o) for o in report.orphans]

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
 from jobs.core.quotas import (
     Capacity,
@@ -24,7 +23,7 @@ from jobs.core.quotas import (
 from jobs.errors import CloudError, Conflict, DeadlineReached, Denied, NotFound, Stopped
 from jobs.lease import RunLock
 from jobs.retry import Backoff
-from jobs.runner import RunSettings, ScopeReport, ScopeWork, Tally, Witness
+from jobs.runner import ScopeReport, ScopeWork, Witness
 
 Status = Literal["planned", "applied", "unchanged", "failed", "refused", "conflict", "skipped"]
 
@@ -56,35 +55,31 @@ class Ports:
 
 
 @dataclass(frozen=True)
-class Settings:
+class QuotasSettings:
+    """What the quotas job on one cluster is told beyond the run's settings (``RunSettings``, which the runner
+    reads: dry run, limit, workers, Lease)."""
+
     cluster: str
-    dry_run: bool = False
-    limit: ChangeLimit = DEFAULT_LIMIT
-    holder: str = "gpu-jobs"
-    lease_duration: timedelta = timedelta(minutes=30)
     # Every call here is idempotent (lists, server-side apply, delete of what may be gone): resent on throttling,
     # 5xx and timeouts alike.
     backoff: Backoff = field(default_factory=lambda: Backoff(deadline_s=120))
-    workers: int = 8  # quotas written at once: a first run over thousands of namespaces is bound by round trips
-
-    @property
-    def run_settings(self) -> RunSettings:
-        return RunSettings(self.dry_run, self.limit, self.workers, self.holder, self.lease_duration)
 
 
 @dataclass(frozen=True)
-class Outcome:
+class EntryResult:
+    """What became of one quota entry (a namespace's quota) in this run."""
+
     entry: QuotaEntry
     status: Status
     message: str = ""
 
 
 @dataclass(frozen=True)
-class Report:
+class QuotaReport:
     cluster: str
     at: datetime
     dry_run: bool
-    results: tuple[Outcome, ...] = ()
+    results: tuple[EntryResult, ...] = ()
     refused: str | None = None
     lock_holder: str | None = None
     error: str | None = None  # the cluster could not be read: nothing judged, nothing changed
@@ -99,7 +94,7 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class Planned:
+class QuotasPlan:
     entries: tuple[QuotaEntry, ...]
     capacity: Capacity
     warnings: tuple[str, ...] = ()  # for the cluster as a whole (over-commit)
@@ -127,12 +122,12 @@ Namespace = tuple[QuotaEntry, ...]
 
 
 @dataclass(frozen=True)
-class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]):
+class QuotasWork(ScopeWork[Observation, QuotasPlan, Namespace, tuple[EntryResult, ...]]):
     """The quotas job on one cluster, as the runner drives it."""
 
     policy: Policy
     now: datetime
-    settings: Settings
+    settings: QuotasSettings
     ports: Ports
     log: Any
 
@@ -156,16 +151,16 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
         )
         return Observation(namespaces, quotas, capacity)
 
-    def plan(self, observed: Observation) -> Planned:
+    def plan(self, observed: Observation) -> QuotasPlan:
         entries = plan_quotas(
             self.policy, self.settings.cluster, list(observed.namespaces), list(observed.quotas), self.now
         )
         for entry in entries:
             _unwritten(entry, self.log)  # say what the plan found that it will not write (conflicts, failures)
-        return Planned(entries, observed.capacity, over_commit(entries, observed.capacity))
+        return QuotasPlan(entries, observed.capacity, over_commit(entries, observed.capacity))
 
-    def apply(self, item: Namespace, fence: Callable[[str], None]) -> tuple[Outcome, ...]:
-        outcomes: list[Outcome] = []
+    def apply(self, item: Namespace, fence: Callable[[str], None]) -> tuple[EntryResult, ...]:
+        outcomes: list[EntryResult] = []
         for entry in item:  # none after one that failed: the namespace keeps the quota it had
             if outcomes and outcomes[-1].status in ("failed", "conflict"):
                 outcomes.append(self._failed(entry, f"not attempted: {outcomes[-1].entry.quota} was not written"))
@@ -173,15 +168,15 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
                 outcomes.append(self._one(entry, fence))
         return tuple(outcomes)
 
-    def failed(self, item: Namespace, message: str) -> tuple[Outcome, ...]:
+    def failed(self, item: Namespace, message: str, error: BaseException | None = None) -> tuple[EntryResult, ...]:
         return tuple(self._failed(e, message) if e.writes else _unwritten(e) for e in item)
 
-    def _failed(self, entry: QuotaEntry, message: str) -> Outcome:
+    def _failed(self, entry: QuotaEntry, message: str) -> EntryResult:
         """A write that was not made (a stop, a deadline, an earlier failure): said in the log as in the report."""
         self.log.error("quota.failed", namespace=entry.namespace, quota=entry.quota, error=message)
-        return Outcome(entry, "failed", message)
+        return EntryResult(entry, "failed", message)
 
-    def _one(self, entry: QuotaEntry, fence: Callable[[str], None]) -> Outcome:
+    def _one(self, entry: QuotaEntry, fence: Callable[[str], None]) -> EntryResult:
         if not entry.writes:
             return _unwritten(entry)
         where = f"{entry.namespace}/{entry.quota}"
@@ -195,17 +190,17 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
         except (NotFound, Denied) as exc:
             if not _namespace_gone(exc, entry.namespace):
                 self.log.error("quota.failed", namespace=entry.namespace, quota=entry.quota, error=str(exc))
-                return Outcome(entry, "failed", str(exc))
+                return EntryResult(entry, "failed", str(exc))
             # Deleted (or being deleted) since it was listed: there is no quota to keep there any more.
             self.log.info("quota.namespace_gone", namespace=entry.namespace, quota=entry.quota, error=str(exc))
-            return Outcome(entry, "skipped", f"namespace {entry.namespace} is gone or terminating: nothing to do")
+            return EntryResult(entry, "skipped", f"namespace {entry.namespace} is gone or terminating: nothing to do")
         except Conflict as exc:
             # Another field manager owns a field of the quota: reported for this namespace, never forced.
             self.log.warning("quota.conflict", namespace=entry.namespace, quota=entry.quota, error=str(exc))
-            return Outcome(entry, "conflict", str(exc))
+            return EntryResult(entry, "conflict", str(exc))
         except (CloudError, Stopped, DeadlineReached) as exc:
             self.log.error("quota.failed", namespace=entry.namespace, quota=entry.quota, error=str(exc))
-            return Outcome(entry, "failed", str(exc))
+            return EntryResult(entry, "failed", str(exc))
         done = {"create": "Created", "update": "Updated", "delete": "Deleted"}[entry.action]
         message = f"{done} the GPU quota: {entry.change()} (rule {entry.rule})"
         self.log.info(
@@ -215,7 +210,7 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
             self.ports.events.emit(entry.namespace, entry.quota, "QuotaReconciled", message)
         except CloudError as exc:  # an Event is a courtesy
             self.log.warning("event.failed", namespace=entry.namespace, error=str(exc))
-        return Outcome(entry, "applied", message)
+        return EntryResult(entry, "applied", message)
 
 
 def _namespace_gone(exc: CloudError, namespace: str) -> bool:
@@ -227,12 +222,12 @@ def _namespace_gone(exc: CloudError, namespace: str) -> bool:
     return "NamespaceTerminating" in text or "because it is being terminated" in text
 
 
-Envelope = ScopeReport[Planned, tuple[Outcome, ...]]
+Envelope = ScopeReport[QuotasPlan, tuple[EntryResult, ...]]
 
 
-def report_of(envelope: Envelope) -> Report:
+def report_of(envelope: Envelope) -> QuotaReport:
     """The quotas view of one cluster's envelope: what the text and JSON reports render."""
-    report = Report(envelope.scope.name, envelope.at, envelope.dry_run)
+    report = QuotaReport(envelope.scope.name, envelope.at, envelope.dry_run)
     planned = envelope.plan
     if planned is None:
         return replace(report, error=envelope.reason)
@@ -244,18 +239,18 @@ def report_of(envelope: Envelope) -> Report:
     status: Status = "refused" if envelope.state == "refused" else "planned"
     done = {(o.entry.namespace, o.entry.quota): o for outcomes in envelope.results for o in outcomes}
     results = tuple(
-        done.get((e.namespace, e.quota)) or (Outcome(e, status) if e.writes else _unwritten(e))
+        done.get((e.namespace, e.quota)) or (EntryResult(e, status) if e.writes else _unwritten(e))
         for e in _by_namespace(planned.entries)
     )
     return replace(report, results=results, refused=envelope.reason if envelope.state == "refused" else None)
 
 
-def _unwritten(entry: QuotaEntry, log: Any = None) -> Outcome:
+def _unwritten(entry: QuotaEntry, log: Any = None) -> EntryResult:
     """An entry that writes nothing: unchanged, or a conflict or failure the plan found (with its reason)."""
     status = unwritten_status(entry)
     if log is not None and status != "unchanged":
         log.warning(f"quota.{status}", namespace=entry.namespace, quota=entry.quota, error=entry.reason)
-    return Outcome(entry, status, entry.reason)
+    return EntryResult(entry, status, entry.reason)
 
 
 def _by_namespace(entries: tuple[QuotaEntry, ...]) -> list[QuotaEntry]:
@@ -263,14 +258,3 @@ def _by_namespace(entries: tuple[QuotaEntry, ...]) -> list[QuotaEntry]:
     for entry in entries:
         grouped.setdefault(entry.namespace, []).append(entry)
     return [e for group in grouped.values() for e in group]
-
-
-def tally(report: Report) -> Tally:
-    """Conflicts and failures are failed items; a cluster that could not be read is one failed item."""
-    return Tally(
-        planned=sum(r.entry.writes and r.status != "skipped" for r in report.results),
-        applied=sum(r.status == "applied" for r in report.results),
-        failed=sum(r.status in ("failed", "conflict") for r in report.results) + (report.error is not None),
-        skipped=sum(r.status in ("unchanged", "skipped") for r in report.results),
-        refused=report.refused is not None,
-    )

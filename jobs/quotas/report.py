@@ -1,27 +1,26 @@
-"""The quotas job's report: per namespace what changes and why (a diff a reviewer reads), or the JSON contract."""
+"""The quotas job's part of the report: per namespace what changes and why (a diff a reviewer reads), and one item
+per namespace quota for the envelope (``jobs.envelope``)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from typing import Any
+from jobs.envelope import ItemResult, ItemStatus, ScopeResult, result_of
+from jobs.quotas.job import Envelope, QuotaReport, report_of
 
-from jobs.quotas.job import Report
-from jobs.report_text import headline, nothing_done, refused
-
-
-def to_text(reports: Sequence[Report]) -> str:
-    if not reports:
-        return "gpu-jobs quotas: no cluster to act on\n"
-    return "".join(_text(r) for r in reports)
+#: A quota's status in the envelope: a conflict (another field manager owns a field) is a failed item.
+STATUS: dict[str, ItemStatus] = {"conflict": "failed"}
 
 
-def _text(report: Report) -> str:
-    lines = [headline("quotas", report.cluster, report.at, report.dry_run)]
-    if stop := nothing_done(report.lock_holder, report.error):
-        return "\n".join([*lines, stop]) + "\n"
-    if report.refused:
-        lines.append(refused(report.refused))
+def result(envelope: Envelope) -> ScopeResult:
+    """The cluster's result for the one report: the runner's state, this job's items, rows and warnings."""
+    report = report_of(envelope)
+    warnings = () if report.error or report.lock_holder else report.warnings
+    return result_of("quotas", envelope, items(report), rows(report), warnings=warnings)
+
+
+def rows(report: QuotaReport) -> list[str]:
+    if report.error or report.lock_holder:
+        return []
+    lines = []
     changing = [r for r in report.results if r.status != "unchanged"]
     if not changing:
         lines.append(f"  nothing to change: {len(report.results)} namespaces have the quota the policy says")
@@ -33,37 +32,26 @@ def _text(report: Report) -> str:
             lines.append(f"  {'':<{width}}  error: {r.message}")
     for r in report.results:
         lines += [f"  {r.entry.namespace}: warning: {w}" for w in r.entry.warnings]
-    lines += [f"  warning: {w}" for w in report.warnings]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _document(report: Report) -> dict[str, Any]:
-    return {
-        "cluster": report.cluster,
-        "at": report.at.isoformat(),
-        "dryRun": report.dry_run,
-        "refused": report.refused,
-        "lockHolder": report.lock_holder,
-        "error": report.error,
-        "warnings": list(report.warnings),
-        "namespaces": [
-            {
+def items(report: QuotaReport) -> list[ItemResult]:
+    return [
+        ItemResult(
+            "namespace quota",
+            f"{r.entry.namespace}/{r.entry.quota}",
+            STATUS.get(r.status, r.status),  # type: ignore[arg-type]
+            r.message or r.entry.reason or None,  # why, for a failure or a conflict; what was done, for a write
+            write=r.entry.writes,
+            detail={
+                "cluster": report.cluster,
                 "namespace": r.entry.namespace,
                 "quota": r.entry.quota,
                 "action": "conflict" if r.status == "conflict" else r.entry.action,
-                "status": r.status,
-                "message": r.message or None,  # why, for a failure or a conflict; what was done, for a write
                 "hard": dict(r.entry.hard),
                 "rule": r.entry.rule,
                 "warnings": list(r.entry.warnings),
-            }
-            for r in report.results
-        ],
-    }
-
-
-def to_json(reports: Sequence[Report]) -> str:
-    """One cluster: its document. Several: ``{"clusters": [...]}``, one document each."""
-    if len(reports) == 1:
-        return json.dumps(_document(reports[0])) + "\n"  # one line: one record for a log collector
-    return json.dumps({"clusters": [_document(r) for r in reports]}) + "\n"
+            },
+        )
+        for r in report.results
+    ]

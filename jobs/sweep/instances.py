@@ -12,17 +12,17 @@ again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from jobs.core.policy_sweep import UntaggedInstances
 from jobs.core.untagged import GpuInstance, InstancePlan, plan_instances
+from jobs.envelope import ScopeRows, rows_of, with_results
 from jobs.errors import CloudError, NotFound
 from jobs.lease import RunLock
-from jobs.report_text import nothing_done, refused
 from jobs.retry import Backoff
-from jobs.runner import ScopeReport, ScopeWork, Tally
+from jobs.runner import ScopeReport, ScopeWork
 from jobs.scopes import Scope, account
 from jobs.sweep.ports import Instances
 
@@ -46,7 +46,7 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class Planned:
+class SweepInstancesPlan:
     plans: tuple[InstancePlan, ...]  # the reported instances
     seen: int  # GPU instances judged
 
@@ -65,14 +65,14 @@ class Planned:
 
 
 @dataclass(frozen=True)
-class ItemResult:
+class InstanceResult:
     plan: InstancePlan
     status: ItemStatus
     message: str
 
 
 @dataclass(frozen=True)
-class AccountSweep(ScopeWork[Observation, Planned, InstancePlan, ItemResult]):
+class SweepInstancesWork(ScopeWork[Observation, SweepInstancesPlan, InstancePlan, InstanceResult]):
     """The instances part on one account scope, as the runner drives it."""
 
     scope: Scope
@@ -91,10 +91,10 @@ class AccountSweep(ScopeWork[Observation, Planned, InstancePlan, ItemResult]):
         listed = self.backoff.call(lambda: self.ports.cloud.gpu_instances(account))
         return Observation(tuple(sorted(listed, key=lambda i: i.id)))
 
-    def plan(self, observed: Observation) -> Planned:
-        return Planned(plan_instances(self.section, observed.instances, self.now), len(observed.instances))
+    def plan(self, observed: Observation) -> SweepInstancesPlan:
+        return SweepInstancesPlan(plan_instances(self.section, observed.instances, self.now), len(observed.instances))
 
-    def apply(self, item: InstancePlan, fence: Callable[[str], None]) -> ItemResult:
+    def apply(self, item: InstancePlan, fence: Callable[[str], None]) -> InstanceResult:
         instance, write = item.instance, item.write
         what = f"{write} {instance.id}"
         fence(what)
@@ -105,10 +105,10 @@ class AccountSweep(ScopeWork[Observation, Planned, InstancePlan, ItemResult]):
                 self.backoff.call(lambda: self.ports.cloud.set_tags(instance, item.tags))
         except NotFound as exc:  # terminated since it was listed: nothing is left to mark or stop
             self.log.info("instance.gone", instance=instance.id, write=write, error=str(exc))
-            return ItemResult(item, "gone", f"{instance.id} is gone: nothing to {write}")
+            return InstanceResult(item, "gone", f"{instance.id} is gone: nothing to {write}")
         except CloudError as exc:
             self.log.error("instance.failed", instance=instance.id, write=write, error=str(exc))
-            return ItemResult(item, "failed", f"{write} failed: {exc}")
+            return InstanceResult(item, "failed", f"{write} failed: {exc}")
         say = self.log.warning if item.counts else self.log.info
         say(
             f"instance.{_DONE[write or 'mark']}",
@@ -119,12 +119,12 @@ class AccountSweep(ScopeWork[Observation, Planned, InstancePlan, ItemResult]):
             due=item.due.isoformat() if item.due else None,
             message=item.reason,
         )
-        return ItemResult(item, "done", f"{_DONE[write]}: {item.reason}" if item.counts and write else item.reason)
+        return InstanceResult(item, "done", f"{_DONE[write]}: {item.reason}" if item.counts and write else item.reason)
 
-    def failed(self, item: InstancePlan, message: str) -> ItemResult:
+    def failed(self, item: InstancePlan, message: str, error: BaseException | None = None) -> InstanceResult:
         # Not done: a stop, a deadline, the Lease lost.
         self.log.error("instance.failed", instance=item.instance.id, write=item.write, error=message)
-        return ItemResult(item, "failed", message)
+        return InstanceResult(item, "failed", message)
 
 
 _DONE = {"mark": "marked", "unmark": "cleared", "stop": "stopped", "terminate": "terminated"}
@@ -141,91 +141,19 @@ class Row:
     failed: bool
 
 
-@dataclass(frozen=True)
-class InstanceReport:
-    scope: Scope
-    at: datetime
-    dry_run: bool
-    state: str  # the envelope's: planned, applied, refused, locked, failed
-    rows: tuple[Row, ...] = ()
-    reason: str | None = None  # refused, locked (the holder), failed
-
-
-Envelope = ScopeReport[Planned, ItemResult]
+#: One account's report, as this part reads it.
+InstanceReport = ScopeRows[Row]
+Envelope = ScopeReport[SweepInstancesPlan, InstanceResult]
 
 
 def report_of(envelope: Envelope) -> InstanceReport:
-    report = InstanceReport(envelope.scope, envelope.at, envelope.dry_run, envelope.state, reason=envelope.reason)
-    if envelope.plan is None:
-        return report
-    done = {r.plan.instance.id: r for r in envelope.results}
     rows = []
-    for plan in envelope.plan.plans:
-        result = done.get(plan.instance.id)
+    plans = envelope.plan.plans if envelope.plan is not None else ()
+    for plan, result in with_results(plans, envelope.results, lambda p: p.instance.id, lambda r: r.plan):
         if result is None:
             rows.append(Row(plan, plan.state, plan.reason, failed=False))
         elif result.status == "failed":
             rows.append(Row(plan, "failed", result.message, failed=True))
         else:
             rows.append(Row(plan, plan.state, result.message, failed=False))
-    return replace(report, rows=tuple(rows))
-
-
-def tally(report: InstanceReport) -> Tally:
-    """A failed write and a scope that could not be read (or whose Lease was overdue) are failures; members and
-    protected instances are skipped."""
-    applied = report.state == "applied"
-    return Tally(
-        planned=sum(r.plan.writes for r in report.rows),
-        applied=sum(1 for r in report.rows if applied and r.plan.writes and not r.failed),
-        failed=sum(r.failed for r in report.rows) + (report.state == "failed"),
-        skipped=sum(r.state in ("member", "protected") for r in report.rows),
-        refused=report.state == "refused",
-    )
-
-
-def instance_rows(report: InstanceReport) -> list[dict[str, Any]]:
-    """The report's ``instances`` entries of the JSON contract."""
-    return [
-        {
-            "cloud": row.plan.instance.cloud,
-            "id": row.plan.instance.id,
-            "scope": report.scope.account,
-            "type": row.plan.instance.type,
-            "gpus": row.plan.instance.gpus,
-            "missingTags": list(row.plan.missing),
-            "state": row.state,
-            "action": row.plan.action,
-            "message": row.message,
-        }
-        for row in report.rows
-    ]
-
-
-def instance_lines(report: InstanceReport) -> list[str]:
-    """The scope's block of the text report: a headline, then one line per reported instance."""
-    mode = " (dry run: nothing changed)" if report.dry_run else ""
-    lines = [f"gpu-jobs sweep in account {report.scope.name} at {report.at.isoformat(timespec='seconds')}{mode}"]
-    locked = report.reason if report.state == "locked" else None
-    error = report.reason if report.state == "failed" else None
-    stop = nothing_done(locked, error)
-    if stop:
-        lines.append(stop)
-        if not report.rows:
-            return lines
-    if report.state == "refused" and report.reason:
-        lines.append(refused(report.reason))
-    if not report.rows:
-        lines.append("  no untagged GPU instances")
-        return lines
-    ids = max(len(r.plan.instance.id) for r in report.rows)
-    types = max(len(r.plan.instance.type) for r in report.rows)
-    for row in report.rows:
-        instance = row.plan.instance
-        gpus = f"{instance.gpus} GPU" + ("s" if instance.gpus != 1 else "")
-        state = row.state
-        if state == "acted" and row.plan.write and (report.dry_run or report.state != "applied"):
-            state = f"{row.plan.write} (due)"
-        named = f"{instance.name}: " if instance.name != instance.id else ""
-        lines.append(f"  {instance.id:<{ids}}  {instance.type:<{types}}  {gpus:<7} {state:<10} {named}{row.message}")
-    return lines
+    return rows_of(envelope, rows)

@@ -28,7 +28,7 @@ from jobs.errors import Busy, CloudError, Conflict, NotFound, Throttled
 from jobs.labels import SCALED_FROM_ANNOTATION
 from jobs.lease import RunLock
 from jobs.retry import Backoff
-from jobs.runner import ScopeReport, ScopeWork, Tally, Witness
+from jobs.runner import ScopeReport, ScopeWork, State, Witness
 from jobs.scopes import Scope
 from jobs.sweep.ports import Metrics, Pods
 
@@ -53,7 +53,7 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class Planned:
+class SweepPodsPlan:
     plan: PodsPlan
 
     @property
@@ -71,7 +71,7 @@ class Planned:
 
 
 @dataclass(frozen=True)
-class ItemResult:
+class PodResult:
     verdict: Verdict
     status: ItemStatus
     message: str = ""
@@ -83,7 +83,7 @@ ACTED = {"delete": "GpuIdlePodDeleted", "scale-owner": "GpuIdleOwnerScaledToZero
 
 
 @dataclass(frozen=True)
-class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
+class SweepPodsWork(ScopeWork[Observation, SweepPodsPlan, Verdict, PodResult]):
     """The pods part on one cluster, as the runner drives it."""
 
     scope: Scope
@@ -112,12 +112,14 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
         return queries(self.idle, self.leaked, self.matchers)
 
     def observe(self, first: Observation | None) -> Observation:
-        if first is not None:
-            return first  # nothing is queried twice: each write reads its pod again instead
         metrics = self.ports.metrics
         if metrics is None:
             return Observation(refusal=self.no_metrics)
         pods = tuple(self.backoff.call(self.ports.pods.gpu_pods))
+        if first is not None and first.answers is not None:
+            # Under the Lease: the pods again (another run may have acted on them meanwhile; the runner plans again
+            # when they changed), the metrics as measured a moment ago (a window of hours moves nothing in seconds).
+            return Observation(pods, first.answers)
         q = self.queries
 
         def ask(promql: str | None) -> tuple[Sample, ...] | None:
@@ -131,18 +133,18 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
         self.log.info("sweep.observed", pods=len(pods), series=len(util), queries=len(q.all()))
         return Observation(pods, answers)
 
-    def plan(self, observed: Observation) -> Planned:
+    def plan(self, observed: Observation) -> SweepPodsPlan:
         if observed.answers is None:
-            return Planned(PodsPlan(refusal=observed.refusal))
+            return SweepPodsPlan(PodsPlan(refusal=observed.refusal))
         plan = plan_pods(list(observed.pods), observed.answers, self.idle, self.leaked, self.now)
         if plan.refusal is not None:
             self.log.error("sweep.refused", cluster=self.scope.name, reason=plan.refusal)
         for v in plan.verdicts:
             if v.failure is not None:
                 self.log.error("sweep.cannot_act", namespace=v.pod.namespace, pod=v.pod.name, error=v.failure)
-        return Planned(plan)
+        return SweepPodsPlan(plan)
 
-    def apply(self, item: Verdict, fence: Callable[[str], None]) -> ItemResult:
+    def apply(self, item: Verdict, fence: Callable[[str], None]) -> PodResult:
         pod = item.pod
         where = f"{pod.namespace}/{pod.name}"
         try:
@@ -150,7 +152,7 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
             changed = recheck(item, now_pod, self.idle.exempt, self.now)
             if changed is not None:
                 self.log.info("sweep.pod_changed", namespace=pod.namespace, pod=pod.name, reason=changed)
-                return ItemResult(item, "skipped", f"nothing done: {changed}")
+                return PodResult(item, "skipped", f"nothing done: {changed}")
             assert now_pod is not None
             if item.write == "act":
                 return self._act(item, now_pod, fence)
@@ -158,25 +160,25 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
             notes = dict(item.annotations)
             self.backoff.call(lambda: self.ports.pods.annotate(now_pod, notes))
         except NotFound as exc:
-            return ItemResult(item, "skipped", f"nothing done: {where} is gone ({exc})")
+            return PodResult(item, "skipped", f"nothing done: {where} is gone ({exc})")
         except Conflict as exc:  # the uid precondition: another pod of that name now; the next run judges it
             self.log.info("sweep.pod_changed", namespace=pod.namespace, pod=pod.name, reason=str(exc))
-            return ItemResult(item, "skipped", f"nothing done: {where} changed since it was read ({exc})")
+            return PodResult(item, "skipped", f"nothing done: {where} changed since it was read ({exc})")
         except CloudError as exc:
             self.log.error(f"sweep.{item.write}_failed", namespace=pod.namespace, pod=pod.name, error=str(exc))
-            return ItemResult(item, "failed", str(exc))
+            return PodResult(item, "failed", str(exc))
         self.log.info(f"sweep.{item.write}ed", namespace=pod.namespace, pod=pod.name, message=item.message)
         if item.event is not None:
             reason, message, warning = item.event
             self._emit(now_pod, reason, message, warning=warning)
-        return ItemResult(item, "applied", item.message)
+        return PodResult(item, "applied", item.message)
 
-    def failed(self, item: Verdict, message: str) -> ItemResult:
+    def failed(self, item: Verdict, message: str, error: BaseException | None = None) -> PodResult:
         # Not done: a stop, a deadline, the Lease lost.
         self.log.error(f"sweep.{item.write}_failed", namespace=item.pod.namespace, pod=item.pod.name, error=message)
-        return ItemResult(item, "failed", message)
+        return PodResult(item, "failed", message)
 
-    def _act(self, item: Verdict, pod: PodInfo, fence: Callable[[str], None]) -> ItemResult:
+    def _act(self, item: Verdict, pod: PodInfo, fence: Callable[[str], None]) -> PodResult:
         action = item.action
         where = f"{pod.namespace}/{pod.name}"
         fence(f"{action} {where}")
@@ -193,7 +195,7 @@ class ClusterSweep(ScopeWork[Observation, Planned, Verdict, ItemResult]):
         message = f"{done}: {item.message}"
         self.log.warning("sweep.acted", namespace=pod.namespace, pod=pod.name, action=action, message=message)
         self._emit(pod, ACTED.get(action or "", "GpuIdleActed"), message, warning=True)
-        return ItemResult(item, "applied", message)
+        return PodResult(item, "applied", message)
 
     def _emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool) -> None:
         try:
@@ -214,22 +216,22 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Report:
+class PodsReport:
     scope: Scope
     at: datetime
     dry_run: bool
-    state: str  # the envelope's state, or "failed" when the plan refused to judge the cluster
+    state: State  # the envelope's state, or "failed" when the plan refused to judge the cluster
     rows: tuple[Row, ...] = ()
     unallocated: tuple[Unallocated, ...] = ()
     reason: str | None = None
     judged: int = 0  # Running GPU pods judged
 
 
-Envelope = ScopeReport[Planned, ItemResult]
+Envelope = ScopeReport[SweepPodsPlan, PodResult]
 
 
-def report_of(envelope: Envelope) -> Report:
-    report = Report(envelope.scope, envelope.at, envelope.dry_run, envelope.state, reason=envelope.reason)
+def report_of(envelope: Envelope) -> PodsReport:
+    report = PodsReport(envelope.scope, envelope.at, envelope.dry_run, envelope.state, reason=envelope.reason)
     if envelope.plan is None:
         return report
     plan = envelope.plan.plan
@@ -252,16 +254,3 @@ def report_of(envelope: Envelope) -> Report:
             state: PodState = "marked" if v.write == "act" else v.state
             rows.append(Row(v, state, f"{result.status}: {result.message}", result.status))
     return replace(report, rows=tuple(rows), unallocated=plan.unallocated, judged=plan.judged)
-
-
-def tally(report: Report) -> Tally:
-    """A failed action, an action the plan knows cannot be done, and a cluster that was not judged are failures;
-    unknown, young, exempt and snoozed pods are not (they are reported)."""
-    writes = [r for r in report.rows if r.verdict.write is not None]
-    return Tally(
-        planned=len(writes),
-        applied=sum(r.status == "applied" for r in report.rows),
-        failed=sum(r.status == "failed" for r in report.rows) + (report.state == "failed"),
-        skipped=sum(r.status == "skipped" or r.state in ("unknown", "young", "exempt", "snoozed") for r in report.rows),
-        refused=report.state == "refused",
-    )

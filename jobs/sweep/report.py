@@ -1,54 +1,16 @@
-"""The sweep's report, both parts in one: per scope what was found and done, as text for a person, or the JSON
-contract (one line): ``{"at", "dryRun", "pods", "unallocatedGpus", "instances", "scopes"}``.
-
-Each part renders its own scopes into a :class:`Section` (the pods part here, the instances part from
-``jobs.sweep.instances``'s rows and lines), so this module knows no part's internals but the pods'."""
+"""The sweep's part of the report, both parts: per scope the rows a person reads (two lines per reported pod, one
+per reported instance) and one item per pod, unallocated GPU and instance for the envelope (``jobs.envelope``)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from jobs.envelope import ItemResult, ItemStatus, ScopeResult
+from jobs.sweep.instances import InstanceReport
+from jobs.sweep.instances import Row as InstanceRow
+from jobs.sweep.pods import PodsReport
+from jobs.sweep.pods import Row as PodRow
 
-from jobs.report_text import headline, nothing_done, refused
-from jobs.runner import Tally
-from jobs.scopes import Scope
-from jobs.sweep.pods import Report as PodsReport
-from jobs.sweep.pods import Row
-from jobs.sweep.pods import tally as pods_tally
-
-
-@dataclass(frozen=True)
-class Section:
-    """One scope of the run, rendered: its rows for the JSON contract and its lines for the text report."""
-
-    scope: Scope
-    at: datetime
-    dry_run: bool
-    state: str  # planned, applied, refused, locked, failed
-    reason: str | None
-    tally: Tally
-    lines: tuple[str, ...] = ()  # its block of the text report, headline first
-    pods: tuple[Mapping[str, Any], ...] = ()
-    unallocated: tuple[Mapping[str, Any], ...] = ()
-    instances: tuple[Mapping[str, Any], ...] = ()
-
-
-def instances_section(
-    scope: Scope,
-    at: datetime,
-    dry_run: bool,
-    state: str,
-    reason: str | None,
-    tally: Tally,
-    rows: Sequence[Mapping[str, Any]],
-    lines: Sequence[str],
-) -> Section:
-    """An account scope's section from what the instances part rendered (its block, headline first)."""
-    return Section(scope, at, dry_run, state, reason, tally, tuple(lines), instances=tuple(rows))
-
+#: Pods and instances reported but left alone on purpose: skipped; any other one with nothing to do: unchanged.
+LEFT_ALONE = ("unknown", "young", "exempt", "snoozed", "member", "protected")
 
 # --- the pods part -----------------------------------------------------------------------------------------------
 
@@ -57,33 +19,50 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def pod_row(cluster: str, row: Row) -> dict[str, Any]:
-    v = row.verdict
-    return {
-        "cluster": cluster,
-        "namespace": v.pod.namespace,
-        "pod": v.pod.name,
-        "gpus": v.pod.gpus,
-        "utilization": _round(v.utilization, 2),  # percent
-        "memoryUsed": _round(v.memory_used, 3),  # 0..1
-        "reason": v.reason,
-        "state": row.state,
-        "action": v.action,
-        "message": row.message,
-    }
+def _pod_status(row: PodRow) -> ItemStatus:
+    if row.status != "none":
+        return row.status
+    return "skipped" if row.state in LEFT_ALONE else "unchanged"
 
 
-def _pod_lines(report: PodsReport) -> list[str]:
-    """The cluster's block of the text report: a headline, what stopped it, then two lines per reported pod."""
-    lines = [headline("sweep", report.scope.name, report.at, report.dry_run)]
-    locked = report.reason if report.state == "locked" else None
-    error = report.reason if report.state == "failed" else None
-    if stop := nothing_done(locked, error):
-        lines.append(stop)
-        if not report.rows:  # never "nothing to do" beneath a failure
-            return lines
-    if report.state == "refused" and report.reason:
-        lines.append(refused(report.reason))
+def pod_items(report: PodsReport) -> list[ItemResult]:
+    cluster = report.scope.name
+    found = [
+        ItemResult(
+            "pod",
+            f"{row.verdict.pod.namespace}/{row.verdict.pod.name}",
+            _pod_status(row),
+            row.message,
+            write=row.verdict.write is not None,
+            detail={
+                "cluster": cluster,
+                "namespace": row.verdict.pod.namespace,
+                "pod": row.verdict.pod.name,
+                "gpus": row.verdict.pod.gpus,
+                "utilization": _round(row.verdict.utilization, 2),  # percent
+                "memoryUsed": _round(row.verdict.memory_used, 3),  # 0..1
+                "idleReason": row.verdict.reason,
+                "state": row.state,
+                "action": row.verdict.action,
+            },
+        )
+        for row in report.rows
+    ]
+    return found + [
+        ItemResult(
+            "unallocated GPU",
+            u.node,
+            "unchanged",
+            "no pod holds them",
+            detail={"cluster": cluster, "node": u.node, "gpus": u.gpus},
+        )
+        for u in report.unallocated
+    ]
+
+
+def pod_rows(report: PodsReport) -> list[str]:
+    """Two lines per reported pod, then the GPUs no pod holds."""
+    lines = []
     width = max([len(f"{r.verdict.pod.namespace}/{r.verdict.pod.name}") for r in report.rows] + [10])
     for row in report.rows:
         v = row.verdict
@@ -96,7 +75,7 @@ def _pod_lines(report: PodsReport) -> list[str]:
         state = f"{v.action} (due)" if row.state == "acted" and row.status != "applied" else row.state
         lines.append(f"  {where:<{width}}  {state:<12} {gpus:<7} {util}{memory}{done}")
         lines.append(f"  {'':<{width}}  {row.message}")
-    if not report.rows:
+    if not report.rows and report.state not in ("locked", "failed"):
         lines.append(f"  nothing to do: {report.judged} running GPU pods judged, none idle or marked")
     if report.unallocated:
         nodes = ", ".join(f"{u.node} ({u.gpus})" for u in report.unallocated)
@@ -104,37 +83,69 @@ def _pod_lines(report: PodsReport) -> list[str]:
     return lines
 
 
-def pods_section(report: PodsReport) -> Section:
-    name = report.scope.name
-    return Section(
-        report.scope,
-        report.at,
-        report.dry_run,
-        report.state,
-        report.reason,
-        pods_tally(report),
-        tuple(_pod_lines(report)),
-        pods=tuple(pod_row(name, r) for r in report.rows),
-        unallocated=tuple({"cluster": name, "node": u.node, "gpus": u.gpus} for u in report.unallocated),
-    )
+# --- the instances part ------------------------------------------------------------------------------------------
 
 
-# --- the documents -----------------------------------------------------------------------------------------------
+def _instance_status(row: InstanceRow, state: str) -> ItemStatus:
+    if row.failed:
+        return "failed"
+    if not row.plan.writes:
+        return "skipped" if row.state in LEFT_ALONE else "unchanged"
+    if state == "applied":
+        return "applied"
+    return "refused" if state == "refused" else "planned"
 
 
-def to_text(sections: Sequence[Section]) -> str:
-    if not sections:
-        return "gpu-jobs sweep: no cluster or account to sweep\n"
-    return "".join("\n".join(s.lines) + "\n" for s in sections)
+def instance_items(report: InstanceReport) -> list[ItemResult]:
+    return [
+        ItemResult(
+            "instance",
+            row.plan.instance.id,
+            _instance_status(row, report.state),
+            row.message,
+            write=row.plan.writes,
+            detail={
+                "cloud": row.plan.instance.cloud,
+                "id": row.plan.instance.id,
+                "account": report.scope.account,
+                "type": row.plan.instance.type,
+                "gpus": row.plan.instance.gpus,
+                "missingTags": list(row.plan.missing),
+                "state": row.state,
+                "action": row.plan.action,
+            },
+        )
+        for row in report.rows
+    ]
 
 
-def to_json(sections: Sequence[Section]) -> str:
-    document = {
-        "at": sections[0].at.isoformat() if sections else None,
-        "dryRun": bool(sections and sections[0].dry_run),
-        "pods": [row for s in sections for row in s.pods],
-        "unallocatedGpus": [row for s in sections for row in s.unallocated],
-        "instances": [row for s in sections for row in s.instances],
-        "scopes": [{"scope": s.scope.name, "state": s.state, "reason": s.reason} for s in sections],
-    }
-    return json.dumps(document) + "\n"  # one line: one record for a log collector
+def instance_rows(report: InstanceReport) -> list[str]:
+    """One line per reported instance."""
+    if not report.rows:
+        return [] if report.state in ("locked", "failed") else ["  no untagged GPU instances"]
+    lines = []
+    ids = max(len(r.plan.instance.id) for r in report.rows)
+    types = max(len(r.plan.instance.type) for r in report.rows)
+    for row in report.rows:
+        instance = row.plan.instance
+        gpus = f"{instance.gpus} GPU" + ("s" if instance.gpus != 1 else "")
+        state = row.state
+        if state == "acted" and row.plan.write and (report.dry_run or report.state != "applied"):
+            state = f"{row.plan.write} (due)"
+        named = f"{instance.name}: " if instance.name != instance.id else ""
+        lines.append(f"  {instance.id:<{ids}}  {instance.type:<{types}}  {gpus:<7} {state:<10} {named}{row.message}")
+    return lines
+
+
+# --- each part's scope result ------------------------------------------------------------------------------------
+
+
+def pods_result(report: PodsReport) -> ScopeResult:
+    """A cluster's result; a cluster the plan refused to judge (no Prometheus) failed, whatever the runner saw."""
+    items, rows = tuple(pod_items(report)), tuple(pod_rows(report))
+    return ScopeResult("sweep", report.scope, report.at, report.dry_run, report.state, report.reason, items, rows)
+
+
+def instances_result(report: InstanceReport) -> ScopeResult:
+    items, rows = tuple(instance_items(report)), tuple(instance_rows(report))
+    return ScopeResult("sweep", report.scope, report.at, report.dry_run, report.state, report.reason, items, rows)

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from jobs.labels import NODE_GROUP_LABEL
+from tests.envelope import items
 from tests.integration.cli import run_cli
 from tests.sandbox import install as installer
 from tests.sandbox.world import World
@@ -150,7 +151,8 @@ def test_a_quotas_job_does_what_a_cli_run_would_with_its_service_accounts_rbac(w
         {**world.env(), "KUBECONFIG": str(world.kubeconfig_for(cluster))},
     )
     assert plan.code == 0, plan.stderr
-    planned = {e["namespace"]: e["hard"] for e in json.loads(plan.stdout)["namespaces"] if e["action"] == "create"}
+    quotas = items(json.loads(plan.stdout), "namespace quota")
+    planned = {e["namespace"]: e["hard"] for e in quotas if e["action"] == "create"}
     assert len(planned) >= 20
 
     start_job(world, cluster, "quotas", "quotas-manual-1")
@@ -173,7 +175,7 @@ def test_a_nodegroups_job_scales_what_a_cli_run_plans_and_describe_shows_its_eve
     env = {**world.env(), "KUBECONFIG": str(world.kubeconfig_for(cluster))}
     plan = run_cli(["nodegroups", "--dry-run", "--cluster", cluster, "--at", EVENING, "--output", "json"], env)
     assert plan.code == 0, plan.stderr
-    planned = {g["name"]: g["after"] for g in json.loads(plan.stdout)["nodeGroups"]}
+    planned = {g["name"]: g["after"] for g in items(json.loads(plan.stdout), "node group") if "after" in g}
     assert set(planned) == {"training-a100"}
 
     start_job(world, cluster, "nodegroups", "nodegroups-evening", GPU_JOBS_AT=EVENING, GPU_JOBS_OUTPUT="json")
@@ -181,7 +183,7 @@ def test_a_nodegroups_job_scales_what_a_cli_run_plans_and_describe_shows_its_eve
 
     assert conditions(job) == {"SuccessCriteriaMet", "Complete"}, logs
     assert exit_code(pod) == 0
-    applied = {g["name"]: (g["status"], g["after"]) for g in report(logs)["nodeGroups"]}
+    applied = {g["name"]: (g["status"], g["after"]) for g in items(report(logs), "node group") if "after" in g}
     assert applied == {name: ("applied", after) for name, after in planned.items()}
     nodegroup = moto_state.find_nodegroup("eu-west-1", "ml-prod", "gpu-a100-spot")
     assert nodegroup is not None

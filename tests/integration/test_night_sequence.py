@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tests.envelope import items
 from tests.sandbox.demo import Phase, run_gpu_jobs
 from tests.sandbox.world import World
 
@@ -59,7 +60,7 @@ def test_a_week_of_nights_ends_every_run_in_time_with_the_policy_holding(world: 
     before = eks_sizes(world, loc["cluster"], loc["nodegroup"])
 
     evening = night_run(world, "evening", EVENING)
-    skipped = {s["name"]: s["reason"] for s in evening.report["skipped"]}
+    skipped = {s["name"]: s["reason"] for s in items(evening.report, "node group") if "warning" in s}
     assert "postponed" in skipped["research-h100"]
     assert eks_sizes(world, loc["cluster"], loc["nodegroup"])[1] == 0
 
@@ -77,7 +78,7 @@ def test_a_week_of_nights_ends_every_run_in_time_with_the_policy_holding(world: 
     assert len(world.nodes_of(by_hand_group)) == 2
 
     night = night_run(world, "night", NIGHT)
-    results = {g["name"]: g for g in night.report["nodeGroups"]}
+    results = {g["name"]: g for g in items(night.report, "node group") if "message" in g}
     assert results["research-h100"]["status"] == "applied", results["research-h100"]
     assert results["research-h100"]["direction"] == "down"
     assert night.nodes["research-h100"] == (research.nodes, 0)
@@ -85,14 +86,14 @@ def test_a_week_of_nights_ends_every_run_in_time_with_the_policy_holding(world: 
     assert eks_sizes(world, loc["cluster"], loc["nodegroup"])[1] == 0
 
     morning = night_run(world, "morning", MORNING)
-    restored = {g["name"] for g in morning.report["nodeGroups"] if g["direction"] == "up"}
+    restored = {g["name"] for g in items(morning.report, "node group") if g.get("direction") == "up"}
     assert {"research-h100", BY_HAND} <= restored
     # The size recorded before the first shutdown, not the one set by hand in the night.
     assert eks_sizes(world, loc["cluster"], loc["nodegroup"]) == before
 
     missed = night_run(world, "missed evening, caught up", MISSED)
-    assert BY_HAND in {g["name"] for g in missed.report["nodeGroups"] if g["direction"] == "down"}
+    assert BY_HAND in {g["name"] for g in items(missed.report, "node group") if g.get("direction") == "down"}
 
     monday = night_run(world, "monday", MONDAY)
-    assert BY_HAND in {g["name"] for g in monday.report["nodeGroups"] if g["direction"] == "up"}
+    assert BY_HAND in {g["name"] for g in items(monday.report, "node group") if g.get("direction") == "up"}
     assert eks_sizes(world, loc["cluster"], loc["nodegroup"]) == before

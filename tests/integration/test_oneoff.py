@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.docs import shell_block
+from tests.envelope import items
 from tests.integration.test_install import NAMESPACE, conditions, exit_code, summary
 from tests.sandbox.world import World
 
@@ -51,7 +52,8 @@ def test_the_one_off_runs_work_as_written_and_their_names_never_clash(world: Wor
         done = bash(world, block)
         assert done.returncode == 0, done.stdout + done.stderr
         assert re.search(r"job.batch/nodegroups-manual-\d+ condition met", done.stdout), done.stdout
-        assert '"nodeGroups": [' in done.stdout  # `kubectl logs job/$name`: the run's report, one JSON line
+        # `kubectl logs job/$name`: the run's report, one JSON line
+        assert '{"apiVersion": "gpu-jobs/v1", "job": "nodegroups"' in done.stdout
 
     jobs = {j["metadata"]["name"]: j for j in world.kubes[cluster].list("Job", NAMESPACE)}
     by_kind: dict[str, list[str]] = {}
@@ -106,9 +108,9 @@ def test_the_first_install_path_onboards_a_cluster_with_many_namespaces(world: W
 
     done = bash(world, shell_block("docs/deploying.md", "## First install of `quotas`"))
     assert done.returncode == 0, done.stdout + done.stderr
-    plan = next(json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"cluster"'))
-    assert (plan["dryRun"], plan["refused"]) == (True, None)
-    assert sum(n["status"] == "planned" for n in plan["namespaces"]) >= 60
+    plan = next(json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"apiVersion"'))
+    assert (plan["job"], plan["dryRun"], [s["state"] for s in plan["scopes"]]) == ("quotas", True, ["planned"])
+    assert len(items(plan, "namespace quota", "planned")) >= 60
     assert len(kube.list("ResourceQuota", "team-onboard-59")) == 1  # the onboarding run wrote them
 
     after = cronjob_run("quotas-after")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs import shell_block
+from tests.envelope import items
 from tests.integration.test_install import NAMESPACE, conditions, summary
 from tests.sandbox.world import World
 
@@ -102,9 +103,9 @@ def test_the_quickstart_as_typed_installs_in_dry_run_and_its_one_off_runs_report
     reports = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{") and '"event"' not in line]
     assert [r["dryRun"] for r in reports] == [True, True]
     nodegroups, quotas = reports
-    assert {g["cluster"] for g in nodegroups["nodeGroups"]} <= {CLUSTER}
-    assert quotas["cluster"] == CLUSTER
-    assert quotas["namespaces"]  # the plan names the namespaces it governs
+    assert {g["cluster"] for g in items(nodegroups, "node group")} <= {CLUSTER}
+    assert [s["name"] for s in quotas["scopes"]] == [CLUSTER]
+    assert items(quotas, "namespace quota")  # the plan names the namespaces it governs
     jobs = [j for j in kube.list("Job", NAMESPACE) if "-pilot-" in j["metadata"]["name"]]
     assert len(jobs) == 2
     assert all(conditions(j) == {"SuccessCriteriaMet", "Complete"} for j in jobs)

@@ -20,7 +20,9 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
+from jobs.envelope import ENVELOPE_KEYS
 from jobs.labels import IDLE_SINCE_ANNOTATION, SWEEP_MARK_TAG
+from tests import envelope
 from tests.emulators.kube.cluster import timestamp
 from tests.sandbox import sweep_demo
 from tests.sandbox.demo import (
@@ -137,6 +139,43 @@ def test_kubectl_works_against_every_cluster_of_the_sandbox(world: World) -> Non
     assert len(nodes) == len(world.kubes["notebooks"].list("Node")) > 0
 
 
+@pytest.mark.parametrize(
+    "job",
+    [("nodegroups",), ("quotas",), ("cloud-quotas",), ("sweep", "--part", "pods"), ("sweep", "--part", "instances")],
+    ids=" ".join,
+)
+def test_every_job_prints_one_line_of_the_one_envelope_and_its_exit_code_is_the_processs(
+    world: World, job: tuple[str, ...]
+) -> None:
+    """``--output json`` of every job over the whole sandbox fleet (a dry run: it writes nothing): one line, the same
+    top-level keys, valid against ``gpu-jobs schema --output``, and the ``exitCode`` it states is the process's."""
+    done = subprocess.run(
+        [*GPU_JOBS, *job, "--dry-run", "--output", "json", "--at", "2027-03-09T22:01:00+01:00"],
+        env=child_env(world),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.stdout.count("\n") == 1, (done.stdout[:2000], done.stderr[-2000:])
+    report = json.loads(done.stdout)
+    envelope.validate(report)
+    assert tuple(report) == ENVELOPE_KEYS
+    assert (report["job"], report["dryRun"], report["exitCode"]) == (job[0], True, done.returncode)
+    kinds = {i["kind"] for i in report["items"]}
+    expected = {
+        "nodegroups": {"node group"},
+        "quotas": {"namespace quota"},
+        "cloud-quotas": {"cloud quota"},
+        "pods": {"pod", "unallocated GPU"},
+        "instances": {"instance"},
+    }[job[-1]]
+    assert kinds or job[-1] == "pods", report  # a fresh fleet at that instant may have no idle pod yet
+    assert kinds <= expected | {"record"}, kinds
+    scope_kind = "account" if job[-1] in ("cloud-quotas", "instances") else "cluster"
+    assert {s["kind"] for s in report["scopes"]} == {scope_kind}
+
+
 def test_prometheus_holds_each_clusters_dcgm_series_for_exactly_its_running_gpu_pods(world: World) -> None:
     """The sweep's data is consistent with the clusters: every series carries ``cluster``; per cluster, the pods
     the series name (in that cluster's label shape) are exactly its Running GPU pods, and every other GPU of its
@@ -225,10 +264,11 @@ def test_quotas_are_made_in_every_cluster_and_a_second_run_writes_nothing(world:
     first, second = run_quotas(world, datetime(2027, 3, 9, 10, 0, tzinfo=ZoneInfo("Europe/Berlin")))
 
     assert (first.code, second.code) == (0, 0), first.stderr + second.stderr
-    reports = {doc["cluster"]: doc for doc in first.report["clusters"]}
+    quotas = envelope.items(first.report, "namespace quota")
+    reports = {scope["name"]: [e for e in quotas if e["scope"] == scope["name"]] for scope in first.report["scopes"]}
     assert set(reports) == {c.name for c in world.policy.fleet}
     for cluster, doc in reports.items():
-        entries = {e["namespace"]: e for e in doc["namespaces"]}
+        entries = {e["namespace"]: e for e in doc}
         assert not {"kube-system", "gpu-jobs"} & set(entries)  # excluded
         assert {e["action"] for e in entries.values()} == {"create"}
         serving = entries["serving-search"]
@@ -239,8 +279,9 @@ def test_quotas_are_made_in_every_cluster_and_a_second_run_writes_nothing(world:
         assert quota is not None
         assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": expected[1]}
         assert first.requests[f"kube:{cluster}"][1] > 0
-    assert reports["research"]["namespaces"][0]["quota"] == "gpu-quota"
-    assert all(e["action"] == "unchanged" for doc in second.report["clusters"] for e in doc["namespaces"])
+    assert reports["research"][0]["quota"] == "gpu-quota"
+    assert all(e["action"] == "unchanged" for e in envelope.items(second.report, "namespace quota"))
+    assert {e["status"] for e in envelope.items(second.report, "namespace quota")} == {"unchanged"}
     assert second.writes() == 0, second.requests
 
 
@@ -256,14 +297,20 @@ def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) ->
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    planned = {g["name"]: g for g in report["nodeGroups"]}
+    envelope.validate(report)
+    assert report["exitCode"] == done.returncode
+    planned = envelope.named(report, "node group", "planned")
     assert set(planned) == {"training-a100", "batch-nightly-g5", "notebooks-t4", "finetune-a100"}
     assert all(g["status"] == "planned" and g["direction"] == "down" for g in planned.values())
     assert planned["training-a100"]["after"]["max"] == 1  # EKS keeps maxSize >= 1
-    skipped = {s["name"]: s["reason"] for s in report["skipped"]}
+    skipped = {s["name"]: s["reason"] for s in envelope.items(report, "node group", "skipped") if "warning" in s}
     assert "postponed" in skipped["research-h100"]
     assert "ml-research/train-llm-7b-0" in skipped["research-h100"]
-    unmanaged = {(u["cloud"], next(reversed(u["locator"].values()))) for u in report["unmanaged"]}
+    unmanaged = {
+        (u["cloud"], next(reversed(u["locator"].values())))
+        for u in envelope.items(report, "node group")
+        if u.get("unmanaged")
+    }
     assert unmanaged == {("aws", "gpu-experiments"), ("gcp", "l4-adhoc"), ("azure", "gpuspare")}
     assert all(not log.writes() for name, log in world.logs().items() if not name.startswith("kube:"))
 
@@ -275,7 +322,7 @@ def test_cloud_quotas_files_on_each_cloud_and_the_next_run_shows_each_cloud_deci
     first, decided, again = run_cloud_quotas(world)
 
     assert first.code == 0, first.stderr
-    filed = {q["name"]: q for q in first.report["quotas"]}
+    filed = envelope.named(first.report, "cloud quota")
     assert {n: (q["action"], q["limit"], q["target"]) for n, q in filed.items()} == {
         "p-spot-eu-west-1": ("request", 96, 768),
         "g-ondemand-eu-west-1": ("request", 0, 16),  # no applied value: the AWS default (0 in a fresh account)
@@ -291,7 +338,7 @@ def test_cloud_quotas_files_on_each_cloud_and_the_next_run_shows_each_cloud_deci
     assert len(decided) == 4
 
     assert again.code == 1, again.stderr  # a partial grant and a failed request: the policy does not hold
-    outcome = {q["name"]: q for q in again.report["quotas"]}
+    outcome = envelope.named(again.report, "cloud quota")
     assert (outcome["p-spot-eu-west-1"]["action"], outcome["p-spot-eu-west-1"]["limit"]) == ("none", 768)
     assert outcome["p-spot-eu-west-1"]["request"]["status"] == "APPROVED"
     assert (outcome["h100-europe-west4"]["action"], outcome["h100-europe-west4"]["limit"]) == ("partial", 12)
@@ -304,7 +351,7 @@ def test_cloud_quotas_files_on_each_cloud_and_the_next_run_shows_each_cloud_deci
     assert sum(w for k, (_, w) in again.requests.items() if not k.startswith("kube:")) == 0, again.requests
 
     third = run_gpu_jobs(world, "cloud-quotas once more", *CLOUD_QUOTAS_COMMAND, expected=(1,))
-    assert {q["name"]: q["action"] for q in third.report["quotas"]} == {
+    assert {q["name"]: q["action"] for q in envelope.items(third.report, "cloud quota")} == {
         n: q["action"] for n, q in outcome.items()
     }  # denied and partial are not filed again until the target or max changes
     assert sum(w for k, (_, w) in third.requests.items() if not k.startswith("kube:")) == 0
@@ -328,20 +375,20 @@ def test_the_night_goes_down_changes_nothing_twice_and_restores_exactly(world: W
         assert phase.ok, phase.stderr
     busy = {p.group for p in world.fleet.pods if (p.namespace, p.name) not in FINISHED}
     expect_down = {n for n in groups if state_at(calendar, n, evening)[0] == "down" and n not in busy}
-    results = {g["name"]: g for g in tonight.report["nodeGroups"]}
+    results = {g["name"]: g for g in envelope.items(tonight.report, "node group") if "direction" in g}
     assert set(results) == expect_down
     assert all(r["status"] == "applied" and r["direction"] == "down" for r in results.values())
     for name in expect_down:  # node counts are the clouds' live sizes, synced into the cluster after each run
         assert tonight.nodes[name] == (groups[name].nodes, 0), name
-    assert "postponed" in {s["name"]: s["reason"] for s in tonight.report["skipped"]}["research-h100"]
+    assert "postponed" in envelope.named(tonight.report, "node group", "skipped")["research-h100"]["reason"]
     assert tonight.nodes["research-h100"] == (2, 2)
 
-    assert again.report["nodeGroups"] == []
+    assert [g for g in envelope.items(again.report, "node group") if "direction" in g] == []
     # Outcomes are read, not written: no cloud write (the install's cluster gets the records, Events, the Lease).
     assert sum(w for k, (_, w) in again.requests.items() if not k.startswith("kube:")) == 0, again.requests
     assert all(after == before for before, after in again.nodes.values())
 
-    restored = {g["name"] for g in tomorrow.report["nodeGroups"] if g["direction"] == "up"}
+    restored = {g["name"] for g in envelope.items(tomorrow.report, "node group") if g.get("direction") == "up"}
     assert restored == {n for n in expect_down if state_at(calendar, n, morning)[0] == "up"}
     assert {"training-a100", "notebooks-t4", "finetune-a100", "batch-nightly-g5"} <= restored
     for name in restored:
@@ -353,7 +400,7 @@ def test_the_night_goes_down_changes_nothing_twice_and_restores_exactly(world: W
 
 
 def _by_pod(phase: Any) -> dict[tuple[str, str, str], dict[str, Any]]:
-    return {(p["cluster"], p["namespace"], p["pod"]): p for p in phase.report["pods"]}
+    return {(p["cluster"], p["namespace"], p["pod"]): p for p in envelope.items(phase.report, "pod")}
 
 
 def _seat(world: World, namespace: str, name: str) -> list[Any]:
@@ -425,11 +472,11 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
         assert not any(name == busy for _, name in reported), busy
     assert len(state) == sum(len(named[k]) for k in expected)
     leaked = seen[("research", "forecasting", "prophet-gpu-0")]
-    assert leaked["reason"] == "leaked-memory"
+    assert leaked["idleReason"] == "leaked-memory"
     assert leaked["memoryUsed"] > 0.9
     mig = seen[("aks-ml", "biotech", named[("biotech", "fold-eval")][0])]
-    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig["message"]
-    unallocated = {(u["cluster"], u["node"]): u["gpus"] for u in marks.report["unallocatedGpus"]}
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig["reason"]
+    unallocated = {(u["cluster"], u["node"]): u["gpus"] for u in envelope.items(marks.report, "unallocated GPU")}
     per_cluster = {c: sum(g for (cl, _), g in unallocated.items() if cl == c) for c in world.kubes}
     assert per_cluster == {"ml-prod": 33, "batch": 24, "research": 0, "notebooks": 3, "aks-ml": 10}
     mig_node = _seat(world, "biotech", "fold-eval")[0].placement.node
@@ -448,7 +495,7 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
             assert warnings, (ns, name)
         else:
             assert IDLE_SINCE_ANNOTATION not in annotations, (ns, name)
-    instances = {(i["cloud"], i["id"].rsplit("/", 1)[-1]): i for i in marks.report["instances"]}
+    instances = {(i["cloud"], i["id"].rsplit("/", 1)[-1]): i for i in envelope.items(marks.report, "instance")}
     standalone = {(i["cloud"], i["state"]) for i in instances.values() if i["state"] != "member"}
     assert standalone == {(c, s) for c in ("aws", "gcp", "azure") for s in ("marked", "protected")}
     marked_instances = [k for k, i in instances.items() if i["state"] == "marked"]
@@ -481,7 +528,7 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
             assert entry["state"] == ("acted" if want == "marked" else want), name
             if want == "marked":
                 assert entry["action"] == "delete"
-    assert sum(p["state"] == "acted" for p in act.report["pods"]) == 8  # within the limit of 10 per run
+    assert sum(p["state"] == "acted" for p in envelope.items(act.report, "pod")) == 8  # within the limit of 10 per run
     for key, want in expected.items():
         if want != "marked":
             continue
@@ -511,18 +558,19 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
     assert bare is None or bare["metadata"].get("deletionTimestamp")  # no owner: nothing starts it again
 
     # --- the same instant again: the deleted pods are on their way, the new ones young: nothing is written
-    assert not [p for p in again.report["pods"] if p["state"] in ("marked", "acted")], again.report["pods"]
+    pods_again = envelope.items(again.report, "pod")
+    assert not [p for p in pods_again if p["state"] in ("marked", "acted")], pods_again
     assert again.writes() == 0, again.requests
 
     # --- a day later: the marked instances stopped (Azure deallocated); then nothing more
-    stopped = {(i["cloud"], i["id"]) for i in day.report["instances"] if i["state"] == "acted"}
+    stopped = {(i["cloud"], i["id"]) for i in envelope.items(day.report, "instance") if i["state"] == "acted"}
     assert len(stopped) == 7
     assert {k: w for k, (_, w) in day.requests.items() if not k.startswith("kube:")} == {"aws": 3, "gcp": 2, "azure": 2}
     from tests.emulators.aws import moto_state
 
     for cloud, ident in stopped:
         if cloud == "aws":
-            scope = next(i["scope"] for i in day.report["instances"] if i["id"] == ident)
+            scope = next(i["account"] for i in envelope.items(day.report, "instance") if i["id"] == ident)
             assert str(moto_state.ec2(scope).get_instance(ident).state) == "stopped", ident
         elif cloud == "gcp":
             zone, name = ident.split("/")[-3], ident.rsplit("/", 1)[-1]
@@ -534,5 +582,6 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
             assert _eventually(
                 lambda s=sub, g=group, n=name: getattr(world.azure.vm(s, g, n), "power_state", None) == "deallocated"
             ), ident
-    assert {i["state"] for i in day_again.report["instances"] if (i["cloud"], i["id"]) in stopped} == {"acted"}
+    instances_again = envelope.items(day_again.report, "instance")
+    assert {i["state"] for i in instances_again if (i["cloud"], i["id"]) in stopped} == {"acted"}
     assert sum(w for k, (_, w) in day_again.requests.items() if not k.startswith("kube:")) == 0, day_again.requests

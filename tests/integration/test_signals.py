@@ -20,6 +20,7 @@ import pytest
 from tests.docs import shell_block
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, namespace
+from tests.envelope import items
 from tests.integration.cli import LiveCli, start_cli, summaries_of
 
 pytestmark = pytest.mark.integration
@@ -97,7 +98,7 @@ def test_a_stop_while_planning_starts_no_write_and_says_why_for_every_item(clust
     assert (code, summary["stopped"], summary["failed"], summary["applied"]) == (1, "SIGTERM", 3, 0)
     assert cluster.log.writes() == []  # not even the Lease
     report = json.loads(stdout)
-    assert {(n["namespace"], n["status"], n["message"]) for n in report["namespaces"]} == {
+    assert {(n["namespace"], n["status"], n["reason"]) for n in items(report, "namespace quota")} == {
         (team, "failed", STOPPED) for team in TEAMS
     }
     assert sorted((e["namespace"], e["error"]) for e in events(stderr, "quota.failed")) == [
@@ -116,7 +117,8 @@ def test_a_stop_while_writing_finishes_the_write_under_way_and_starts_no_other(
     code, summary, stdout, stderr = ended(run)
     assert (code, summary["stopped"], summary["applied"], summary["failed"]) == (1, "SIGTERM", 1, 2)
     statuses = sorted(
-        (n["status"], n["message"] if n["status"] == "failed" else "") for n in json.loads(stdout)["namespaces"]
+        (n["status"], n["reason"] if n["status"] == "failed" else "")
+        for n in items(json.loads(stdout), "namespace quota")
     )
     assert statuses == [("applied", ""), ("failed", STOPPED), ("failed", STOPPED)]
     assert len(events(stderr, "quota.failed")) == 2

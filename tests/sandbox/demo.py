@@ -31,6 +31,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobs.core.schedule import desired_state
+from tests import envelope
 from tests.sandbox import sweep_demo
 from tests.sandbox.fleet import JOB_NAMESPACE
 from tests.sandbox.install import KUBECTL
@@ -99,8 +100,7 @@ def run_gpu_jobs(
                 )
             )
         code = max(r.returncode for r in runs)
-        merge = _merge_quota_reports if args[0] == "quotas" else _merge_reports
-        stdout = merge(dict(zip(clusters, runs, strict=True)))
+        stdout = _merge_reports(dict(zip(clusters, runs, strict=True)))
         stderr = "".join(r.stderr for r in runs)
     else:
         done = _gpu_jobs(world, list(args), env or {})
@@ -114,30 +114,16 @@ def run_gpu_jobs(
 
 
 def _merge_reports(runs: dict[str, subprocess.CompletedProcess[str]]) -> str:
-    """One JSON report for a fleet night: every cluster's node groups, skips and unmanaged groups together."""
-    merged: dict[str, Any] = {"nodeGroups": [], "skipped": [], "unmanaged": [], "clusters": []}
+    """One JSON envelope for a fleet run made of one run per cluster: every cluster's scopes and items together; a
+    cluster whose run printed no envelope is a failed scope (its exit code in the reason)."""
+    docs = []
     for cluster, run in runs.items():
         try:
-            report = json.loads(run.stdout)
+            docs.append(json.loads(run.stdout))
         except ValueError:
-            merged["clusters"].append({"name": cluster, "exitCode": run.returncode})
-            continue
-        merged["at"] = report.get("at")
-        merged["clusters"] += [{**c, "exitCode": run.returncode} for c in report.get("clusters", [])]
-        for key in ("nodeGroups", "skipped", "unmanaged"):
-            merged[key] += report.get(key, [])
-    return json.dumps(merged)
-
-
-def _merge_quota_reports(runs: dict[str, subprocess.CompletedProcess[str]]) -> str:
-    """The quota runs of every cluster as one document, the shape a central run prints: ``{"clusters": [...]}``."""
-    documents = []
-    for cluster, run in runs.items():
-        try:
-            documents.append({**json.loads(run.stdout), "exitCode": run.returncode})
-        except ValueError:
-            documents.append({"cluster": cluster, "namespaces": [], "exitCode": run.returncode})
-    return json.dumps({"clusters": documents})
+            failed = {"kind": "cluster", "name": cluster, "state": "failed", "reason": f"exit {run.returncode}"}
+            docs.append({**envelope.merge([]), "scopes": [{**failed, "warnings": [], "counts": {}}]})
+    return json.dumps(envelope.merge(docs))
 
 
 # --- picking the instants from the calendar ----------------------------------------------------------------------
@@ -276,7 +262,7 @@ def run_cloud_quotas(world: World) -> tuple[Phase, list[str], Phase]:
 def decide_cloud_quotas(world: World, report: dict[str, Any]) -> list[str]:
     """Each cloud's reviewers decide the requests just filed, through the emulators' own decision calls."""
     lines = []
-    for quota in report["quotas"]:
+    for quota in envelope.items(report, "cloud quota"):
         request = quota.get("request")
         if quota["action"] != "request" or not request:
             continue
@@ -307,7 +293,7 @@ def render_cloud_quota_phase(phase: Phase) -> list[str]:
     if not phase.stdout.strip().startswith("{"):
         return [*lines, "  no JSON report; stderr:", *("    " + s for s in phase.stderr.strip().splitlines()[-8:])]
     lines.append(f"  {'quota':<22} {'cloud':<6} {'limit':>6} {'usage':>6} {'target':>6} {'action':<8} request")
-    for q in phase.report["quotas"]:
+    for q in envelope.items(phase.report, "cloud quota"):
         usage = "-" if q["usage"] is None else str(q["usage"])
         limit = "-" if q["limit"] is None else str(q["limit"])
         lines.append(
@@ -398,13 +384,15 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
     if not phase.stdout.strip().startswith("{"):
         return [*lines, "  no JSON report; stderr:", *("    " + s for s in phase.stderr.strip().splitlines()[-8:])]
     report = phase.report
-    acted = {g["name"]: g for g in report["nodeGroups"]}
-    skipped = {s["name"]: s for s in report["skipped"]}
+    # An action (or a skip's write that failed) carries its ``message``; a skip its ``warning``.
+    groups = envelope.items(report, "node group")
+    acted = {g["name"]: g for g in groups if "message" in g}
+    skipped = {g["name"]: g for g in groups if "warning" in g}
     if not acted:
         lines.append("  nothing to change: every node group is where the schedule wants it")
     lines.append(f"  {'group':<18} {'cluster':<10} {'nodes':<8} {'config before -> after':<30} status")
-    shown = {g["name"] for g in report["nodeGroups"]} | {s["name"] for s in report["skipped"]}
-    clusters = {c["name"] for c in report.get("clusters", ())} or {
+    shown = set(acted) | set(skipped)
+    clusters = {c["name"] for c in report.get("scopes", ())} or {
         world.policy.cluster_of(g).name for g in world.policy.node_groups if g.name in shown
     }
     for group in world.policy.node_groups:
@@ -422,7 +410,8 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
         elif group.name in skipped:
             skip = skipped[group.name]
             change = ""
-            status = "failed" if skip.get("failed") else "postponed" if "postponed" in skip["reason"] else "skipped"
+            failed = skip["status"] == "failed"
+            status = "failed" if failed else "postponed" if "postponed" in skip["reason"] else "skipped"
         else:
             # The schedule engine itself, not the calendar's up/down flips: a reason can change without a flip
             # (warming up -> in working hours).
@@ -432,8 +421,9 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
         lines.append(f"  {group.name:<18} {cluster:<10} {nodes:<8} {change:<30} {status}")
     for name, skip in skipped.items():
         lines.append(f"  - {name}: {skip['reason']}")
-    if report["unmanaged"]:
-        found = ", ".join(f"{u['cloud']} {'/'.join(u['locator'].values())}" for u in report["unmanaged"])
+    unmanaged = [g for g in envelope.items(report, "node group") if g.get("unmanaged")]
+    if unmanaged:
+        found = ", ".join(f"{u['cloud']} {'/'.join(u['locator'].values())}" for u in unmanaged)
         lines.append(f"  unmanaged GPU groups (no schedule): {found}")
     total_before = sum(b for b, _ in phase.nodes.values())
     total_after = sum(a for _, a in phase.nodes.values())
@@ -450,14 +440,14 @@ def render_quota_phase(phase: Phase) -> list[str]:
     lines = [f"== {phase.name}: quotas --at {at} (one run per cluster)   (exit {phase.code}, {phase.seconds:.1f} s)"]
     if not phase.stdout.strip().startswith("{"):
         return [*lines, "  no JSON report; stderr:", *("    " + s for s in phase.stderr.strip().splitlines()[-8:])]
-    for doc in phase.report["clusters"]:
-        entries = doc["namespaces"]
+    for doc in phase.report["scopes"]:
+        entries = [e for e in envelope.items(phase.report, "namespace quota") if e["scope"] == doc["name"]]
         counts: dict[str, int] = {}
         for entry in entries:
             counts[entry["action"]] = counts.get(entry["action"], 0) + 1
         summary = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or "no namespaces"
-        writes = phase.requests.get(f"kube:{doc['cluster']}", (0, 0))[1]
-        lines.append(f"  {doc['cluster']:<10} {len(entries)} namespaces: {summary}; {writes} writes")
+        writes = phase.requests.get(f"kube:{doc['name']}", (0, 0))[1]
+        lines.append(f"  {doc['name']:<10} {len(entries)} namespaces: {summary}; {writes} writes")
         changed = [e for e in entries if e["action"] != "unchanged"]
         by_rule: dict[tuple[str, str, str], list[str]] = {}
         for entry in changed:

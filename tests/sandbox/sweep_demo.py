@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from tests import envelope
 from tests.sandbox.install import KUBECTL
 from tests.sandbox.world import World, child_env
 
@@ -159,8 +160,8 @@ def _noteworthy(pod: dict[str, Any]) -> bool:
     """The rows whose message says something the table cannot: why a pod is left alone, leaked memory, a MIG slice."""
     return (
         pod["state"] in ("exempt", "snoozed", "young", "unknown")
-        or pod["reason"] == "leaked-memory"
-        or ("GR_ENGINE_ACTIVE" in (pod["message"] or ""))
+        or pod["idleReason"] == "leaked-memory"
+        or ("GR_ENGINE_ACTIVE" in (pod["reason"] or ""))
     )
 
 
@@ -172,7 +173,7 @@ def render(phase: Any, why: bool = False) -> list[str]:
     if not phase.stdout.strip().startswith("{"):
         return [*lines, "  no JSON report; stderr:", *("    " + s for s in phase.stderr.strip().splitlines()[-8:])]
     report = phase.report
-    pods = sorted(report["pods"], key=lambda p: (p["cluster"], p["namespace"], p["pod"]))
+    pods = sorted(envelope.items(report, "pod"), key=lambda p: (p["cluster"], p["namespace"], p["pod"]))
     if report["dryRun"]:  # the same table as the marks below: say what it would do, and that it wrote nothing
         counts: dict[str, int] = {}
         for p in pods:
@@ -194,9 +195,9 @@ def render(phase: Any, why: bool = False) -> list[str]:
             lines.append("  no pod to report: nothing idle is left unmarked, nothing marked is due")
         for p in pods if why else ():
             if _noteworthy(p):
-                lines.append(f"    {p['namespace']}/{p['pod']}: {p['message']}")
+                lines.append(f"    {p['namespace']}/{p['pod']}: {p['reason']}")
         per_cluster: dict[str, tuple[int, int]] = {}
-        for u in report["unallocatedGpus"]:
+        for u in envelope.items(report, "unallocated GPU"):
             gpus, nodes = per_cluster.get(u["cluster"], (0, 0))
             per_cluster[u["cluster"]] = (gpus + u["gpus"], nodes + 1)
         if per_cluster:
@@ -204,23 +205,23 @@ def render(phase: Any, why: bool = False) -> list[str]:
                 "  unallocated GPUs (no pod holds them): "
                 + ", ".join(f"{c} {g} on {n} node{'s' * (n != 1)}" for c, (g, n) in per_cluster.items())
             )
-    instances = [i for i in report["instances"] if i["state"] != "member"]
-    members = [i for i in report["instances"] if i["state"] == "member"]
+    instances = [i for i in envelope.items(report, "instance") if i["state"] != "member"]
+    members = [i for i in envelope.items(report, "instance") if i["state"] == "member"]
     if instances:
         lines.append(f"  {'cloud':<6} {'scope':<38} {'instance':<22} {'type':<22} {'state':<18} missing")
-    for i in sorted(instances, key=lambda i: (i["cloud"], i["scope"], i["id"])):
+    for i in sorted(instances, key=lambda i: (i["cloud"], i["account"], i["id"])):
         name = i["id"].rsplit("/", 1)[-1]
         # On Azure the policy's stop is a deallocate (a stopped VM is still billed): say what the cloud did.
         did = "deallocate" if (i["cloud"], i["action"]) == ("azure", "stop") else i["action"]
         state = f"{i['state']} ({did})" if i["state"] == "acted" else i["state"]
         lines.append(
-            f"  {i['cloud']:<6} {i['scope']:<38} {name:<22} {i['type']:<22} {state:<18} "
+            f"  {i['cloud']:<6} {i['account']:<38} {name:<22} {i['type']:<22} {state:<18} "
             f"{','.join(i['missingTags']) or '-'}"
         )
     if members:
         lines.append(f"  + {len(members)} untagged instances of node groups reported as members (never acted on)")
     failed = [s for s in report["scopes"] if s["state"] == "failed" or (s["reason"] and s["state"] != "applied")]
     for scope in failed:
-        lines.append(f"  ! {scope['scope']}: {scope['state']}: {scope['reason']}")
+        lines.append(f"  ! {scope['name']}: {scope['state']}: {scope['reason']}")
     lines.append(f"  writes: {_writes(phase)}")
     return lines

@@ -153,6 +153,30 @@ def test_schema_file_is_current() -> None:
     assert Path("gitops/policy.schema.json").read_text() == render(), "regenerate: make schema"
 
 
+def test_schema_output_publishes_the_report_envelope_and_schema_alone_the_policys(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import jsonschema
+
+    from jobs.envelope import API_VERSION, ENVELOPE_KEYS
+
+    assert main(["schema", "--output"]) == 0
+    published = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator.check_schema(published)
+    assert (tuple(published["required"]), published["properties"]["apiVersion"]) == (
+        ENVELOPE_KEYS,
+        {"const": API_VERSION},
+    )
+    empty = {"apiVersion": API_VERSION, "job": "quotas", "at": None, "dryRun": False, "exitCode": 0}
+    counts = dict.fromkeys(("planned", "applied", "unchanged", "skipped", "failed", "refused"), 0)
+    jsonschema.validate({**empty, "counts": counts, "scopes": [], "items": []}, published)
+    with pytest.raises(jsonschema.ValidationError):  # an old shape is not the envelope
+        jsonschema.validate({"at": None, "dryRun": False, "quotas": [], "scopes": []}, published)
+
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out)["$id"].endswith("policy-v1.json")
+
+
 def test_example_policy_conforms_to_the_published_schema() -> None:
     import jsonschema
     import yaml

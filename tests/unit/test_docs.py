@@ -196,17 +196,25 @@ def test_the_policy_reference_lists_every_top_level_section_of_the_schema() -> N
 
 
 def test_the_json_table_says_which_reports_are_one_line() -> None:
-    from jobs.cloud_quotas.report import to_json as cloud_quotas
-    from jobs.nodegroups.report import to_json as nodegroups
-    from jobs.quotas.report import to_json as quotas
-    from jobs.sweep.report import to_json as sweep
+    from jobs.envelope import to_json
+    from jobs.outcome import Outcome
 
-    renders = {"nodegroups": nodegroups, "quotas": quotas, "cloud-quotas": cloud_quotas, "sweep": sweep}
     (rows,) = [t for t in tables("docs/output.md") if t and "lines" in t[0]]
     documented = {code_spans(row["command"])[0]: row["lines"] for row in rows}
-    for command, render in renders.items():
-        one_line = len(render([]).strip().splitlines()) == 1
-        assert (documented[command] == "one") is one_line, f"docs/output.md: `{command}` prints {render([])!r}"
+    for command in ("nodegroups", "quotas", "cloud-quotas", "sweep"):
+        printed = to_json(command, [], Outcome())
+        one_line = len(printed.strip().splitlines()) == 1
+        assert (documented[command] == "one") is one_line, f"docs/output.md: `{command}` prints {printed!r}"
+
+
+def test_the_envelope_is_documented_once_with_every_key_and_kind() -> None:
+    from jobs.envelope import API_VERSION, ENVELOPE_KEYS, KINDS
+
+    (keys,) = [t for t in tables("docs/output.md") if t and "key" in t[0] and "what it is" in t[0]]
+    assert tuple(code_spans(row["key"])[0].removesuffix("[]") for row in keys) == ENVELOPE_KEYS
+    (kinds,) = [t for t in tables("docs/output.md") if t and "`kind`" in t[0]]
+    assert tuple(code_spans(row["`kind`"])[0] for row in kinds) == KINDS
+    assert API_VERSION in (ROOT / "docs" / "output.md").read_text()
 
 
 def test_every_relative_link_of_the_readme_leads_to_a_file() -> None:

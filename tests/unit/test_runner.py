@@ -118,7 +118,7 @@ class FakeScope(ScopeWork[tuple[str, ...], Plan, str, str]):
         self.journal.add(f"apply {self.name}/{item}")
         return f"{item}: done"
 
-    def failed(self, item: str, message: str) -> str:
+    def failed(self, item: str, message: str, error: BaseException | None = None) -> str:
         return f"{item}: failed ({message})"
 
 
@@ -303,6 +303,37 @@ def test_account_scopes_run_on_the_same_loop() -> None:
         " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
     )
     assert (aws.slug, str(gcp)) == ("aws-eu-west-1", "account gcp/ml-research")
+
+
+@dataclass
+class Meeting(FakeScope):
+    """A scope whose observe waits (up to ``patience`` seconds) for the other scopes' observes to be under way."""
+
+    meeting: threading.Barrier | None = None
+    met: list[bool] = field(default_factory=list)
+
+    def observe(self, first: tuple[str, ...] | None) -> tuple[str, ...]:
+        assert self.meeting is not None
+        try:
+            self.meeting.wait()
+            self.met.append(True)
+        except threading.BrokenBarrierError:
+            self.met.append(False)
+        return super().observe(first)
+
+
+@pytest.mark.parametrize(("at_once", "together"), [(2, True), (1, False)])
+def test_scopes_at_once_bounds_how_many_scopes_are_worked_on_together(at_once: int, together: bool) -> None:
+    """``--scopes-at-once 1`` (``RunSettings.scopes_at_once``) makes a run serial: one scope's observe never meets
+    another's."""
+    journal, meeting = Journal(), threading.Barrier(2, timeout=0.5 if not together else 10)
+    scopes = {cluster(n): Meeting(n, journal, [("x",)], meeting=meeting) for n in ("a", "b")}
+    settings = RunSettings(scopes_at_once=at_once, holder="me", clock=lambda: NOW)
+    reports = Reconcile(dict(scopes), settings, NOW, Log(), "groups").run()
+    assert [r.state for r in reports] == ["applied", "applied"]
+    assert [s.met for s in scopes.values()] == [[together, together]] * 2  # each observes twice (once under the Lease)
+    if not together:
+        assert journal.calls[:2] == ["observe a", "plan a"]
 
 
 @pytest.mark.parametrize(

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from jobs import envelope
 from jobs.core.idle_pods import Owner, PodInfo, Sample
 from jobs.core.limits import ChangeLimit
 from jobs.core.policy_sweep import IdlePods, LeakedMemory
+from jobs.envelope import ScopeResult
 from jobs.errors import CloudError, Conflict, Invalid, Throttled, Unavailable
 from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION
 from jobs.lease import Holder
 from jobs.retry import Backoff
-from jobs.runner import Reconcile, RunSettings, outcome
+from jobs.runner import Reconcile, RunSettings, Tally, outcome
 from jobs.scopes import cluster
 from jobs.sweep import pods, report
 
@@ -149,20 +151,55 @@ def sweep(
     *,
     leaked: LeakedMemory | None = None,
     lease: MemoryLease | None = None,
-) -> pods.ClusterSweep:
+) -> pods.SweepPodsWork:
     ports = pods.Ports(metrics, kube, lease or MemoryLease())
     backoff = Backoff(deadline_s=5, base_s=0.001, cap_s=0.001)
-    return pods.ClusterSweep(SCOPE, idle or policy(), leaked, {"cluster": "ml-prod"}, NOW, backoff, ports, Log())
+    return pods.SweepPodsWork(SCOPE, idle or policy(), leaked, {"cluster": "ml-prod"}, NOW, backoff, ports, Log())
 
 
-def run(work: pods.ClusterSweep, *, dry_run: bool = False, limit: str = "10") -> report.Section:
+@dataclass(frozen=True)
+class Section:
+    """One cluster's result, as the JSON envelope says it (its pods and unallocated GPUs) and as it counts."""
+
+    result: ScopeResult
+
+    @property
+    def state(self) -> str:
+        return self.result.state
+
+    @property
+    def reason(self) -> str | None:
+        return self.result.reason
+
+    @property
+    def tally(self) -> Tally:
+        return envelope.tally(self.result)
+
+    def _items(self, kind: str) -> tuple[dict[str, Any], ...]:
+        items = envelope.document("sweep", [self.result], outcome([self.tally], dry_run=False))["items"]
+        return tuple(i for i in items if i["kind"] == kind)
+
+    @property
+    def pods(self) -> tuple[dict[str, Any], ...]:
+        return self._items("pod")
+
+    @property
+    def unallocated(self) -> tuple[dict[str, Any], ...]:
+        return self._items("unallocated GPU")
+
+
+def to_text(sections: list[Section]) -> str:
+    return envelope.to_text([s.result for s in sections], "")
+
+
+def run(work: pods.SweepPodsWork, *, dry_run: bool = False, limit: str = "10") -> Section:
     settings = RunSettings(dry_run=dry_run, limit=ChangeLimit.parse(limit), holder="me", clock=lambda: NOW)
     runner: Reconcile[Any, Any, Any, Any] = Reconcile({SCOPE: work}, settings, NOW, Log(), "actions")
-    (envelope,) = runner.run()
-    return report.pods_section(pods.report_of(envelope))
+    (scope,) = runner.run()
+    return Section(report.pods_result(pods.report_of(scope)))
 
 
-def states(section: report.Section) -> dict[str, str]:
+def states(section: Section) -> dict[str, str]:
     return {row["pod"]: row["state"] for row in section.pods}
 
 
@@ -191,9 +228,9 @@ def world() -> tuple[MemoryMetrics, MemoryPods]:
 def test_one_run_marks_acts_unmarks_and_tells_each_pod() -> None:
     metrics, kube = world()
     section = run(sweep(metrics, kube))
-    assert len(metrics.asked) == 2  # the metric and the MIG slices; no memory query without leakedMemory
+    assert len(metrics.asked) == 2  # the metric and the MIG slices, once; no memory query without leakedMemory
     assert all('cluster="ml-prod"' in q for q in metrics.asked)
-    assert kube.calls.count("list") == 1
+    assert kube.calls.count("list") == 2  # to plan, and again under the Lease (the runner's look-again)
     assert states(section) == {"new-idle": "marked", "due": "acted", "was-idle": "unmarked", "unseen": "unknown"}
     assert kube.pods[("ml", "due")].deleting
     assert kube.pods[("ml", "new-idle")].annotations[IDLE_SINCE_ANNOTATION] == "2026-12-02T15:00:00Z"
@@ -204,7 +241,18 @@ def test_one_run_marks_acts_unmarks_and_tells_each_pod() -> None:
         "ml/due": ("GpuIdlePodDeleted", True),
         "ml/was-idle": ("GpuBusyAgain", False),
     }
-    assert section.unallocated == ({"cluster": "ml-prod", "node": "node-a", "gpus": 1},)
+    assert section.unallocated == (
+        {
+            "kind": "unallocated GPU",
+            "scope": "ml-prod",
+            "name": "node-a",
+            "status": "unchanged",
+            "reason": "no pod holds them",
+            "cluster": "ml-prod",
+            "node": "node-a",
+            "gpus": 1,
+        },
+    )
     # Every write read its pod again first.
     assert kube.calls.index("get ml/due") < kube.calls.index("delete ml/due")
     assert section.tally.failed == 0
@@ -250,8 +298,8 @@ def test_a_pod_changed_since_the_list_is_left_alone() -> None:
     section = run(sweep(metrics, kube))
     rows = {row["pod"]: row for row in section.pods}
     assert rows["due"]["state"] == "marked"
-    assert "exempt now" in rows["due"]["message"]
-    assert "is another pod now" in rows["new-idle"]["message"]
+    assert "exempt now" in rows["due"]["reason"]
+    assert "is another pod now" in rows["new-idle"]["reason"]
     assert "delete ml/due" not in kube.calls
     assert "annotate ml/new-idle" not in kube.calls
     assert section.tally.failed == 0
@@ -266,9 +314,9 @@ def test_scale_owner_of_a_job_pod_fails_that_pod_only() -> None:
     section = run(sweep(metrics, kube, policy(action="scale-owner")))
     rows = {row["pod"]: row for row in section.pods}
     assert rows["due"]["state"] == "marked"
-    assert "cannot scale-owner a pod owned by Job: use action delete or exempt it" in rows["due"]["message"]
+    assert "cannot scale-owner a pod owned by Job: use action delete or exempt it" in rows["due"]["reason"]
     assert rows["llm"]["state"] == "acted"
-    assert rows["llm"]["message"].startswith("scaled Deployment ml/llm from 2 to 0")
+    assert rows["llm"]["reason"].startswith("scaled Deployment ml/llm from 2 to 0")
     assert "scale ml/due" not in kube.calls
     assert section.tally.failed == 1
 
@@ -279,7 +327,7 @@ def test_an_action_that_fails_is_a_failed_item_and_the_others_go_on() -> None:
     section = run(sweep(metrics, kube))
     rows = {row["pod"]: row for row in section.pods}
     assert rows["due"]["state"] == "marked"
-    assert "admission webhook" in rows["due"]["message"]
+    assert "admission webhook" in rows["due"]["reason"]
     assert rows["new-idle"]["state"] == "marked"
     assert section.tally.failed == 1
     assert outcome([section.tally], dry_run=False).exit_code == 1
@@ -290,7 +338,7 @@ def test_a_pod_replaced_at_the_write_is_skipped_not_failed() -> None:
     kube.fail["annotate"] = Conflict("Precondition failed: UID in precondition: uid-new-idle, UID in object meta: x")
     section = run(sweep(metrics, kube))
     row = next(r for r in section.pods if r["pod"] == "new-idle")
-    assert "changed since it was read" in row["message"]
+    assert "changed since it was read" in row["reason"]
     assert section.tally.failed == 0
     assert not any(e[0] == "ml/new-idle" for e in kube.events)
 
@@ -334,7 +382,7 @@ def test_a_cluster_without_usable_series_fails_and_judges_nothing(series: list[S
     assert words in (section.reason or "")
     assert section.pods == ()
     assert section.tally.failed == 1
-    text = report.to_text([section])
+    text = to_text([section])
     assert "FAILED" in text
     assert "nothing to do" not in text
 
@@ -346,7 +394,7 @@ def test_leaked_memory_asks_the_memory_share_and_says_so() -> None:
     section = run(sweep(metrics, kube, leaked=leaked))
     assert len(metrics.asked) == 3
     row = next(r for r in section.pods if r["pod"] == "new-idle")
-    assert (row["reason"], row["memoryUsed"]) == ("leaked-memory", 0.97)
+    assert (row["idleReason"], row["memoryUsed"]) == ("leaked-memory", 0.97)
     assert kube.pods[("ml", "new-idle")].annotations[IDLE_REASON_ANNOTATION] == "leaked-memory"
 
 
@@ -355,27 +403,29 @@ def test_another_run_holding_the_lease_does_nothing() -> None:
     section = run(sweep(metrics, kube, lease=MemoryLease("other-run")))
     assert section.state == "locked"
     assert not any(c.startswith(("get", "annotate", "delete")) for c in kube.calls)
-    assert "another run holds the lease (other-run)" in report.to_text([section])
+    assert "another run holds the lease (other-run)" in to_text([section])
 
 
-def test_the_json_contract_is_one_line() -> None:
+def test_the_json_envelope_is_one_line() -> None:
     metrics, kube = world()
     section = run(sweep(metrics, kube))
-    text = report.to_json([section])
+    text = envelope.to_json("sweep", [section.result], outcome([section.tally], dry_run=False))
     assert text.count("\n") == 1
     document = json.loads(text)
-    assert set(document) == {"at", "dryRun", "pods", "unallocatedGpus", "instances", "scopes"}
-    assert document["scopes"] == [{"scope": "ml-prod", "state": "applied", "reason": None}]
-    due = next(p for p in document["pods"] if p["pod"] == "due")
+    assert tuple(document) == envelope.ENVELOPE_KEYS
+    (scope,) = document["scopes"]
+    assert (scope["kind"], scope["name"], scope["state"], scope["reason"]) == ("cluster", "ml-prod", "applied", None)
+    due = next(p for p in document["items"] if p["kind"] == "pod" and p["pod"] == "due")
     assert set(due) == {
-        "cluster", "namespace", "pod", "gpus", "utilization", "memoryUsed", "reason", "state", "action", "message",
+        "kind", "scope", "name", "status", "reason",
+        "cluster", "namespace", "pod", "gpus", "utilization", "memoryUsed", "idleReason", "state", "action",
     }  # fmt: skip
     assert (due["cluster"], due["state"], due["action"], due["utilization"]) == ("ml-prod", "acted", "delete", 0.3)
 
 
 def test_text_report_names_each_pod_and_the_unallocated_gpus() -> None:
     metrics, kube = world()
-    text = report.to_text([run(sweep(metrics, kube), dry_run=True)])
+    text = to_text([run(sweep(metrics, kube), dry_run=True)])
     assert text.startswith("gpu-jobs sweep in cluster ml-prod at 2026-12-02T15:00:00+00:00 (dry run: nothing changed)")
     assert "ml/due" in text
     assert "delete (due)" in text
@@ -385,7 +435,7 @@ def test_text_report_names_each_pod_and_the_unallocated_gpus() -> None:
 def test_a_quiet_cluster_says_nothing_to_do() -> None:
     kube = MemoryPods(gpu_pod("busy"))
     section = run(sweep(MemoryMetrics({UTIL: [util(70, "busy", "GPU-3")]}), kube))
-    assert "nothing to do: 1 running GPU pods judged, none idle or marked" in report.to_text([section])
+    assert "nothing to do: 1 running GPU pods judged, none idle or marked" in to_text([section])
 
 
 def test_a_snooze_removes_the_mark_and_says_until_when() -> None:

@@ -1,4 +1,4 @@
-"""The sweep's instances part on one account (``jobs.sweep.instances.AccountSweep``) through the real runner, with
+"""The sweep's instances part on one account (``jobs.sweep.instances.SweepInstancesWork``) through the real runner, with
 the cloud faked at the ``Instances`` Protocol (an account in memory that applies the writes it is sent) and the
 Lease in memory: the grace cycle, the limit counting actions only, idempotent resends, the look-again under the
 Lease, and the report rows and lines."""
@@ -10,24 +10,18 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from jobs import envelope
 from jobs.core.limits import ChangeLimit
 from jobs.core.policy_sweep import InstanceAction, UntaggedInstances
 from jobs.core.untagged import GpuInstance
 from jobs.errors import CloudError, Conflict, NotFound, Throttled, Unavailable
 from jobs.labels import SWEEP_MARK_TAG
+from jobs.outcome import Outcome
 from jobs.retry import Backoff
-from jobs.runner import Reconcile, RunSettings
+from jobs.runner import Reconcile, RunSettings, Tally
 from jobs.scopes import account
-from jobs.sweep.instances import (
-    AccountSweep,
-    InstanceReport,
-    Ports,
-    extra_scopes,
-    instance_lines,
-    instance_rows,
-    report_of,
-    tally,
-)
+from jobs.sweep.instances import InstanceReport, Ports, SweepInstancesWork, extra_scopes, report_of
+from jobs.sweep.report import instances_result
 from tests.unit.test_runner import Log, MemoryLease
 
 NOW = datetime(2026, 12, 2, 14, 5, tzinfo=UTC)  # a Wednesday afternoon
@@ -102,10 +96,24 @@ def sweep(
 ) -> InstanceReport:
     log = Log()
     instant = Backoff(deadline_s=5, base_s=0, cap_s=0)  # full jitter of 0: resent at once
-    work = AccountSweep(SCOPE, section(action), at, instant, Ports(cloud, lease or MemoryLease()), log)
+    work = SweepInstancesWork(SCOPE, section(action), at, instant, Ports(cloud, lease or MemoryLease()), log)
     settings = RunSettings(dry_run=dry_run, limit=ChangeLimit.parse(limit), holder="me", clock=lambda: NOW)
     (envelope,) = Reconcile({SCOPE: work}, settings, at, log, "actions").run()
     return report_of(envelope)
+
+
+def tally(report: InstanceReport) -> Tally:
+    return envelope.tally(instances_result(report))
+
+
+def instance_rows(report: InstanceReport) -> list[dict[str, Any]]:
+    """The scope's items of the JSON envelope."""
+    items: list[dict[str, Any]] = envelope.document("sweep", [instances_result(report)], Outcome())["items"]
+    return items
+
+
+def instance_lines(report: InstanceReport) -> list[str]:
+    return envelope.scope_text(instances_result(report)).splitlines()
 
 
 def states(report: InstanceReport) -> list[tuple[str, str]]:
@@ -244,31 +252,39 @@ def test_another_run_holding_the_lease_does_nothing() -> None:
     assert (report.state, report.reason, cloud.writes()) == ("locked", "other-pod", [])
 
 
-def test_the_json_rows_are_the_contract() -> None:
+def test_the_json_items_are_the_contract() -> None:
     cloud = world(gpu("a"), gpu("m", group="EKS node group ml/gpu"))
     report = sweep(cloud, dry_run=True)
     assert instance_rows(report) == [
         {
+            "kind": "instance",
+            "scope": "aws/us-east-1",
+            "name": "i-a",
+            "status": "planned",
+            "reason": "missing owner: stop after 2026-12-03 14:05 UTC unless tagged",
             "cloud": "aws",
             "id": "i-a",
-            "scope": "us-east-1",
+            "account": "us-east-1",
             "type": "g5.12xlarge",
             "gpus": 4,
             "missingTags": ["owner"],
             "state": "marked",
             "action": "stop",
-            "message": "missing owner: stop after 2026-12-03 14:05 UTC unless tagged",
         },
         {
+            "kind": "instance",
+            "scope": "aws/us-east-1",
+            "name": "i-m",
+            "status": "skipped",
+            "reason": "belongs to EKS node group ml/gpu: never stopped one by one (the group would replace it)",
             "cloud": "aws",
             "id": "i-m",
-            "scope": "us-east-1",
+            "account": "us-east-1",
             "type": "g5.12xlarge",
             "gpus": 4,
             "missingTags": ["owner"],
             "state": "member",
             "action": None,
-            "message": "belongs to EKS node group ml/gpu: never stopped one by one (the group would replace it)",
         },
     ]
     lines = instance_lines(report)

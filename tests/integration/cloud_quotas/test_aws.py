@@ -73,9 +73,13 @@ def test_a_dry_run_shows_the_conversion_and_requests_nothing(job: Job, aws: AwsE
     assert ran.code == 0
     assert ran.report["dryRun"] is True
     assert ran.quota("p-spot") == {
+        "kind": "cloud quota",
+        "scope": f"aws/{REGION}",
         "name": "p-spot",
+        "status": "planned",
+        "reason": "limit 96 is below target 768",
         "cloud": "aws",
-        "scope": REGION,
+        "account": REGION,
         "unit": "vCPU",
         "limit": 96,
         "usage": None,
@@ -83,7 +87,6 @@ def test_a_dry_run_shows_the_conversion_and_requests_nothing(job: Job, aws: AwsE
         "demand": "training-a100: 8 x p4d.24xlarge x 96 vCPU = 768",
         "action": "request",
         "request": None,
-        "message": "limit 96 is below target 768",
     }
     assert requests(aws) == []
     assert kube.log.writes() == []
@@ -195,7 +198,7 @@ def test_a_group_of_another_capacity_type_is_a_plan_error_naming_both_and_the_ot
     assert ran.code == 1
     p = ran.quota("p-spot")
     assert p["action"] == "error"
-    assert p["message"] == (
+    assert p["reason"] == (
         "node group training-a100 (p4d.24xlarge: family P, spot) does not count against quota p-spot (family P,"
         " on-demand)"
     )
@@ -215,8 +218,8 @@ def test_an_unknown_quota_code_and_instance_type_are_plan_errors(job: Job, aws: 
     ran = job.run()
     assert ran.code == 1
     assert ran.quota("nope")["action"] == "error"
-    assert "L-00000000: no such EC2 quota" in ran.quota("nope")["message"]
-    assert ran.quota("typo")["message"] == f"g9.huge: not an EC2 instance type in {REGION}"
+    assert "L-00000000: no such EC2 quota" in ran.quota("nope")["reason"]
+    assert ran.quota("typo")["reason"] == f"g9.huge: not an EC2 instance type in {REGION}"
     assert ran.quota("p-spot")["action"] == "request"  # the others go on
 
 
@@ -239,7 +242,7 @@ def test_a_refused_write_is_retried_once_it_goes_through(job: Job, aws: AwsEmula
     else:  # a 5xx may have been taken: looked for, not resent; the next run files it
         assert ran.code == 1
         assert requests(aws) == []
-        assert "no request for p-spot is seen in the cloud" in ran.quota("p-spot")["message"]
+        assert "no request for p-spot is seen in the cloud" in ran.quota("p-spot")["reason"]
         assert (job.record("p-spot") or {})["status"] == "UNKNOWN"
         assert (job.run().code, requests(aws)) == (0, [(768.0, "PENDING")])
 
@@ -294,7 +297,7 @@ def test_a_run_says_each_fact_once_and_prints_one_json_line(job: Job, aws: AwsEm
     assert capped.count("768 vCPU") == 1
     assert capped.count("1000") == 2  # the target and the cap that made it
     json_run = job.run("--dry-run")
-    assert json_run.report["quotas"][0]["message"] == "limit 768 is below target 1000 (capped at max 1000)"
+    assert json_run.report["items"][0]["reason"] == "limit 768 is below target 1000 (capped at max 1000)"
     assert json_run.text.splitlines() == [json.dumps(json_run.report)]  # one line, as the CronJob's log has it
 
 
@@ -334,7 +337,7 @@ def test_a_quota_that_is_not_adjustable_is_a_plan_error(job: Job, aws: AwsEmulat
     aws.quotas.define_quota(replace(EC2_QUOTAS[P_SPOT], adjustable=False))
     ran = job.run()
     assert (ran.code, ran.quota("p-spot")["action"], requests(aws)) == (1, "error", [])
-    assert ran.quota("p-spot")["message"] == f"limit 96 is below target 768, and {P_SPOT} is not Adjustable"
+    assert ran.quota("p-spot")["reason"] == f"limit 96 is below target 768, and {P_SPOT} is not Adjustable"
 
 
 def test_a_bad_section_or_none_at_all_is_exit_2_and_nothing_is_asked(job: Job, aws: AwsEmulator) -> None:

@@ -70,7 +70,7 @@ def test_a_plain_asg_against_a_spot_quota_is_a_plan_error_naming_both(job: Job, 
     ran = job.run("--dry-run")
     g = ran.quota("g-ondemand-us-east-1")
     assert (ran.code, g["action"]) == (1, "error")
-    assert "node group batch-nightly-g5 (g5.12xlarge: family G, on-demand) does not count" in g["message"]
+    assert "node group batch-nightly-g5 (g5.12xlarge: family G, on-demand) does not count" in g["reason"]
 
 
 # --- an AKS agent pool ---------------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_an_aks_pool_of_another_family_is_a_plan_error_naming_both(aks: Job, azu
     ran = aks.run("--dry-run")
     a100 = ran.quota("a100-westeurope")
     assert (ran.code, a100["action"]) == (1, "error")
-    assert "node group finetune-a100 (Standard_NC24ads_A100_v4: family standardNCADSA100v4Family" in a100["message"]
+    assert "node group finetune-a100 (Standard_NC24ads_A100_v4: family standardNCADSA100v4Family" in a100["reason"]
     assert azure.quota_requests() == []
 
 
@@ -237,9 +237,9 @@ def test_a_gke_pool_of_another_gpu_family_is_a_plan_error_naming_both(gke: Job, 
     quota = ran.quota("h100-europe-west4")
     assert (ran.code, quota["action"]) == (1, "error")
     assert (
-        "node group research-h100 (a3-highgpu-8g+8xnvidia-h100-80gb: family NVIDIA_H100, on-demand)" in quota["message"]
+        "node group research-h100 (a3-highgpu-8g+8xnvidia-h100-80gb: family NVIDIA_H100, on-demand)" in quota["reason"]
     )
-    assert "(NVIDIA_L4)" in quota["message"]
+    assert "(NVIDIA_L4)" in quota["reason"]
     assert gcp.quotas.preferences == {}
 
 
@@ -262,7 +262,7 @@ def test_a_spot_gke_pool_counts_against_the_preemptible_quota_only(job: Job, gcp
     ran = job.run("--dry-run")
     quota = ran.quota("h100-europe-west4")
     assert (ran.code, quota["action"]) == (1, "error")
-    assert "family NVIDIA_H100, spot) does not count against quota h100-europe-west4 (NVIDIA_H100)" in quota["message"]
+    assert "family NVIDIA_H100, spot) does not count against quota h100-europe-west4 (NVIDIA_H100)" in quota["reason"]
     job.write(
         GKE_POLICY.replace("UP\n", "").replace(
             "quotaId: GPUS-PER-GPU-FAMILY-per-project-region\n    dimensions: {gpu_family: NVIDIA_H100}",

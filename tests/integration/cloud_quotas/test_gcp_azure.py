@@ -170,7 +170,7 @@ def test_an_unknown_azure_family_is_a_plan_error(azure_job: Job) -> None:
     azure_job.write(AZURE_POLICY.replace("TARGET", "8").replace(FAMILY, "standardNoSuchFamily"))
     ran = azure_job.run()
     assert (ran.code, ran.quota("a100")["action"]) == (1, "error")
-    assert "standardNoSuchFamily: no such VM family" in ran.quota("a100")["message"]
+    assert "standardNoSuchFamily: no such VM family" in ran.quota("a100")["reason"]
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_gcp_a_quota_that_cannot_be_raised_is_a_plan_error(
     gcp.quotas.set_traits(QUOTA_ID, Traits(**traits))  # type: ignore[arg-type]
     ran = gcp_job.run()
     assert (ran.code, ran.quota("h100")["action"], gcp.quotas.preferences) == (1, "error", {})
-    assert ran.quota("h100")["message"] == f"limit 8 is below target 16, and {QUOTA_ID} {why}"
+    assert ran.quota("h100")["reason"] == f"limit 8 is below target 16, and {QUOTA_ID} {why}"
 
 
 def test_azure_instances_are_converted_with_the_resource_skus(azure_job: Job, azure: AzureEmulator) -> None:

@@ -27,7 +27,7 @@ class Ran:
     text: str
 
     def quota(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = next(q for q in self.report["quotas"] if q["name"] == name)
+        found: dict[str, Any] = next(q for q in self.report["items"] if (q["kind"], q["name"]) == ("cloud quota", name))
         return found
 
     def events(self, name: str) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import pytest
 
 from jobs.adapters.kube.lease import LeaseLock
 from jobs.labels import NODE_GROUP_LABEL, nodegroups_lease
+from tests.envelope import items
 from tests.integration.cli import GPU_JOBS, run_cli, summary_of
 from tests.integration.nodegroups.world import EVENING, POLICY, Fleet
 from tests.sandbox.world import write_kubeconfig
@@ -76,7 +77,7 @@ def test_a_plan_over_the_change_limit_is_refused_with_exit_3(fleet: Fleet, tmp_p
     assert fleet.cloud_writes() == 0
     # The reviewer sees what was refused, not an empty plan.
     code, _, out = gpu_jobs(fleet, tmp_path, "--max-changes", "2", "--output", "json")
-    refused = {g["name"]: (g["status"], g["direction"]) for g in json.loads(out)["nodeGroups"]}
+    refused = {g["name"]: (g["status"], g["direction"]) for g in items(json.loads(out), "node group", "refused")}
     assert refused == dict.fromkeys(("train", "batch", "research", "finetune", "vision"), ("refused", "down"))
 
 
@@ -114,6 +115,8 @@ def test_bad_settings_exit_2(fleet: Fleet, tmp_path: Path) -> None:
             "GPU_JOBS_MAX_CHANGES='abc': a whole number (20) or a percentage of the items considered (25%)",
         ),
         ((), {"GPU_JOBS_WORKERS": "0"}, "GPU_JOBS_WORKERS='0': must be at least 1"),
+        ((), {"GPU_JOBS_SCOPES_AT_ONCE": "0"}, "GPU_JOBS_SCOPES_AT_ONCE='0': must be at least 1"),
+        (("--scopes-at-once", "two"), {}, "--scopes-at-once='two': not a whole number"),
         ((), {"GPU_JOBS_POLL_INTERVAL": "5s"}, "GPU_JOBS_POLL_INTERVAL='5s': a number of seconds, e.g. 5"),
         ((), {"GPU_JOBS_RETRY_DEADLINE": "abc"}, "GPU_JOBS_RETRY_DEADLINE='abc': a number of seconds"),
         ((), {"GPU_JOBS_OUTPUT": "yaml"}, "GPU_JOBS_OUTPUT='yaml': use one of text, json"),
@@ -207,7 +210,8 @@ def test_a_context_that_reaches_another_clusters_api_fails_that_cluster_only(fle
         f"not judged: cluster aks-ml: refused before reading anything: the API at {research.url} (kubeconfig context"
         " 'aks-ml') is cluster research (ConfigMap gpu-jobs/gpu-jobs-cluster), not aks-ml"
     )
-    groups = {g["name"]: (g["cluster"], g["status"], g.get("direction")) for g in json.loads(out)["nodeGroups"]}
+    acted = [g for g in items(json.loads(out), "node group") if "message" in g]  # an action, or a group not judged
+    groups = {g["name"]: (g["cluster"], g["status"], g.get("direction")) for g in acted}
     assert groups == {
         "train": ("ml-prod", "applied", "down"),
         "batch": ("ml-prod", "applied", "down"),
@@ -215,7 +219,7 @@ def test_a_context_that_reaches_another_clusters_api_fails_that_cluster_only(fle
         "finetune": ("aks-ml", "failed", None),
         "vision": ("aks-ml", "failed", None),
     }
-    assert all(g["message"].startswith(refusal) for g in json.loads(out)["nodeGroups"] if g["cluster"] == "aks-ml")
+    assert all(g["message"].startswith(refusal) for g in acted if g["cluster"] == "aks-ml")
     assert fleet.azure.log.writes() == []  # aks-ml's pools untouched
     assert fleet.aws.log.writes()  # the other clusters went down
     assert fleet.gcp.log.writes()

@@ -18,6 +18,7 @@ from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import disruption_budget, gpu_pod
+from tests.envelope import items
 from tests.integration.cli import CliRun, run_cli
 from tests.integration.nodegroups.world import EVENING, POLICY, Fleet, make_fleet
 
@@ -60,7 +61,7 @@ def nodegroups(fleet: Fleet, tmp_path: Path, cluster: str, group: str, policy: s
 
 def result(run: CliRun, group: str) -> dict[str, Any]:
     (report,) = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    (found,) = [g for g in report["nodeGroups"] if g["name"] == group]
+    (found,) = [g for g in items(report, "node group") if g["name"] == group and "message" in g]
     found_: dict[str, Any] = found
     return found_
 

@@ -16,7 +16,8 @@ import pytest
 
 from jobs.adapters.kube.records import record_name
 from jobs.core.nodegroups import Record
-from jobs.nodegroups.job import Report, identities, run, tally
+from jobs.nodegroups.observe import identities
+from jobs.nodegroups.report import NodeGroupsReport as Report
 from jobs.outcome import ExitCode
 from jobs.runner import outcome
 from tests.emulators.aws import AwsEmulator, moto_state
@@ -25,7 +26,7 @@ from tests.emulators.gcp import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node
 from tests.integration.nodegroups.test_job import records
-from tests.integration.nodegroups.world import EVENING, MORNING, NODES, SUB, Fleet, _Log, make_fleet
+from tests.integration.nodegroups.world import EVENING, MORNING, NODES, SUB, Fleet, _Log, make_fleet, run, tally
 
 pytestmark = pytest.mark.integration
 

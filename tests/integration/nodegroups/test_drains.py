@@ -23,7 +23,6 @@ import pytest
 from jobs.core.nodegroups import Record
 from jobs.core.policy import Policy
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
-from jobs.nodegroups.job import tally
 from tests.docs import shell_block
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
@@ -31,7 +30,7 @@ from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube import seed, workloads
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.integration.cli import GPU_JOBS, run_cli, summary_of
-from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, make_fleet
+from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, make_fleet, tally
 
 pytestmark = pytest.mark.integration
 

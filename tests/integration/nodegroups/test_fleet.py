@@ -19,6 +19,7 @@ from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
+from tests.envelope import items
 from tests.integration.cli import run_cli
 from tests.sandbox.world import write_kubeconfig
 
@@ -149,7 +150,7 @@ def test_a_group_whose_nodes_its_own_cluster_does_not_show_is_not_shut_down(worl
     world.research.reset()
     world.research.identify("research")
     code, summary, out = world.gpu_jobs(CENTRAL, "--cluster", "research", kubeconfig=world.only(world.research))
-    assert (code, counts(summary)) == (1, (0, 0, 1, 1, 1))
+    assert (code, counts(summary)) == (1, (0, 0, 1, 0, 1))  # one item, counted once: failed (not also skipped)
     assert (
         "research-h100: not shut down: the cloud reports 2 node(s) but cluster research's API shows none of them"
         " (wrong cluster, or nodes not registered yet)"
@@ -174,11 +175,14 @@ def test_a_central_run_judges_each_group_through_its_own_cluster(world: World) -
     code, summary, out = world.gpu_jobs(CENTRAL, "--output", "json")
     assert (code, counts(summary)) == (0, (1, 1, 0, 1, 0))
     doc = json.loads(out)
-    assert [(c["name"], c["refused"]) for c in doc["clusters"]] == [("ml-prod", None), ("research", None)]
-    assert [(g["name"], g["cluster"], g["status"], g["direction"]) for g in doc["nodeGroups"]] == [
+    assert [(c["name"], c["state"] == "refused") for c in doc["scopes"]] == [("ml-prod", False), ("research", False)]
+    groups = items(doc, "node group")
+    assert [(g["name"], g["cluster"], g["status"], g["direction"]) for g in groups if "direction" in g] == [
         ("train", "ml-prod", "applied", "down")
     ]
-    assert [(s["name"], s["cluster"], s["failed"]) for s in doc["skipped"]] == [("research-h100", "research", False)]
+    assert [(s["name"], s["cluster"], s["status"]) for s in groups if "warning" in s] == [
+        ("research-h100", "research", "skipped")
+    ]
     assert (world.records(world.ml_prod), world.records(world.research)) == ({"train"}, {"research-h100"})
     assert (world.leases(world.ml_prod), world.leases(world.research)) == (
         {"gpu-jobs-nodegroups-ml-prod"},
@@ -259,7 +263,7 @@ def test_a_plain_asg_whose_nodes_cannot_be_seen_is_never_idle(world: World, sele
     world.ml_prod.create(gpu_pod("etl", "ml", node="ip-10-0-2-1"))
     text = policy(ML_PROD % ", kubeContext: ml-prod", groups=ASG % selector)
     code, summary, stdout = world.gpu_jobs(text)
-    assert (code, counts(summary)) == (1, (0, 0, 1, 1, 1))
+    assert (code, counts(summary)) == (1, (0, 0, 1, 0, 1))  # one item, counted once: failed (not also skipped)
     assert out in stdout
     assert world.aws.log.writes() == []
 

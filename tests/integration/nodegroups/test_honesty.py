@@ -15,15 +15,27 @@ from jobs.adapters.kube.records import ConfigMapRecords, record_name
 from jobs.core.nodegroups import Record
 from jobs.core.policy import Policy
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
-from jobs.nodegroups import report as render
-from jobs.nodegroups.job import Report, identities, run, tally
+from jobs.nodegroups.observe import identities
+from jobs.nodegroups.report import NodeGroupsReport as Report
 from jobs.policy_file import parse_policy
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
+from tests.envelope import items
 from tests.integration.cli import run_cli
-from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, _Log, make_fleet
+from tests.integration.nodegroups import world
+from tests.integration.nodegroups.world import (
+    EVENING,
+    MORNING,
+    POLICY,
+    Fleet,
+    _Log,
+    configured,
+    make_fleet,
+    run,
+    tally,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +61,7 @@ def run_with(fleet: Fleet, policy: Policy, at: object, **overrides: object) -> R
         records=ConfigMapRecords(api_client(), "gpu-jobs", known),
         events=KubeEvents(api_client(), "gpu-jobs", "nodegroups", known),
     )
-    return run(policy, at, replace(fleet.settings, **overrides), ports, _Log())  # type: ignore[arg-type]
+    return run(policy, at, configured(fleet.settings, **overrides), ports, _Log())  # type: ignore[arg-type]
 
 
 def test_a_group_removed_from_the_policy_while_down_is_a_failed_item_with_its_restore(fleet: Fleet) -> None:
@@ -67,13 +79,13 @@ def test_a_group_removed_from_the_policy_while_down_is_a_failed_item_with_its_re
         " --scaling-config minSize=1,maxSize=8,desiredSize=3"
     )
     assert orphan.delete == f"kubectl -n gpu-jobs delete configmap {name}"
-    text = render.to_text([morning])
+    text = world.text(morning)
     assert "records of node groups the policy no longer names:" in text
     assert "aws eu-west-1/ml-prod/gpu-a100 in cluster ml-prod: down, recorded 2026-12-01T20:05:00+01:00" in text
     assert "restores 1/3/8" in text
     assert "nothing to change" not in text
-    (entry,) = json.loads(render.to_json([morning]))["orphans"]
-    assert (entry["record"], entry["phase"], entry["failed"], entry["restores"]["desired"]) == (name, "down", True, 3)
+    (entry,) = [i for i in world.document(morning)["items"] if i["kind"] == "record"]
+    assert (entry["name"], entry["phase"], entry["status"], entry["restores"]["desired"]) == (name, "down", "failed", 3)
     assert entry["describes"]["locator"]["nodegroup"] == "gpu-a100"
     assert fleet.configs()["train"].desired == 0  # reported, not acted on
 
@@ -101,7 +113,7 @@ def test_an_orphan_record_in_phase_up_is_listed_not_failed(fleet: Fleet) -> None
     report = run_with(fleet, without, MORNING)
     (orphan,) = report.orphans
     assert (orphan.failed, orphan.restore, tally(report).failed) == (False, (), 0)
-    assert "nothing left changed; drop it with: kubectl -n gpu-jobs delete configmap" in render.to_text([report])
+    assert "nothing left changed; drop it with: kubectl -n gpu-jobs delete configmap" in world.text(report)
 
 
 def test_orphans_are_not_looked_for_with_only(fleet: Fleet) -> None:
@@ -276,11 +288,12 @@ def test_gpu_jobs_exits_1_for_a_group_left_down_that_the_policy_no_longer_names(
     morning = run_cli(["nodegroups", "--policy", str(policy), "--at", at, "--output", "json"], environ)
     assert (morning.code, morning.summary["failed"]) == (1, 1)
     doc = json.loads(morning.stdout)
-    (orphan,) = doc["orphans"]
-    assert (orphan["cluster"], orphan["phase"], orphan["failed"]) == ("ml-prod", "down", True)
+    (orphan,) = items(doc, "record")
+    assert (orphan["scope"], orphan["phase"], orphan["status"]) == ("ml-prod", "down", "failed")
     assert orphan["restore"][0].startswith("aws eks update-nodegroup-config --region eu-west-1 --cluster-name ml-prod")
     assert orphan["deleteRecord"].startswith("kubectl --context ")  # the cluster's kubeContext
-    assert {g["name"] for g in doc["nodeGroups"]} == {"batch", "research", "finetune", "vision"}  # the rest restored
+    restored = {g["name"] for g in items(doc, "node group") if "direction" in g}
+    assert restored == {"batch", "research", "finetune", "vision"}  # the rest restored
     assert fleet.configs()["train"].desired == 0
 
 

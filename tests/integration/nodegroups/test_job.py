@@ -13,13 +13,13 @@ from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.records import ConfigMapRecords, record_name
 from jobs.core.nodegroups import Record
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
-from jobs.nodegroups.job import identities, run
+from jobs.nodegroups.observe import identities
 from jobs.policy_file import parse_policy
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
-from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, _Log, gpu_pod, make_fleet
+from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, _Log, gpu_pod, make_fleet, run
 
 pytestmark = pytest.mark.integration
 

@@ -3,8 +3,8 @@
 Two worlds over the same clouds and the same policy (three clusters: ml-prod on EKS, research on GKE, aks-ml on AKS):
 
 - :func:`make_fleet`: one emulated Kubernetes API holds every cluster's nodes, and no cluster identity. It serves
-  the job's mechanics driven in process (:meth:`Fleet.run`: one scope over all groups, straight through
-  ``jobs.nodegroups.job.run``), which bypass the command and so never prove a cluster. One API cannot be three
+  the job's mechanics driven in process (:meth:`Fleet.run`: one scope over all groups, through the runner as the
+  command drives it, :func:`run`), which bypass the command's wiring and so never prove a cluster. One API cannot be three
   clusters: ``gpu-jobs nodegroups`` refuses it, and it is not for CLI runs.
 - :func:`make_central_fleet`: one emulated API per cluster, each holding only its own cluster's nodes, pods,
   ``gpu-jobs`` namespace and identity, and a kubeconfig with one context per cluster (named after it, as the
@@ -14,13 +14,14 @@ Two worlds over the same clouds and the same policy (three clusters: ml-prod on 
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jobs import envelope
 from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.lease import LeaseLock
@@ -30,9 +31,14 @@ from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.policy import Policy
 from jobs.labels import NODEGROUPS_LEASE
-from jobs.nodegroups.job import JobSettings, Ports, Report, identities, run
+from jobs.nodegroups.job import NodeGroupsWork
+from jobs.nodegroups.observe import identities
+from jobs.nodegroups.report import NodeGroupsReport, report_of, result
+from jobs.nodegroups.settings import NodeGroupsSettings, Ports
 from jobs.policy_file import parse_policy
 from jobs.retry import Backoff
+from jobs.runner import Reconcile, RunSettings, Tally, outcome
+from jobs.scopes import cluster as cluster_scope
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
@@ -84,6 +90,40 @@ POLICY = textwrap.dedent(f"""\
 """)
 
 
+_RUN_FIELDS = {f.name for f in fields(RunSettings)}
+
+
+def configured(settings: NodeGroupsSettings, **overrides: Any) -> NodeGroupsSettings:
+    """``settings`` with ``overrides``, each where it belongs: the run's (``dry_run``, ...) or the job's (``only``)."""
+    run = {k: v for k, v in overrides.items() if k in _RUN_FIELDS}
+    own = {k: v for k, v in overrides.items() if k not in _RUN_FIELDS}
+    return replace(settings, run=replace(settings.run, **run), **own)
+
+
+def run(policy: Policy, now: datetime, settings: NodeGroupsSettings, ports: Ports, log: Any) -> NodeGroupsReport:
+    """One run of one cluster at the schedule instant ``now``, through the runner, read as the command reads it."""
+    work = NodeGroupsWork(policy, now, settings, ports, log)
+    runner: Reconcile[Any, Any, Any, Any] = Reconcile(
+        {cluster_scope(settings.cluster or ""): work}, settings.run, now, log, "node groups"
+    )
+    return report_of(runner.run()[0], policy, settings)
+
+
+def tally(report: NodeGroupsReport) -> Tally:
+    """What the cluster counts for ``run.summary`` and the exit code."""
+    return envelope.tally(result(report))
+
+
+def text(report: NodeGroupsReport) -> str:
+    """The cluster's block of the text report, as the command prints it."""
+    return envelope.to_text([result(report)], "")
+
+
+def document(report: NodeGroupsReport) -> dict[str, Any]:
+    """The cluster's JSON envelope, as the command prints it."""
+    return envelope.document("nodegroups", [result(report)], outcome([tally(report)], dry_run=report.dry_run))
+
+
 @dataclass
 class Fleet:
     kube: KubeHandle  # ml-prod's API (in the one-API world, every cluster's)
@@ -92,7 +132,7 @@ class Fleet:
     azure: AzureEmulator
     policy: Policy
     ports: Ports  # through ``kube``, for the in-process runs
-    settings: JobSettings
+    settings: NodeGroupsSettings
     kubes: dict[str, KubeHandle]  # each cluster's API, by cluster name
     kubeconfig: Path  # what a central install has: a context per cluster in the central world
 
@@ -101,10 +141,10 @@ class Fleet:
         """Every distinct API of the world, ml-prod's first."""
         return distinct(self.kubes)
 
-    def run(self, at: datetime, *, policy: Policy | None = None, **overrides: Any) -> Report:
+    def run(self, at: datetime, *, policy: Policy | None = None, **overrides: Any) -> NodeGroupsReport:
         if len(self.apis) > 1:  # ``ports`` reach ml-prod only: the central world runs through the CLI
             raise TypeError("Fleet.run drives the one-API world (make_fleet); run the central world with gpu-jobs")
-        settings = JobSettings(**{**self.settings.__dict__, **overrides})
+        settings = configured(self.settings, **overrides)
         report = run(policy or self.policy, at, settings, self.ports, _Log())
         self.sync_nodes()
         return report
@@ -264,16 +304,27 @@ def _fleet(
         lock=LeaseLock(api, "gpu-jobs", NODEGROUPS_LEASE),
         events=KubeEvents(api, "gpu-jobs", "nodegroups", known),
     )
-    job_settings = JobSettings(
+    job_settings = NodeGroupsSettings(
+        run=RunSettings(workers=8, holder="test-run"),
         backoff=Backoff(deadline_s=3, base_s=0.01, cap_s=0.05),
-        workers=8,
         drain_poll_s=0.01,
         settle_timeout_s=15,
-        holder="test-run",
     )
     fleet = Fleet(kubes["ml-prod"], aws, gcp, azure, policy, ports, job_settings, kubes, kubeconfig)
     fleet.clear_logs()
     return fleet
 
 
-__all__ = ["EVENING", "MORNING", "Fleet", "gpu_pod", "make_central_fleet", "make_fleet"]
+__all__ = [
+    "EVENING",
+    "MORNING",
+    "Fleet",
+    "configured",
+    "document",
+    "gpu_pod",
+    "make_central_fleet",
+    "make_fleet",
+    "run",
+    "tally",
+    "text",
+]

@@ -14,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import MANAGED, gpu_node, gpu_pod, namespace, resource_quota
+from tests.envelope import items
 from tests.integration.cli import run_cli
 
 pytestmark = pytest.mark.integration
@@ -80,8 +81,8 @@ def test_quotas_are_written_as_the_enforced_key_and_a_second_run_writes_nothing(
     code, summary, out = quotas(cluster, tmp_path, "--output", "json")
     assert (code, summary["applied"]) == (0, 3)
     doc = json.loads(out)
-    assert doc["cluster"] == "ml-prod"
-    assert {n["namespace"]: (n["action"], n["rule"], n["hard"]) for n in doc["namespaces"]} == {
+    assert [s["name"] for s in doc["scopes"]] == ["ml-prod"]
+    assert {n["namespace"]: (n["action"], n["rule"], n["hard"]) for n in items(doc, "namespace quota")} == {
         "team-a": ("create", "rules[0]", {"requests.nvidia.com/gpu": "4"}),
         "lab": ("create", "rules[1]", {"memory": "256Gi", "requests.nvidia.com/gpu": "2"}),
         "misc": ("create", "default", {"requests.nvidia.com/gpu": "0"}),
@@ -133,8 +134,8 @@ def test_a_field_owned_by_another_manager_is_a_conflict_for_that_namespace_only(
         )
     code, summary, out = quotas(cluster, tmp_path, "--output", "json")
     assert (code, summary["failed"], summary["applied"]) == (1, 1, 2)
-    entry = next(n for n in json.loads(out)["namespaces"] if n["namespace"] == "team-a")
-    assert entry["action"] == "conflict"
+    entry = next(n for n in items(json.loads(out), "namespace quota") if n["namespace"] == "team-a")
+    assert (entry["action"], entry["status"]) == ("conflict", "failed")
     assert hard(cluster, "team-a") == {"requests.nvidia.com/gpu": "9"}  # not forced
 
 
@@ -145,16 +146,16 @@ def test_a_failed_write_says_why_in_the_report_and_in_one_log_line(cluster: Kube
     env = {"KUBECONFIG": str(cluster.kubeconfig), "GPU_JOBS_NAMESPACE": "gpu-jobs", "GPU_JOBS_RETRY_DEADLINE": "0"}
     done = run_cli(["quotas", "--policy", str(policy), "--at", DAY, "--output", "json"], env)
     assert (done.code, done.summary["failed"], done.summary["applied"]) == (1, 1, 2)
-    (failed,) = [n for n in json.loads(done.stdout)["namespaces"] if n["status"] == "failed"]
-    assert "500" in failed["message"], failed  # the API's answer, not a bare "failed"
+    (failed,) = items(json.loads(done.stdout), "namespace quota", "failed")
+    assert "500" in failed["reason"], failed  # the API's answer, not a bare "failed"
     logged = [json.loads(line) for line in done.stderr.splitlines() if '"quota.failed"' in line]
     assert [(e["namespace"], e["quota"], e["error"]) for e in logged] == [
-        (failed["namespace"], "gpu-quota", failed["message"])
+        (failed["namespace"], "gpu-quota", failed["reason"])
     ]
     cluster.inject("patch resourcequotas", "server_error", times=1)
     text = run_cli(["quotas", "--policy", str(policy), "--at", DAY], env)  # the last namespace, in the text report
     assert text.code == 1
-    assert f"error: {failed['message']}" in text.stdout
+    assert f"error: {failed['reason']}" in text.stdout
 
 
 def test_a_plan_over_the_limit_is_refused(cluster: KubeHandle, tmp_path: Path) -> None:
@@ -195,7 +196,8 @@ def test_over_commit_is_measured_on_the_nodes_when_the_policy_gives_no_sizes(
     code, _, out = quotas(cluster, tmp_path, "--dry-run", "--output", "json")
 
     assert code == 0
-    assert json.loads(out)["warnings"] == [
+    (scope,) = json.loads(out)["scopes"]
+    assert scope["warnings"] == [
         f"requests.nvidia.com/gpu: quotas add up to 10 but its nodes have {allocatable} allocatable now: over-committed"
     ]
     assert "list nodes" in cluster.log.operations()
@@ -218,7 +220,7 @@ def test_usage_in_any_apimachinery_spelling_is_read_and_a_run_never_crashes_on_i
     cluster.log.clear()
     code, summary, out = quotas(cluster, tmp_path, "--output", "json")
     assert (code, summary["failed"], summary["planned"]) == (0, 0, 0)
-    assert {n["namespace"]: n["action"] for n in json.loads(out)["namespaces"]} == {
+    assert {n["namespace"]: n["action"] for n in items(json.loads(out), "namespace quota")} == {
         "team-a": "unchanged",
         "lab": "unchanged",
         "misc": "unchanged",

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace, resource_quota
+from tests.envelope import items
 from tests.integration.cli import run_cli
 
 pytestmark = pytest.mark.integration
@@ -56,7 +57,7 @@ class Job:
 
     def json(self, *args: str) -> tuple[int, dict[str, Any], dict[str, dict[str, Any]]]:
         code, summary, out = self.run("--output", "json", *args)
-        return code, summary, {n["namespace"]: n for n in json.loads(out)["namespaces"]}
+        return code, summary, {n["namespace"]: n for n in items(json.loads(out), "namespace quota")}
 
     def kubectl(self, *args: str) -> str:
         if not KUBECTL.is_file():
@@ -109,7 +110,7 @@ def test_a_same_named_quota_another_manager_created_is_a_conflict_never_written(
 
     assert (code, summary["failed"], summary["applied"]) == (1, 1, 1)
     misc = found["misc"]
-    assert (misc["action"], misc["status"], misc["hard"]) == ("conflict", "conflict", {GPU: "0"})
+    assert (misc["action"], misc["status"], misc["hard"]) == ("conflict", "failed", {GPU: "0"})
     assert job.quota_writes() == ["PATCH /api/v1/namespaces/team-a/resourcequotas/gpu-quota"]  # none in misc
     assert job.quota("misc")["spec"]["hard"] == {GPU: "7"}
     assert [m["manager"] for m in job.quota("misc")["metadata"]["managedFields"]] == ["someone-else"]
@@ -145,7 +146,7 @@ def test_scopes_another_manager_added_to_the_managed_quota_are_a_conflict(job: J
 
     assert (code, summary["failed"]) == (1, 1)
     misc = found["misc"]
-    assert (misc["action"], misc["status"]) == ("conflict", "conflict")
+    assert (misc["action"], misc["status"]) == ("conflict", "failed")
     assert found["team-a"]["status"] == "unchanged"
     assert job.quota_writes() == []
     assert job.quota("misc")["spec"]["scopes"] == ["Terminating"]

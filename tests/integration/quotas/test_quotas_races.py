@@ -13,10 +13,12 @@ from kubernetes import client
 from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.lease import LeaseLock
 from jobs.adapters.kube.quotas import KubeQuotas, QuotaEvents
+from jobs.envelope import tally
 from jobs.outcome import ExitCode
 from jobs.policy_file import parse_policy
 from jobs.quotas import job
-from jobs.runner import Reconcile, outcome
+from jobs.quotas import report as render
+from jobs.runner import Reconcile, RunSettings, outcome
 from jobs.scopes import cluster
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace
@@ -58,10 +60,8 @@ def test_a_namespace_deleted_after_the_lists_is_a_skip(
     ports = job.Ports(
         DeletedOnWrite(api, "team-gone"), LeaseLock(api, "gpu-jobs", "gpu-jobs-quotas-ml-prod"), QuotaEvents(api)
     )
-    work = job.ClusterRun(parse_policy(POLICY, "policy.yaml"), DAY, job.Settings("ml-prod"), ports, Log())
-    envelope = Reconcile({cluster("ml-prod"): work}, work.settings.run_settings, DAY, Log(), "namespace quotas").run()[
-        0
-    ]
-    report = job.report_of(envelope)
+    work = job.QuotasWork(parse_policy(POLICY, "policy.yaml"), DAY, job.QuotasSettings("ml-prod"), ports, Log())
+    scope = Reconcile({cluster("ml-prod"): work}, RunSettings(), DAY, Log(), "namespace quotas").run()[0]
+    report = job.report_of(scope)
     assert {r.entry.namespace: r.status for r in report.results} == {"team-a": "applied", "team-gone": "skipped"}
-    assert outcome([job.tally(report)], dry_run=False).exit_code == ExitCode.OK, why
+    assert outcome([tally(render.result(scope))], dry_run=False).exit_code == ExitCode.OK, why

@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.emulators.kube.fixtures import KubeHandle, start_kube
 from tests.emulators.kube.seed import MANAGED, gpu_pod, namespace, resource_quota
+from tests.envelope import items
 from tests.integration.cli import run_cli
 from tests.sandbox.world import write_kubeconfig
 
@@ -90,8 +91,13 @@ def hard(kube: KubeHandle, ns: str) -> dict[str, str] | None:
     return None if quota is None else dict(quota["spec"]["hard"])
 
 
-def by_namespace(doc: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, str]]]:
-    return {n["namespace"]: (n["action"], n["rule"], n["hard"]) for n in doc["namespaces"]}
+def quota_items(doc: dict[str, Any], cluster: str | None = None) -> list[dict[str, Any]]:
+    """The envelope's namespace quotas, of one cluster's scope or of every one."""
+    return [i for i in items(doc, "namespace quota") if cluster in (None, i["scope"])]
+
+
+def by_namespace(doc: dict[str, Any], cluster: str | None = None) -> dict[str, tuple[str, str, dict[str, str]]]:
+    return {n["namespace"]: (n["action"], n["rule"], n["hard"]) for n in quota_items(doc, cluster)}
 
 
 def quota_writes(kube: KubeHandle) -> list[str]:
@@ -155,7 +161,7 @@ def test_a_rule_limited_to_other_clusters_leaves_its_namespaces_to_the_next_rule
     seed(kube, {n: NAMESPACES[n] for n in ("ml-team", "team-a", "team-research")}, "research")
     code, _, doc = run(kube.kubeconfig, "--cluster", "research")
     assert code == 0
-    assert doc["cluster"] == "research"
+    assert [s["name"] for s in doc["scopes"]] == ["research"]
     assert by_namespace(doc) == {
         "ml-team": ("create", "default", {GPU: "0"}),
         "team-a": ("create", "default", {GPU: "0"}),
@@ -274,19 +280,17 @@ def test_a_central_run_reconciles_each_cluster_through_its_own_api(
     ml_prod, research, kubeconfig = fleet
     code, summary, doc = run(kubeconfig)
     assert (code, summary["applied"], summary["failed"]) == (0, 5, 0)
-    assert [c["cluster"] for c in doc["clusters"]] == ["ml-prod", "research"]
-    for report in doc["clusters"]:
-        assert (report["at"], report["dryRun"]) == ("2026-12-01T12:00:00+01:00", False)
-        for entry in report["namespaces"]:
-            assert {"namespace", "quota", "action", "hard", "rule", "warnings"} <= set(entry)
-            assert (entry["quota"], entry["warnings"]) == ("gpu-quota", [])
-    first, second = doc["clusters"]
-    assert by_namespace(first) == {
+    assert [c["name"] for c in doc["scopes"]] == ["ml-prod", "research"]
+    assert (doc["at"], doc["dryRun"]) == ("2026-12-01T12:00:00+01:00", False)
+    for entry in quota_items(doc):
+        assert {"namespace", "quota", "action", "hard", "rule", "warnings"} <= set(entry)
+        assert (entry["quota"], entry["warnings"]) == ("gpu-quota", [])
+    assert by_namespace(doc, "ml-prod") == {
         "team-a": ("create", "rules[0]", {GPU: "4"}),
         "lab": ("create", "rules[1]", {GPU: "2", "memory": "256Gi"}),
     }
     # rules[0] says clusters: [ml-prod]: in research its namespaces get the default.
-    assert by_namespace(second) == {
+    assert by_namespace(doc, "research") == {
         "team-a": ("create", "default", {GPU: "0"}),
         "lab": ("create", "rules[1]", {GPU: "2", "memory": "256Gi"}),
         "only-in-research": ("create", "default", {GPU: "0"}),
@@ -303,7 +307,7 @@ def test_a_central_run_reconciles_each_cluster_through_its_own_api(
     research.log.clear()
     code, summary, doc = run(kubeconfig)
     assert (code, summary["planned"]) == (0, 0)
-    assert {n["action"] for c in doc["clusters"] for n in c["namespaces"]} == {"unchanged"}
+    assert {n["action"] for n in quota_items(doc)} == {"unchanged"}
     assert (ml_prod.log.writes(), research.log.writes()) == ([], [])
 
 
@@ -313,7 +317,7 @@ def test_a_central_dry_run_reports_every_cluster_and_writes_nowhere(
     ml_prod, research, kubeconfig = fleet
     code, summary, doc = run(kubeconfig, "--dry-run")
     assert (code, summary["planned"], summary["dry_run"]) == (0, 5, True)
-    assert [(c["cluster"], c["dryRun"], len(c["namespaces"])) for c in doc["clusters"]] == [
+    assert [(c["name"], doc["dryRun"], len(quota_items(doc, c["name"]))) for c in doc["scopes"]] == [
         ("ml-prod", True, 2),
         ("research", True, 3),
     ]
@@ -325,7 +329,7 @@ def test_a_per_cluster_run_acts_on_its_own_cluster_only(fleet: tuple[KubeHandle,
     own = write_kubeconfig(run.tmp / "research-only.kubeconfig", {"research": research}, "research")
     code, _, doc = run(own, "--cluster", "research")
     assert code == 0
-    assert doc["cluster"] == "research"  # one cluster: its document, not a list
+    assert [s["name"] for s in doc["scopes"]] == ["research"]  # one cluster: one scope, the same envelope
     assert by_namespace(doc)["team-a"] == ("create", "default", {GPU: "0"})
     assert ml_prod.log.all() == []
 
@@ -338,7 +342,7 @@ def test_a_new_quota_name_replaces_the_managed_quota_under_the_old_one(kube: Kub
     kube.log.clear()
     code, summary, doc = run(kube.kubeconfig, "--cluster", "ml-prod")
     assert (code, summary["applied"]) == (0, 2)
-    assert [(n["quota"], n["action"]) for n in doc["namespaces"]] == [("gpu-quota", "create"), ("gpu-limits", "delete")]
+    assert [(n["quota"], n["action"]) for n in quota_items(doc)] == [("gpu-quota", "create"), ("gpu-limits", "delete")]
     # Created first, deleted second: the namespace is never without a quota.
     assert quota_writes(kube) == [
         "PATCH /api/v1/namespaces/team-a/resourcequotas/gpu-quota",
@@ -360,9 +364,9 @@ def test_a_former_quota_is_kept_while_its_replacement_cannot_be_written(kube: Ku
     code, summary, doc = run(kube.kubeconfig, "--cluster", "ml-prod")
 
     assert (code, summary["failed"], summary["applied"]) == (1, 2, 0)
-    assert [(n["quota"], n["status"]) for n in doc["namespaces"]] == [
-        ("gpu-quota", "conflict"),
-        ("gpu-limits", "failed"),
+    assert [(n["quota"], n["status"], n["action"]) for n in quota_items(doc)] == [
+        ("gpu-quota", "failed", "conflict"),
+        ("gpu-limits", "failed", "delete"),
     ]
     assert {q["metadata"]["name"] for q in kube.list("ResourceQuota", "team-a")} == {"gpu-limits"}
     assert run(kube.kubeconfig, "--cluster", "ml-prod")[0] == 0  # the next run finishes the move
@@ -389,4 +393,4 @@ def test_off_hours_limits_switch_at_each_boundary_of_the_window(kube: KubeHandle
     for at, rule, limits in steps:
         code, _, doc = run(kube.kubeconfig, "--cluster", "ml-prod", text=OFF_HOURS, at=at)
         assert code == 0
-        assert (doc["namespaces"][0]["rule"], hard(kube, "research")) == (rule, limits), at
+        assert (quota_items(doc)[0]["rule"], hard(kube, "research")) == (rule, limits), at

@@ -1,5 +1,5 @@
 """The sweep's instances part on AWS: ``AwsInstances`` through the real boto3 against the AWS emulator (moto's EC2
-behind the wire layer with its faults), driven by ``AccountSweep`` and the real runner, the Lease in memory.
+behind the wire layer with its faults), driven by ``SweepInstancesWork`` and the real runner, the Lease in memory.
 
 GPU detection by EC2's type data, the grace cycle (marked, cleared, stopped, terminated), group members and
 protected instances reported and never touched, a second run that writes nothing, throttling / 5xx / timeouts /
@@ -22,10 +22,11 @@ from jobs.labels import SWEEP_MARK_TAG
 from jobs.retry import Backoff
 from jobs.runner import Reconcile, RunSettings
 from jobs.scopes import account
-from jobs.sweep.instances import AccountSweep, InstanceReport, Ports, instance_rows, report_of, tally
+from jobs.sweep.instances import InstanceReport, Ports, SweepInstancesWork, report_of
 from tests.emulators.aws import moto_state
 from tests.unit.test_permissions import aws_actions, aws_policy
 from tests.unit.test_runner import Log, MemoryLease
+from tests.unit.test_untagged_sweep import instance_rows, tally
 
 if TYPE_CHECKING:
     from tests.emulators.aws.emulator import AwsEmulator
@@ -60,7 +61,7 @@ def sweep(
     )
     log = Log()
     backoff = Backoff(deadline_s=deadline_s, base_s=0.01, cap_s=0.05)
-    work = AccountSweep(SCOPE, section, at, backoff, Ports(adapter, MemoryLease()), log)
+    work = SweepInstancesWork(SCOPE, section, at, backoff, Ports(adapter, MemoryLease()), log)
     settings = RunSettings(dry_run=dry_run, limit=ChangeLimit(count=10), holder="me", clock=lambda: NOW)
     (envelope,) = Reconcile({SCOPE: work}, settings, at, log, "actions").run()
     return report_of(envelope)

@@ -17,6 +17,7 @@ from tests.emulators.kube.seed import gpu_pod, namespace
 from tests.emulators.prometheus.dcgm import Workload
 from tests.emulators.prometheus.fixtures import PrometheusFactory
 from tests.emulators.prometheus.server import PrometheusServer
+from tests.envelope import items
 from tests.integration.cli import CliRun, run_cli
 
 pytestmark = pytest.mark.integration
@@ -101,7 +102,7 @@ def sweep(
 
 
 def states(document: dict[str, Any]) -> dict[str, str]:
-    return {p["pod"]: p["state"] for p in document["pods"]}
+    return {p["pod"]: p["state"] for p in items(document, "pod")}
 
 
 def pod_annotations(kube: KubeHandle, name: str, ns: str = "ml") -> dict[str, str]:
@@ -132,10 +133,11 @@ def test_the_grace_cycle_marks_then_deletes_and_a_second_run_writes_nothing(
         "serving-0": "exempt",
         "dark-0": "unknown",
     }
-    mig = next(p for p in document["pods"] if p["pod"] == "mig-0")
-    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig["message"]
-    assert document["unallocatedGpus"] == [{"cluster": "ml-prod", "node": "gpu-3", "gpus": 1}]
-    assert kube.log.operations().count("list pods") == 1
+    mig = next(p for p in items(document, "pod") if p["pod"] == "mig-0")
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig["reason"]
+    unallocated = [(u["cluster"], u["node"], u["gpus"]) for u in items(document, "unallocated GPU")]
+    assert unallocated == [("ml-prod", "gpu-3", 1)]
+    assert kube.log.operations().count("list pods") == 2  # to plan, and again under the Lease (the look-again)
     assert "gpu-jobs/idle-since" in pod_annotations(kube, "idle-0")
     assert "gpu-jobs/idle-since" not in pod_annotations(kube, "busy-0")
     assert ("idle-0", "GpuIdle", "Warning") in events(kube)
@@ -228,8 +230,8 @@ def test_a_huge_snooze_value_is_repeated_cut_in_the_report_the_logs_and_the_even
     done, document = sweep(kube, tmp_path, prometheus.url, prometheus.now)
     assert done.code == 0, done.stderr
     shown = f'gpu-jobs/keep-alive-until="{"9" * 197}…" (20000 characters)'
-    row = next(p for p in document["pods"] if p["pod"] == "idle-0")
-    assert (row["state"], row["message"]) == (
+    row = next(p for p in items(document, "pod") if p["pod"] == "idle-0")
+    assert (row["state"], row["reason"]) == (
         "exempt",
         f"{shown} is not an RFC 3339 time with an offset: treated as exempt until it is fixed",
     )
@@ -264,6 +266,6 @@ def test_prometheus_down_fails_the_cluster_and_changes_nothing(
     done, document = sweep(kube, tmp_path, "http://127.0.0.1:9", prometheus.now, env={"GPU_JOBS_RETRY_DEADLINE": "2"})
     assert done.code == 1, done.stderr
     assert document["scopes"][0]["state"] == "failed"
-    assert document["pods"] == []
+    assert items(document, "pod") == []
     assert kube.log.writes() == []
     assert done.summary["failed"] == 1

@@ -18,6 +18,7 @@ from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace
 from tests.emulators.prometheus.dcgm import Workload
 from tests.emulators.prometheus.fixtures import PrometheusFactory
+from tests.envelope import items
 from tests.integration.cli import CliRun, run_cli
 
 pytestmark = pytest.mark.integration
@@ -76,12 +77,12 @@ def test_scale_owner_scales_the_deployment_and_refuses_the_jobs_pod(
     done, document = sweep(kube, tmp_path, prometheus.url, "scale-owner", now)
 
     assert done.code == 1, done.stderr  # the Job's pod cannot be scaled: a failed item
-    rows = {p["pod"]: p for p in document["pods"]}
+    rows = {p["pod"]: p for p in items(document, "pod")}
     (job_pod,) = names["batch"]
     assert rows[job_pod]["state"] == "marked"
-    assert "cannot scale-owner a pod owned by Job: use action delete or exempt it" in rows[job_pod]["message"]
+    assert "cannot scale-owner a pod owned by Job: use action delete or exempt it" in rows[job_pod]["reason"]
     assert {rows[p]["state"] for p in names["llm"]} == {"acted"}
-    assert any("scaled Deployment ml/llm from 2 to 0" in rows[p]["message"] for p in names["llm"])
+    assert any("scaled Deployment ml/llm from 2 to 0" in rows[p]["reason"] for p in names["llm"])
     deployment = kube.get("Deployment", "llm", "ml", "apps/v1")
     assert deployment is not None
     assert deployment["spec"]["replicas"] == 0
@@ -100,7 +101,9 @@ def test_delete_deletes_a_jobs_pod_gracefully(
     done, document = sweep(kube, tmp_path, prometheus.url, "delete", now)
 
     assert done.code == 0, done.stderr
-    assert {p["pod"]: p["state"] for p in document["pods"]} == dict.fromkeys(names["llm"] + names["batch"], "acted")
+    assert {p["pod"]: p["state"] for p in items(document, "pod")} == dict.fromkeys(
+        names["llm"] + names["batch"], "acted"
+    )
     (job_pod,) = names["batch"]
     pod = kube.get("Pod", job_pod, "ml")
     assert pod is None or pod["metadata"].get("deletionTimestamp")

@@ -19,6 +19,7 @@ from tests.emulators.kube.seed import gpu_pod, namespace
 from tests.emulators.prometheus.dcgm import Workload
 from tests.emulators.prometheus.fixtures import PrometheusFactory
 from tests.emulators.prometheus.server import PrometheusServer
+from tests.envelope import items
 from tests.integration.cli import CliRun, run_cli
 
 pytestmark = pytest.mark.integration
@@ -97,7 +98,7 @@ def test_every_shape_is_attributed_and_judged(world: tuple[KubeHandle, Prometheu
     kube, server = world
     done, document = sweep(kube, tmp_path, server, policy())
     assert done.code == 0, done.stderr
-    rows = {p["pod"]: p for p in document["pods"]}
+    rows = {p["pod"]: p for p in items(document, "pod")}
     assert {p: r["state"] for p, r in rows.items()} == {
         "old-0": "marked",  # pod_name/pod_namespace and a lowercase hostname
         "leak-0": "marked",
@@ -105,12 +106,13 @@ def test_every_shape_is_attributed_and_judged(world: tuple[KubeHandle, Prometheu
         "shared-b": "marked",
         "idle-x": "marked",  # the busy pod of that name is another cluster's
     }
-    assert (rows["leak-0"]["reason"], rows["old-0"]["reason"]) == ("leaked-memory", "idle")
+    assert (rows["leak-0"]["idleReason"], rows["old-0"]["idleReason"]) == ("leaked-memory", "idle")
     assert rows["leak-0"]["memoryUsed"] > 0.9
-    assert "probably crashed" in rows["leak-0"]["message"]
+    assert "probably crashed" in rows["leak-0"]["reason"]
     assert rows["shared-a"]["utilization"] == rows["shared-b"]["utilization"]
     # The exporter's own pod labels on gpu-3's second GPU are no pod of the cluster: unallocated.
-    assert document["unallocatedGpus"] == [{"cluster": "ml-prod", "node": "gpu-3", "gpus": 1}]
+    unallocated = [(u["cluster"], u["node"], u["gpus"]) for u in items(document, "unallocated GPU")]
+    assert unallocated == [("ml-prod", "gpu-3", 1)]
     assert kube.log.writes() == []
 
 
@@ -127,7 +129,7 @@ def test_a_broken_all_zero_prof_metric_refuses_the_cluster(
     (scope,) = document["scopes"]
     assert scope["state"] == "failed"
     assert "broken metric: DCGM_FI_PROF_GR_ENGINE_ACTIVE reads exactly 0 on every GPU" in scope["reason"]
-    assert document["pods"] == []
+    assert items(document, "pod") == []
 
 
 def test_no_series_for_the_cluster_refuses_it(world: tuple[KubeHandle, PrometheusServer], tmp_path: Path) -> None:
@@ -135,5 +137,5 @@ def test_no_series_for_the_cluster_refuses_it(world: tuple[KubeHandle, Prometheu
     done, document = sweep(kube, tmp_path, server, policy(cluster="staging"))  # a matcher nothing carries
     assert done.code == 1, done.stderr
     (scope,) = document["scopes"]
-    assert (scope["state"], document["pods"]) == ("failed", [])
+    assert (scope["state"], items(document, "pod")) == ("failed", [])
     assert scope["reason"].startswith("no DCGM series for this cluster")

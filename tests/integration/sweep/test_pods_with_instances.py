@@ -19,6 +19,7 @@ from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_pod, namespace
 from tests.emulators.prometheus.dcgm import Workload
 from tests.emulators.prometheus.fixtures import PrometheusFactory
+from tests.envelope import items
 from tests.integration.cli import CliRun, run_cli
 
 if TYPE_CHECKING:
@@ -77,14 +78,14 @@ def test_both_parts_share_one_report_and_one_limit(
 
     refused, document = run(tmp_path, kube, aws, prometheus.url, now, "--output", "json")
     assert refused.code == 3, refused.stderr
-    assert {s["scope"]: s["state"] for s in document["scopes"]} == {"ml-prod": "refused", f"aws/{REGION}": "refused"}
+    assert {s["name"]: s["state"] for s in document["scopes"]} == {"ml-prod": "refused", f"aws/{REGION}": "refused"}
     assert kube.log.writes() == []
     assert not [r for r in aws.log.all() if r.operation in ("StopInstances", "CreateTags", "DeleteTags")]
 
     done, document = run(tmp_path, kube, aws, prometheus.url, now, "--output", "json", "--max-changes", "2")
     assert done.code == 0, done.stderr
-    assert [(p["pod"], p["state"]) for p in document["pods"]] == [("idle-0", "acted")]
-    assert [(i["id"], i["state"], i["action"]) for i in document["instances"]] == [(due, "acted", "stop")]
+    assert [(p["pod"], p["state"]) for p in items(document, "pod")] == [("idle-0", "acted")]
+    assert [(i["id"], i["state"], i["action"]) for i in items(document, "instance")] == [(due, "acted", "stop")]
     assert str(moto_state.ec2(REGION).get_instance(due).state) in ("stopping", "stopped")
     assert done.summary["applied"] == 2
 

@@ -1,0 +1,99 @@
+"""The one report every job makes (``jobs.envelope``): the tally, the text renderer and the JSON envelope, on
+results made by hand (every job's own items are checked against the sandbox in tests/integration/test_sandbox.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import jsonschema
+import pytest
+
+from jobs.envelope import (
+    API_VERSION,
+    ENVELOPE_KEYS,
+    ItemResult,
+    ScopeResult,
+    counts,
+    schema,
+    scope_text,
+    tally,
+    to_json,
+    to_text,
+)
+from jobs.outcome import ExitCode
+from jobs.runner import State, Tally, outcome
+from jobs.scopes import account, cluster
+
+AT = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+ITEMS = (
+    ItemResult("namespace quota", "a/gpu-quota", "applied", "Created the GPU quota", write=True, detail={"rule": "x"}),
+    ItemResult("namespace quota", "b/gpu-quota", "failed", "500 from the API", write=True),
+    ItemResult("namespace quota", "c/gpu-quota", "unchanged"),
+    ItemResult("namespace quota", "d/gpu-quota", "skipped", "namespace d is gone"),
+)
+
+
+def result(state: State = "applied", items: tuple[ItemResult, ...] = ITEMS, reason: str | None = None) -> ScopeResult:
+    rows = tuple(f"  {i.name} {i.status}" for i in items)
+    return ScopeResult("quotas", cluster("ml-prod"), AT, False, state, reason, items, rows)
+
+
+def test_an_item_counts_once_under_its_status_and_planned_counts_every_write() -> None:
+    assert counts(result()) == {"planned": 2, "applied": 1, "unchanged": 1, "skipped": 1, "failed": 1, "refused": 0}
+    assert tally(result()) == Tally(planned=2, applied=1, failed=1, skipped=1)
+
+
+def test_a_scope_that_failed_with_no_failed_item_is_one_failed_item() -> None:
+    assert counts(result("failed", (), "cluster ml-prod cannot be read"))["failed"] == 1
+    assert counts(result("failed", ITEMS, "the Lease could not be taken"))["failed"] == 1  # its own, not one more
+    refused = result("refused", (ItemResult("node group", "train", "refused", "over", write=True),), "over the limit")
+    assert (tally(refused).refused, outcome([tally(refused)], dry_run=False).exit_code) == (True, ExitCode.REFUSED)
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "first"),
+    [
+        ("applied", None, None),
+        ("locked", "other-run", "  another run holds the lease (other-run): nothing done"),
+        ("failed", "cluster ml-prod cannot be read", "  FAILED: cluster ml-prod cannot be read. Nothing changed."),
+        ("refused", "over the limit", "  REFUSED: over the limit. Nothing changed. The plan was:"),
+    ],
+)
+def test_one_renderer_frames_every_scope_the_same_way(state: State, reason: str | None, first: str | None) -> None:
+    """The headline, then what stopped the scope (if anything), then the job's rows."""
+    lines = scope_text(result(state, reason=reason)).splitlines()
+    assert lines[0] == "gpu-jobs quotas in cluster ml-prod at 2026-12-02T15:00:00+00:00"
+    assert lines[1:] == [*([first] if first else []), *(f"  {i.name} {i.status}" for i in ITEMS)]
+
+
+def test_a_stopped_scope_with_no_rows_says_only_why() -> None:
+    text = scope_text(result("failed", (), "cluster ml-prod cannot be read"))
+    assert text.splitlines()[1:] == ["  FAILED: cluster ml-prod cannot be read. Nothing changed."]
+    assert to_text([], "gpu-jobs quotas: no cluster to act on") == "gpu-jobs quotas: no cluster to act on\n"
+    accounts = ScopeResult("sweep", account("aws", "us-east-1"), AT, True, "planned")
+    assert scope_text(accounts).startswith("gpu-jobs sweep in account aws/us-east-1 at 2026-12-02T15:00:00+00:00 (dry")
+
+
+def test_the_envelope_is_one_line_with_the_same_keys_and_the_exit_code() -> None:
+    results = [result(), result("locked", (), "other-run")]
+    ended = outcome([tally(r) for r in results], dry_run=False)
+    text = to_json("quotas", results, ended)
+    assert text.count("\n") == 1
+    doc = json.loads(text)
+    jsonschema.validate(doc, schema())
+    assert tuple(doc) == ENVELOPE_KEYS
+    assert (doc["apiVersion"], doc["job"], doc["exitCode"]) == (API_VERSION, "quotas", 1)
+    assert doc["counts"]["failed"] == 1
+    assert [(s["name"], s["state"], s["reason"]) for s in doc["scopes"]] == [
+        ("ml-prod", "applied", None),
+        ("ml-prod", "locked", "other-run"),
+    ]
+    assert doc["items"][0] == {
+        "kind": "namespace quota",
+        "scope": "ml-prod",
+        "name": "a/gpu-quota",
+        "status": "applied",
+        "reason": "Created the GPU quota",
+        "rule": "x",
+    }
