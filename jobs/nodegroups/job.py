@@ -43,8 +43,9 @@ from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
 from jobs.deadline import Deadline
 from jobs.errors import Busy, CloudError, DeadlineReached, OutcomeUnknown, Stopped, Unavailable
+from jobs.events import Events
 from jobs.lease import RunLock
-from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
+from jobs.nodegroups.ports import Cluster, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff
 from jobs.runner import Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, Witness
 from jobs.scopes import cluster
@@ -81,7 +82,7 @@ class JobSettings:
 
 @dataclass(frozen=True)
 class Ports:
-    clouds: Mapping[str, NodeGroupCloud]
+    clouds: Mapping[ProviderKind, NodeGroupCloud]  # the adapter of each provider kind the policy uses
     cluster: Cluster
     records: RecordStore
     lock: RunLock
@@ -143,9 +144,9 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
     cordoned_by_job = {n.name for n in nodes if n.cordoned_by_job}
 
     def one(group: NodeGroup) -> ObservedGroup:
-        cloud = ports.clouds[group.cloud]
         resolved = policy.resolved.group(group.name)  # its kind and node label follow from its locator, at load
         kind = resolved.kind
+        cloud = ports.clouds[kind]
         stored = records.get(group.name)
         if isinstance(stored, RecordError):
             # Its sizes to restore are unknown: leave the group as it is and say so (this group only).
@@ -231,8 +232,8 @@ def _unmanaged(
         clusters.setdefault(_cluster_key(group), []).append(group)
 
     def one(members: list[NodeGroup]) -> list[CloudGroup]:
-        try:
-            return ports.clouds[members[0].cloud].discover(members)
+        try:  # a cluster's groups are of one kind (the locator fields that key it are the kind's)
+            return ports.clouds[policy.resolved.group(members[0].name).kind].discover(members)
         except CloudError as exc:
             log.warning("nodegroup.discover_failed", cloud=members[0].cloud, error=str(exc))
             return []
@@ -363,10 +364,8 @@ class Executor:
             self.sleep(wait.pause(self.settings.drain_poll_s))
 
     def event(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
-        try:
-            self.ports.events.emit(group, reason, message, warning=warning)
-        except CloudError as exc:  # an event is a courtesy; losing one must not fail the group
-            self.log.warning("event.failed", node_group=group, reason=reason, error=str(exc))
+        # On the group's record ConfigMap, by the uid the store read or wrote.
+        self.ports.events.emit(self.ports.records.ref(group), reason, message, "Warning" if warning else "Normal")
 
     def apply(self, action: GroupAction) -> GroupResult:
         try:
@@ -390,7 +389,7 @@ class Executor:
     def _apply(self, action: GroupAction) -> bool:
         """Carry out one action; False when a restore was applied but its nodes are not confirmed yet."""
         group = self.policy.group(action.group)
-        cloud = self.ports.clouds[group.cloud]
+        cloud = self.ports.clouds[self.policy.resolved.group(group.name).kind]
         record = action.record
         if action.only_uncordon:
             self._uncordon(action.group, action.uncordon)

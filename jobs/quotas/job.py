@@ -22,6 +22,7 @@ from jobs.core.quotas import (
     unwritten_status,
 )
 from jobs.errors import CloudError, Conflict, DeadlineReached, Denied, NotFound, Stopped
+from jobs.events import Events, ObjectRef
 from jobs.lease import RunLock
 from jobs.retry import Backoff
 from jobs.runner import RunSettings, ScopeReport, ScopeWork, Tally, Witness
@@ -42,16 +43,16 @@ class QuotaStore(Protocol):
         """GPUs allocatable on the cluster's nodes now, per resource name (``nvidia.com/gpu``: 16)."""
         ...
 
-
-class QuotaEvents(Protocol):
-    def emit(self, namespace: str, name: str, reason: str, message: str, *, warning: bool = False) -> None: ...
+    def ref(self, namespace: str, name: str) -> ObjectRef:
+        """The quota for an Event on it, with the uid this run read or wrote (never a read of its own)."""
+        ...
 
 
 @dataclass(frozen=True)
 class Ports:
     store: QuotaStore
     lock: RunLock
-    events: QuotaEvents
+    events: Events
     witness: Witness | None = None  # which cluster ``store`` reaches (jobs.runner)
 
 
@@ -211,10 +212,7 @@ class ClusterRun(ScopeWork[Observation, Planned, Namespace, tuple[Outcome, ...]]
         self.log.info(
             "quota.changed", namespace=entry.namespace, quota=entry.quota, action=entry.action, rule=entry.rule
         )
-        try:
-            self.ports.events.emit(entry.namespace, entry.quota, "QuotaReconciled", message)
-        except CloudError as exc:  # an Event is a courtesy
-            self.log.warning("event.failed", namespace=entry.namespace, error=str(exc))
+        self.ports.events.emit(self.ports.store.ref(entry.namespace, entry.quota), "QuotaReconciled", message)
         return Outcome(entry, "applied", message)
 
 
