@@ -33,7 +33,6 @@ from jobs.settings import SettingsError
 __all__ = [
     "PAGE",
     "ApiClient",
-    "ConfigException",
     "Kubeconfig",
     "api_client",
     "job_namespace",
