@@ -69,7 +69,7 @@ bench:
 	$(BIN)/python bench/emulator_startup.py
 
 bench-fleet:
-	$(BIN)/python bench/nodegroups_fleet.py --groups 200 --latency-ms 50
+	$(BIN)/python bench/nodegroups_fleet.py --groups 200 490 --latency-ms 50
 
 bench-quotas:
 	$(BIN)/python bench/quotas_namespaces.py --namespaces 5000 --latency-ms 3

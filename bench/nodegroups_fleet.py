@@ -3,10 +3,14 @@
 Prints, per run: API calls (reads and writes, per emulator), wall time, and the job process's peak RSS. The job
 runs as a separate ``gpu-jobs`` process, as in a CronJob; every cloud call is given an injected latency.
 
-    .venv/bin/python bench/nodegroups_fleet.py [--groups 200] [--latency-ms 50]
+    .venv/bin/python bench/nodegroups_fleet.py [--groups 200 [490 ...]] [--latency-ms 50]
 
 Targets (issue 4): a steady-state run makes zero writes and at most two reads per group; concurrent processing is
 at least 4x faster than one group at a time with 50 ms per cloud call; peak RSS under 200 MiB.
+Targets (issue 23): the process's time at most 2x the job's own (after imports) in steady state, at 41 clusters
+(200 groups) and at 99 (490 groups), the time outside the job growing linearly with the clusters (each cluster's
+client was built by re-reading the whole kubeconfig: the square of the clusters). With several ``--groups`` it
+prints those figures against the targets at the end.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +43,7 @@ TMP = Path(tempfile.mkdtemp(prefix="gpu-jobs-bench-"))
 CLOUD_OF = {"eks": "aws", "gke": "gcp", "aks": "azure"}
 
 
-def seed(count: int, aws: Any, gcp: Any, azure: Any, kubes: dict[str, KubeHandle]) -> str:
+def seed(count: int, aws: Any, gcp: Any, azure: Any, kubes: dict[str, KubeHandle], tmp: Path) -> str:
     """``count`` groups, a third per cloud; 4 GKE/AKS pools per cluster (each cluster runs one update at a time),
     two nodes per group, each cluster with a Kubernetes API of its own: a central install's run."""
     clusters: dict[str, str] = {}
@@ -80,12 +86,12 @@ def seed(count: int, aws: Any, gcp: Any, azure: Any, kubes: dict[str, KubeHandle
         groups += [f"  - name: g{i:03d}", f"    cloud: {cloud}", f"    {loc}"]
         nodes += [(cluster, f"node-{i}-{n}", label) for n in range(2)]
     for name in clusters:
-        kubes[name] = start_kube(TMP / name / "kubeconfig")
+        kubes[name] = start_kube(tmp / name / "kubeconfig")
         kubes[name].create(namespace("gpu-jobs"))
         kubes[name].identify(name)  # what each cluster's install creates: a run proves which cluster it reaches
     for cluster, name, labels in nodes:
         kubes[cluster].create(gpu_node(name, labels=labels))
-    write_kubeconfig(TMP / "kubeconfig", kubes, current=None)
+    write_kubeconfig(tmp / "kubeconfig", kubes, current=None)
     lines = [
         "apiVersion: gpu-jobs/v1",
         "kind: GpuPolicy",
@@ -148,21 +154,36 @@ def run_job(env: dict[str, str], policy: Path, at: str, workers: int) -> tuple[f
     return wall, timing["run_s"], timing["peak_rss_mib"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--groups", type=int, default=200)
-    parser.add_argument("--latency-ms", type=float, default=50.0)
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class Steady:
+    groups: int
+    clusters: int
+    process_s: float
+    job_s: float
+
+    @property
+    def outside_s(self) -> float:
+        return self.process_s - self.job_s
+
+    @property
+    def ratio(self) -> float:
+        return self.process_s / self.job_s
+
+
+def fleet(groups: int, latency_ms: float) -> Steady:
+    """The five runs of one fleet size; returns the steady state (16 workers)."""
     kubes: dict[str, KubeHandle] = {}
+    tmp = TMP / f"groups-{groups}"
     aws, gcp, azure = start_aws(), start_gcp(operation_polls=1), start_azure_emulator(retry_after_s=0.01)
     try:
         aws.update_timing = type(aws.update_timing)(polls=1, seconds=None)
-        policy = TMP / "policy.yaml"
-        policy.write_text(seed(args.groups, aws, gcp, azure, kubes))
+        tmp.mkdir(parents=True, exist_ok=True)
+        policy = tmp / "policy.yaml"
+        policy.write_text(seed(groups, aws, gcp, azure, kubes, tmp))
         env = {
             **os.environ,
             **aws.env(),
-            "KUBECONFIG": str(TMP / "kubeconfig"),
+            "KUBECONFIG": str(tmp / "kubeconfig"),
             "GPU_JOBS_GCP_ENDPOINT": gcp.url,
             "GPU_JOBS_INSECURE_EMULATOR_CREDENTIALS": "true",
             "GPU_JOBS_AZURE_ENDPOINT": azure.url,
@@ -172,12 +193,13 @@ def main() -> None:
         }
         emulators: dict[str, Any] = {"aws": aws, "gcp": gcp, "azure": azure}
         for cloud in (aws, gcp, azure):
-            cloud.latency_s = args.latency_ms / 1000
+            cloud.latency_s = latency_ms / 1000
         print(
-            f"nodegroups benchmark: {args.groups} node groups (aws/gcp/azure) in {len(kubes)} clusters (one central"
-            f" run, a Kubernetes API per cluster), {args.latency_ms:g} ms per cloud call"
+            f"\nnodegroups benchmark: {groups} node groups (aws/gcp/azure) in {len(kubes)} clusters (one central"
+            f" run, a Kubernetes API per cluster), {latency_ms:g} ms per cloud call"
         )
         print(f"{'run':<34} {'process s':>9} {'job s':>6} {'RSS MiB':>8}  API calls (reads/writes)")
+        steady = Steady(groups, len(kubes), 0.0, 0.0)
         for label, at, workers in [
             ("evening: all go down (16 workers)", EVENING, 16),
             ("steady state (16 workers)", EVENING, 16),
@@ -188,17 +210,45 @@ def main() -> None:
             for e in [*emulators.values(), *kubes.values()]:
                 e.log.clear()
             wall, job_s, rss = run_job(env, policy, at, workers)
+            if label == "steady state (16 workers)":
+                steady = Steady(groups, len(kubes), wall, job_s)
             counts = {"kube": total(calls(dict(kubes))), **calls(emulators)}
             cloud_reads = sum(counts[c][0] for c in ("aws", "gcp", "azure"))
             summary = "  ".join(f"{k} {r}/{w}" for k, (r, w) in counts.items())
             print(
                 f"{label:<34} {wall:>9.2f} {job_s:>6.2f} {rss:>8.1f}  {summary}  "
-                f"(cloud reads/group {cloud_reads / args.groups:.2f})"
+                f"(cloud reads/group {cloud_reads / groups:.2f})"
             )
+        print(f"steady state: process {steady.process_s:.2f} s for {steady.job_s:.2f} s of job: {steady.ratio:.2f}x")
+        return steady
     finally:
         everything: list[Any] = [*kubes.values(), aws, gcp, azure]
         for e in everything:
             e.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--groups", type=int, nargs="+", default=[200], help="fleet sizes (200: 41 clusters, 490: 99)")
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    args = parser.parse_args()
+    sizes = [fleet(groups, args.latency_ms) for groups in args.groups]
+    print("\nissue 23 target: the process at most 2x the job's time (steady state, 16 workers), growing linearly")
+    print(f"{'clusters':>8} {'groups':>6} {'process s':>9} {'job s':>6} {'outside s':>9} {'ratio':>6}  target <= 2x")
+    for s in sizes:
+        verdict = "met" if s.ratio <= 2 else "NOT met"
+        print(
+            f"{s.clusters:>8} {s.groups:>6} {s.process_s:>9.2f} {s.job_s:>6.2f} {s.outside_s:>9.2f} "
+            f"{s.ratio:>5.2f}x  {verdict}"
+        )
+    for small, large in pairwise(sizes):
+        scale = large.clusters / small.clusters
+        grew = large.outside_s / small.outside_s if small.outside_s > 0 else float("inf")
+        verdict = "linear or better" if grew <= scale * 1.25 else "faster than linear"
+        print(
+            f"{small.clusters} -> {large.clusters} clusters (x{scale:.2f}): time outside the job x{grew:.2f},"
+            f" process x{large.process_s / small.process_s:.2f}: {verdict}"
+        )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from jobs.cloud_quotas.ports import QuotaCloud, QuotaEvents, RequestStore
+from jobs.cloud_quotas.ports import QuotaCloud, RequestStore
 from jobs.core.cloud_quota_policy import CloudQuota, NodeGroupsTarget
 from jobs.core.cloud_quotas import (
     Asked,
@@ -27,6 +27,7 @@ from jobs.core.cloud_quotas import (
 from jobs.core.policy import Policy
 from jobs.envelope import ScopeRows, rows_of, with_results
 from jobs.errors import Busy, CloudError, Conflict, OutcomeUnknown, Throttled, Unavailable
+from jobs.events import Events
 from jobs.lease import RunLock
 from jobs.retry import Backoff
 from jobs.runner import ScopeReport, ScopeWork
@@ -48,7 +49,7 @@ class Ports:
     cloud: QuotaCloud
     store: RequestStore
     lock: RunLock
-    events: QuotaEvents
+    events: Events
 
 
 @dataclass(frozen=True)
@@ -233,10 +234,7 @@ class CloudQuotasWork(ScopeWork[Observation, CloudQuotasPlan, QuotaPlan, Request
         self._emit(entry.name, REASONS[record.outcome], message, warning=record.outcome in ("denied", "partial"))
 
     def _emit(self, entry: str, reason: str, message: str, *, warning: bool = False) -> None:
-        try:
-            self.ports.events.emit(entry, reason, message, warning=warning)
-        except CloudError as exc:  # an Event is a courtesy
-            self.log.warning("event.failed", quota=entry, error=str(exc))
+        self.ports.events.emit(self.ports.store.ref(entry), reason, message, "Warning" if warning else "Normal")
 
 
 # --- the job's view of one scope's envelope ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Protocol
 from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, QuotaFacts, Shape, Unreadable
 from jobs.core.policy import NodeGroup
+from jobs.events import ObjectRef
 
 
 class QuotaCloud(Protocol):
@@ -38,6 +39,7 @@ class RequestStore(Protocol):
 
     def save(self, key: str, value: Asked | Unreadable) -> None: ...
 
-
-class QuotaEvents(Protocol):
-    def emit(self, entry: str, reason: str, message: str, *, warning: bool = False) -> None: ...
+    def ref(self, key: str) -> ObjectRef:
+        """The entry's ConfigMap, for an Event on it (the account's work has no Kubernetes object of its own), with
+        the uid the store read or wrote (never a read)."""
+        ...

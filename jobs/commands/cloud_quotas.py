@@ -21,7 +21,7 @@ from jobs.settings import DEFAULT_POLICY, SettingsError, add_deadline_argument, 
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
-KUBE_PORTS = ("state", "record_events", "lease")
+KUBE_PORTS = ("state", "events", "lease")
 #: Which adapter serves which cloud; imported on first use, so an AWS-only policy never imports the Google SDK.
 QUOTA_ADAPTERS = {
     "aws": "jobs.adapters.aws.quotas:AwsQuotas",
@@ -66,13 +66,10 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.CloudQuotasWork]:
     if not policy.cloud_quotas:
         raise SettingsError(f"{run.args.policy} has no cloudQuotas: nothing for the cloud-quotas job to do")
     # The Kubernetes client and the cloud SDKs are imported only by the jobs, not by validate or calendar.
-    from jobs.adapters.kube import client, lease, record_events, state  # noqa: PLC0415
+    from jobs.adapters.kube import client, events, lease, state  # noqa: PLC0415
 
     adapters = AdapterSettings.from_env(run.settings.deadline)
-    try:
-        api = client.api_client(adapters.request_timeout_s)  # the install's own cluster: account state lives there
-    except client.ConfigException as exc:
-        raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
+    api = client.Kubeconfig(adapters.request_timeout_s).client()  # the install's own cluster: account state lives there
     namespace = client.job_namespace()
     backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0), run=run.settings.deadline)
     scoped = scopes_of(policy.cloud_quotas)
@@ -85,7 +82,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.CloudQuotasWork]:
             clouds[scope.cloud],
             state.ConfigMapState(api, namespace, codec),
             lease.LeaseLock(api, namespace, f"{CLOUD_QUOTAS_LEASE}-{scope.slug}"),
-            record_events.RecordEvents(api, namespace, "cloud-quotas", codec.keys()),
+            events.KubeEvents(api, "cloud-quotas", log.bind(scope=scope.name)),
         )
         work[scope] = job.CloudQuotasWork(scope, policy, entries, run.now, backoff, ports, log.bind(scope=scope.name))
     return work

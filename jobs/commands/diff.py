@@ -50,11 +50,9 @@ def with_namespaces(
     changes: list[NamespaceChange] = []
     read: list[tuple[str, int]] = []
     failed = 0
+    kube = client.Kubeconfig()  # read once for every cluster
     for target in cluster_scopes(after, cluster, log):
-        try:
-            api = client.api_client(context=target.context)
-        except client.ConfigException as exc:
-            raise SettingsError(f"no Kubernetes configuration for cluster {target.name}: {exc}") from None
+        api = kube.client(target.context, cluster=target.name)
         try:
             # Another cluster's namespaces would list the wrong ones in a pull request: its API proves it first.
             refusal = identity_refusal(

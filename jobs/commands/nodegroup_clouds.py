@@ -1,6 +1,7 @@
-"""Which adapter serves which cloud for the nodegroups job (wiring, so it lives with the command). Modules are
-imported on first use, so a GKE-only policy never imports boto3. The shipped cloud permission documents
-(kustomize/iam/) grant exactly the ``PERMISSIONS`` of these modules (tests/unit/test_permissions.py)."""
+"""Which adapter serves which provider kind for the nodegroups job: the provider table's (``jobs.core.providers``),
+read here because building an adapter is wiring. Modules are imported on first use, so a GKE-only policy never
+imports boto3. The shipped cloud permission documents (kustomize/iam/) grant exactly the ``PERMISSIONS`` of these
+modules (tests/unit/test_permissions.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,15 @@ from typing import TYPE_CHECKING
 
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.reconcile import construct
+from jobs.core.providers import PROVIDERS, ProviderKind
 
 if TYPE_CHECKING:
     from jobs.nodegroups.ports import NodeGroupCloud
 
-NODEGROUP_ADAPTERS = {
-    "aws": "jobs.adapters.aws.nodegroups:AwsNodeGroups",
-    "gcp": "jobs.adapters.gcp.nodegroups:GkeNodePools",
-    "azure": "jobs.adapters.azure.nodegroups:AksAgentPools",
-}
+#: Provider kind -> ``module:Class`` of its adapter.
+NODEGROUP_ADAPTERS: dict[ProviderKind, str] = {kind: rules.adapter for kind, rules in PROVIDERS.items()}
 
 
-def nodegroup_cloud(cloud: str, settings: AdapterSettings) -> NodeGroupCloud:
-    adapter: NodeGroupCloud = construct(NODEGROUP_ADAPTERS[cloud], settings)
+def nodegroup_cloud(kind: ProviderKind, settings: AdapterSettings) -> NodeGroupCloud:
+    adapter: NodeGroupCloud = construct(NODEGROUP_ADAPTERS[kind], settings)
     return adapter

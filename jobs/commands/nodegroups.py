@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments
 from jobs.core.policy import Policy
+from jobs.core.providers import ProviderKind
 from jobs.envelope import ScopeResult
 from jobs.nodegroups import job
 from jobs.nodegroups import report as render
@@ -17,6 +18,9 @@ from jobs.nodegroups.settings import NodeGroupsSettings, Ports
 from jobs.retry import Backoff
 from jobs.scopes import Scope, cluster_scopes
 from jobs.settings import SettingsError, add_run_arguments, env, seconds_setting
+
+if TYPE_CHECKING:
+    from jobs.adapters.kube.client import Kubeconfig
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
@@ -29,23 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_concurrency_arguments(parser, "groups", 16)
 
 
-def _clouds(names: set[str], settings: AdapterSettings) -> dict[str, NodeGroupCloud]:
-    # SDKs are imported here, and only for the clouds the policy uses.
+def _clouds(kinds: set[ProviderKind], settings: AdapterSettings) -> dict[ProviderKind, NodeGroupCloud]:
+    # SDKs are imported here, and only for the provider kinds the policy uses.
     from jobs.commands.nodegroup_clouds import nodegroup_cloud  # noqa: PLC0415
 
-    return {name: nodegroup_cloud(name, settings) for name in sorted(names)}
+    return {kind: nodegroup_cloud(kind, settings) for kind in sorted(kinds)}
 
 
-def _ports(policy: Policy, scope: Scope, clouds: dict[str, NodeGroupCloud], settings: AdapterSettings) -> Ports:
+def _ports(
+    policy: Policy, scope: Scope, clouds: dict[ProviderKind, NodeGroupCloud], kube: Kubeconfig, log: Any
+) -> Ports:
     """One cluster's ports, through a client of its own (its context, or the in-cluster / current config)."""
     from jobs.adapters.kube import client, events, identity, lease, records, workloads  # noqa: PLC0415
     from jobs.labels import nodegroups_lease  # noqa: PLC0415
 
-    try:
-        api = client.api_client(settings.request_timeout_s, context=scope.context)
-    except client.ConfigException as exc:
-        where = f"context {scope.context!r} for cluster {scope.name}" if scope.context else "in-cluster or KUBECONFIG"
-        raise SettingsError(f"no Kubernetes configuration ({where}): {exc}") from None
+    api = kube.client(scope.context, cluster=scope.name)
     namespace = client.job_namespace()
     known = identities(policy, scope.name)
     return Ports(
@@ -53,7 +55,7 @@ def _ports(policy: Policy, scope: Scope, clouds: dict[str, NodeGroupCloud], sett
         cluster=workloads.KubeCluster(api),
         records=records.ConfigMapRecords(api, namespace, known),
         lock=lease.LeaseLock(api, namespace, nodegroups_lease(scope.name)),
-        events=events.KubeEvents(api, namespace, "nodegroups", known),
+        events=events.KubeEvents(api, "nodegroups", log),
         witness=identity.ClusterWitness(api, namespace, scope.context),
     )
 
@@ -83,13 +85,16 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.NodeGroupsWork]:
     ]
     adapters = AdapterSettings.from_env(run.settings.deadline)
     groups = [g for s in scopes for g in policy.groups_in(s.name) if only in (None, g.name)]
-    clouds = _clouds({g.cloud for g in groups}, adapters)
+    clouds = _clouds({policy.resolved.group(g.name).kind for g in groups}, adapters)
+    from jobs.adapters.kube.client import Kubeconfig  # noqa: PLC0415
+
+    kube = Kubeconfig(adapters.request_timeout_s)  # read once for every cluster of the run
     return {
         s: job.NodeGroupsWork(
             policy,
             run.now,
             _settings(run, adapters, only, s.name),
-            _ports(policy, s, clouds, adapters),
+            _ports(policy, s, clouds, kube, log.bind(cluster=s.name)),
             log.bind(cluster=s.name),
         )
         for s in scopes

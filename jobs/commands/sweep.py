@@ -86,7 +86,7 @@ def prometheus_url() -> str | None:
 
 def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Scope, pods.SweepPodsWork]:
     # The Kubernetes client is imported only by the jobs, not by validate or calendar.
-    from jobs.adapters.kube import client, identity, lease  # noqa: PLC0415
+    from jobs.adapters.kube import client, events, identity, lease  # noqa: PLC0415
     from jobs.adapters.kube.pods import KubePods  # noqa: PLC0415
     from jobs.adapters.prometheus import PrometheusMetrics  # noqa: PLC0415
 
@@ -97,13 +97,11 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
     work = {}
     # One client per Prometheus: a shared Thanos (or GPU_JOBS_PROMETHEUS_URL) serves every cluster through one pool.
     clients: dict[str, Metrics] = {}
+    kube = client.Kubeconfig(adapters.request_timeout_s)  # read once for every cluster of the run
     for scope in cluster_scopes(run.policy, run.args.cluster or None, log):
         source = run.policy.cluster(scope.name).prometheus
         url = override or (source.url if source is not None else None)
-        try:
-            api = client.api_client(adapters.request_timeout_s, context=scope.context)
-        except client.ConfigException as exc:
-            raise SettingsError(f"no Kubernetes configuration for cluster {scope.name}: {exc}") from None
+        api = kube.client(scope.context, cluster=scope.name)
         if url is not None and url not in clients:
             clients[url] = PrometheusMetrics(url, adapters)
         metrics = clients.get(url) if url is not None else None
@@ -113,6 +111,7 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
             KubePods(api),
             lease.LeaseLock(api, namespace, _lease(SWEEP_PODS_LEASE, scope)),
             identity.ClusterWitness(api, namespace, scope.context),
+            events.KubeEvents(api, "sweep", log.bind(cluster=scope.name, part="pods")),
         )
         work[scope] = pods.SweepPodsWork(
             scope,
@@ -139,10 +138,7 @@ def _instances_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dic
     untagged = section.untagged_instances
     assert untagged is not None
     adapters = AdapterSettings.from_env(run.settings.deadline)
-    try:
-        api = client.api_client(adapters.request_timeout_s)  # the install's own cluster: account state lives there
-    except client.ConfigException as exc:
-        raise SettingsError(f"no Kubernetes configuration (in-cluster or KUBECONFIG): {exc}") from None
+    api = client.Kubeconfig(adapters.request_timeout_s).client()  # the install's own cluster: account state lives there
     namespace = client.job_namespace()
     scopes = account_scopes(run.policy, extra=instances.extra_scopes(untagged))
     clouds: dict[str, Instances] = {

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, StrictBool, StrictInt, model_validat
 
 from jobs.core.policy_fields import KubeContext, Model, Name, check_matchers, check_url
 from jobs.core.policy_schedule import Schedule
+from jobs.core.providers import CLOUDS
 
 
 class WorkingSize(Model):
@@ -105,7 +106,7 @@ class Cluster(Model):
 
     @model_validator(mode="after")
     def _locator_matches_cloud(self) -> Cluster:
-        given = [c for c in ("aws", "gcp", "azure") if getattr(self, c) is not None]
+        given = [c for c in CLOUDS if getattr(self, c) is not None]
         if given and given != [self.cloud]:
             raise ValueError(f"cloud {self.cloud} takes only the locator `{self.cloud}:` (found: {given})")
         return self
@@ -142,7 +143,7 @@ class NodeGroup(Schedule):
 
     @model_validator(mode="after")
     def _locator_matches_cloud(self) -> NodeGroup:
-        given = [c for c in ("aws", "gcp", "azure") if getattr(self, c) is not None]
+        given = [c for c in CLOUDS if getattr(self, c) is not None]
         if given != [self.cloud]:
             raise ValueError(f"cloud {self.cloud} needs exactly one locator `{self.cloud}:` (found: {given or 'none'})")
         return self

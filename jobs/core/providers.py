@@ -1,6 +1,10 @@
 """What each provider allows and how it counts, as data in one place: the resolved policy, the planner's step
 sequences and the adapters read the rules here (the emulators keep their own copy, from the providers'
-documentation, so a wrong rule here is caught by them rather than shared with them)."""
+documentation, so a wrong rule here is caught by them rather than shared with them).
+
+The table is keyed by provider kind, and each row names the adapter that serves that kind: a new kind of node
+group is a row here, its adapter module, its locator in the policy model and its cloud permissions (RBAC/IAM).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ Cloud = Literal["aws", "gcp", "azure"]
 class ProviderRules:
     kind: ProviderKind
     title: str
+    #: The ``NodeGroupCloud`` adapter serving this kind, as ``module:Class``: imported on first use (the command's
+    #: wiring), so a GKE-only policy never imports boto3 and the core imports no adapter.
+    adapter: str
     #: The policy's cloud and the locator field that names a group of this kind: a locator with that field set is
     #: this kind (an AWS locator with ``nodegroup`` is EKS, with ``autoScalingGroup`` a plain ASG).
     cloud: Cloud
@@ -60,6 +67,7 @@ PROVIDERS: dict[ProviderKind, ProviderRules] = {
     "eks": ProviderRules(
         "eks",
         "EKS managed node group",
+        "jobs.adapters.aws.eks:EksNodeGroups",
         "aws",
         "nodegroup",
         EKS_NODEGROUP_LABEL,
@@ -73,6 +81,7 @@ PROVIDERS: dict[ProviderKind, ProviderRules] = {
     "asg": ProviderRules(
         "asg",
         "EC2 Auto Scaling group",
+        "jobs.adapters.aws.asg:AsgNodeGroups",
         "aws",
         "auto_scaling_group",
         None,
@@ -85,6 +94,7 @@ PROVIDERS: dict[ProviderKind, ProviderRules] = {
     "gke": ProviderRules(
         "gke",
         "GKE node pool",
+        "jobs.adapters.gcp.nodegroups:GkeNodePools",
         "gcp",
         "node_pool",
         GKE_NODEPOOL_LABEL,
@@ -97,6 +107,7 @@ PROVIDERS: dict[ProviderKind, ProviderRules] = {
     "aks": ProviderRules(
         "aks",
         "AKS agent pool",
+        "jobs.adapters.azure.nodegroups:AksAgentPools",
         "azure",
         "agent_pool",
         AKS_AGENTPOOL_LABEL,
@@ -109,6 +120,9 @@ PROVIDERS: dict[ProviderKind, ProviderRules] = {
         never_down="AKS system pool: needs >= 1 node and cannot be stopped; never scaled",
     ),
 }
+
+#: The clouds of the policy's locators (``aws:``, ``gcp:``, ``azure:``), in the table's order.
+CLOUDS: tuple[Cloud, ...] = tuple(dict.fromkeys(rules.cloud for rules in PROVIDERS.values()))
 
 #: Providers whose groups in one cluster must take turns.
 CLUSTER_SERIAL_KINDS = frozenset(k for k, rules in PROVIDERS.items() if rules.one_operation_per == "cluster")

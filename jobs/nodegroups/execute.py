@@ -158,10 +158,8 @@ class Executor:
             self.sleep(wait.pause(self.settings.drain_poll_s))
 
     def event(self, group: str, reason: str, message: str, *, warning: bool = False) -> None:
-        try:
-            self.ports.events.emit(group, reason, message, warning=warning)
-        except CloudError as exc:  # an event is a courtesy; losing one must not fail the group
-            self.log.warning("event.failed", node_group=group, reason=reason, error=str(exc))
+        # On the group's record ConfigMap, by the uid the store read or wrote.
+        self.ports.events.emit(self.ports.records.ref(group), reason, message, "Warning" if warning else "Normal")
 
     def apply(self, action: GroupAction) -> GroupResult:
         """Carry out one action. What it raises fails this group only: the runner catches it (``jobs.runner``) and
@@ -188,7 +186,7 @@ class Executor:
     def _apply(self, action: GroupAction) -> bool:
         """Carry out one action; False when a restore was applied but its nodes are not confirmed yet."""
         group = self.policy.group(action.group)
-        cloud = self.ports.clouds[group.cloud]
+        cloud = self.ports.clouds[self.policy.resolved.group(group.name).kind]
         record = action.record
         if action.only_uncordon:
             self._uncordon(action.group, action.uncordon)

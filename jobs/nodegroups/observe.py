@@ -52,9 +52,9 @@ def observe(
     cordoned_by_job = {n.name for n in nodes if n.cordoned_by_job}
 
     def one(group: NodeGroup) -> ObservedGroup:
-        cloud = ports.clouds[group.cloud]
         resolved = policy.resolved.group(group.name)  # its kind and node label follow from its locator, at load
         kind = resolved.kind
+        cloud = ports.clouds[kind]
         stored = records.get(group.name)
         if isinstance(stored, RecordError):
             # Its sizes to restore are unknown: leave the group as it is and say so (this group only).
@@ -140,8 +140,8 @@ def _unmanaged(
         clusters.setdefault(cluster_key(group), []).append(group)
 
     def one(members: list[NodeGroup]) -> list[CloudGroup]:
-        try:
-            return ports.clouds[members[0].cloud].discover(members)
+        try:  # a cluster's groups are of one kind (the locator fields that key it are the kind's)
+            return ports.clouds[policy.resolved.group(members[0].name).kind].discover(members)
         except CloudError as exc:
             log.warning("nodegroup.discover_failed", cloud=members[0].cloud, error=str(exc))
             return []

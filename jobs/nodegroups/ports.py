@@ -13,17 +13,14 @@ from jobs.core.nodegroup_plan import GpuPod, NodeInfo
 from jobs.core.nodegroups import CloudGroup, GroupConfig, Record, RecordError, Step
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup
-from jobs.core.providers import ProviderKind
+from jobs.events import ObjectRef
 
 
 class NodeGroupCloud(Protocol):
-    """One cloud's node groups. Every method may raise the exceptions of ``jobs.errors``; none retries
-    Busy/Throttled/Unavailable itself (the job does, with backoff and a deadline). Implementations are called
-    from several threads at once and must be thread-safe."""
-
-    def kind(self, group: NodeGroup) -> ProviderKind:
-        """Which provider rules apply to this group (aws: ``eks`` or ``asg``)."""
-        ...
+    """One provider kind's node groups (``jobs.core.providers``: EKS, ASG, GKE, AKS); which groups it gets, their
+    provider rules and node label are the resolved policy's. Every method may raise the exceptions of
+    ``jobs.errors``; none retries Busy/Throttled/Unavailable itself (the job does, with backoff and a deadline).
+    Implementations are called from several threads at once and must be thread-safe."""
 
     def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
         """The group's configuration: one read in the common case. ``live_size=True`` may make extra reads to
@@ -34,11 +31,6 @@ class NodeGroupCloud(Protocol):
     def apply(self, group: NodeGroup, step: Step) -> None:
         """Make one change and block until the provider reports it complete (EKS update Successful, GKE
         operation DONE, AKS LRO Succeeded); raise if it failed or did not complete in time."""
-        ...
-
-    def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
-        """The label the group's Kubernetes nodes carry (``eks.amazonaws.com/nodegroup``,
-        ``cloud.google.com/gke-nodepool``, ``kubernetes.azure.com/agentpool``), or None if there is none."""
         ...
 
     def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
@@ -93,6 +85,6 @@ class RecordStore(Protocol):
         """Records in the store that no group of the policy claims, as stored (the job reports them)."""
         ...
 
-
-class Events(Protocol):
-    def emit(self, group: str, reason: str, message: str, *, warning: bool = False) -> None: ...
+    def ref(self, group: str) -> ObjectRef:
+        """The group's record ConfigMap, for an Event on it: with the uid the store read or wrote (never a read)."""
+        ...

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jobs.core.providers import ProviderKind
 from jobs.deadline import Deadline
+from jobs.events import Events
 from jobs.lease import RunLock
-from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
+from jobs.nodegroups.ports import Cluster, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff
 from jobs.runner import RunSettings, Witness
 
@@ -36,7 +38,7 @@ class NodeGroupsSettings:
 
 @dataclass(frozen=True)
 class Ports:
-    clouds: Mapping[str, NodeGroupCloud]
+    clouds: Mapping[ProviderKind, NodeGroupCloud]  # the adapter of each provider kind the policy uses
     cluster: Cluster
     records: RecordStore
     lock: RunLock

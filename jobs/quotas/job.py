@@ -21,6 +21,7 @@ from jobs.core.quotas import (
     unwritten_status,
 )
 from jobs.errors import CloudError, Conflict, DeadlineReached, Denied, NotFound, Stopped
+from jobs.events import Events, ObjectRef
 from jobs.lease import RunLock
 from jobs.retry import Backoff
 from jobs.runner import ScopeReport, ScopeWork, Witness
@@ -41,16 +42,16 @@ class QuotaStore(Protocol):
         """GPUs allocatable on the cluster's nodes now, per resource name (``nvidia.com/gpu``: 16)."""
         ...
 
-
-class QuotaEvents(Protocol):
-    def emit(self, namespace: str, name: str, reason: str, message: str, *, warning: bool = False) -> None: ...
+    def ref(self, namespace: str, name: str) -> ObjectRef:
+        """The quota for an Event on it, with the uid this run read or wrote (never a read of its own)."""
+        ...
 
 
 @dataclass(frozen=True)
 class Ports:
     store: QuotaStore
     lock: RunLock
-    events: QuotaEvents
+    events: Events
     witness: Witness | None = None  # which cluster ``store`` reaches (jobs.runner)
 
 
@@ -141,7 +142,11 @@ class QuotasWork(ScopeWork[Observation, QuotasPlan, Namespace, tuple[EntryResult
 
     def observe(self, first: Observation | None) -> Observation:
         store, call = self.ports.store, self.settings.backoff.call
-        namespaces, quotas = tuple(call(store.namespaces)), tuple(call(store.quotas))
+        # Under the Lease only the quotas are read again (what another run writes): the namespaces of seconds ago
+        # stand (one deleted since is a skip at its write, one created since is the next run's), so a first run over
+        # N namespaces lists them in ceil(N/500) calls, not twice that.
+        namespaces = first.namespaces if first is not None else tuple(call(store.namespaces))
+        quotas = tuple(call(store.quotas))
         # The policy's node groups at their working maximum when it gives their sizes (night or day alike); else the
         # nodes' allocatable GPUs now, one more list (not again under the Lease).
         capacity = (
@@ -206,10 +211,7 @@ class QuotasWork(ScopeWork[Observation, QuotasPlan, Namespace, tuple[EntryResult
         self.log.info(
             "quota.changed", namespace=entry.namespace, quota=entry.quota, action=entry.action, rule=entry.rule
         )
-        try:
-            self.ports.events.emit(entry.namespace, entry.quota, "QuotaReconciled", message)
-        except CloudError as exc:  # an Event is a courtesy
-            self.log.warning("event.failed", namespace=entry.namespace, error=str(exc))
+        self.ports.events.emit(self.ports.store.ref(entry.namespace, entry.quota), "QuotaReconciled", message)
         return EntryResult(entry, "applied", message)
 
 

@@ -25,6 +25,7 @@ from jobs.core.idle_pods import (
 )
 from jobs.core.policy_sweep import IdlePods, LeakedMemory
 from jobs.errors import Busy, CloudError, Conflict, NotFound, Throttled
+from jobs.events import Events, NoEvents, ObjectRef
 from jobs.labels import SCALED_FROM_ANNOTATION
 from jobs.lease import RunLock
 from jobs.retry import Backoff
@@ -43,6 +44,7 @@ class Ports:
     pods: Pods
     lock: RunLock
     witness: Witness | None = None  # which cluster ``pods`` reaches (jobs.runner)
+    events: Events = field(default_factory=NoEvents)  # on the pods judged and acted on
 
 
 @dataclass(frozen=True)
@@ -198,10 +200,8 @@ class SweepPodsWork(ScopeWork[Observation, SweepPodsPlan, Verdict, PodResult]):
         return PodResult(item, "applied", message)
 
     def _emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool) -> None:
-        try:
-            self.backoff.call(lambda: self.ports.pods.emit(pod, reason, message, warning=warning))
-        except CloudError as exc:  # an Event is a courtesy: the write it tells of is done
-            self.log.warning("event.failed", namespace=pod.namespace, pod=pod.name, error=str(exc))
+        ref = ObjectRef("Pod", pod.name, pod.namespace, pod.uid)  # the uid of the pod judged: no read for it
+        self.ports.events.emit(ref, reason, message, "Warning" if warning else "Normal")
 
 
 # --- the pods part's view of one cluster's envelope -------------------------------------------------------------

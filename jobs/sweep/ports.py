@@ -45,10 +45,6 @@ class Pods(Protocol):
         that cannot be scaled raises Invalid with the reason."""
         ...
 
-    def emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool = False) -> None:
-        """A Kubernetes Event on the pod, in its namespace."""
-        ...
-
 
 class Instances(Protocol):
     """One cloud's GPU instances in one account scope."""

@@ -22,8 +22,9 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kv_utils
 
+from jobs.adapters.aws import asg as aws_asg_adapter
+from jobs.adapters.aws import eks as aws_eks_adapter
 from jobs.adapters.aws import instances as aws_instances_adapter
-from jobs.adapters.aws import nodegroups as aws_nodegroup_adapter
 from jobs.adapters.aws import quotas as aws_quota_adapter
 from jobs.adapters.kube import rbac
 from jobs.commands import cloud_quotas as cloud_quotas_command
@@ -1020,17 +1021,19 @@ def test_every_cluster_of_the_example_policy_has_a_context_for_the_central_insta
 def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
     aws: AwsEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs.adapters.aws.nodegroups import AwsNodeGroups
     from jobs.adapters.settings import AdapterSettings
+    from jobs.commands.nodegroup_clouds import nodegroup_cloud
     from jobs.core.nodegroups import SetSize, down_config, steps_between
     from jobs.core.policy import AwsLocator, NodeGroup
+    from jobs.core.providers import rules_for
     from jobs.labels import CA_ENABLED_TAG
     from tests.unit.test_permissions import aws_actions, aws_policy
 
     region = "eu-central-1"
     for key, value in aws.env(region).items():
         monkeypatch.setenv(key, value)
-    adapter = AwsNodeGroups(AdapterSettings(poll_interval_s=0.01, operation_timeout_s=5.0, request_timeout_s=2.0))
+    settings = AdapterSettings(poll_interval_s=0.01, operation_timeout_s=5.0, request_timeout_s=2.0)
+    adapters = {kind: nodegroup_cloud(kind, settings) for kind in ("eks", "asg")}  # the AWS kinds, as wired
     aws.add_eks_nodegroup(region, "ml", "gpu-a10g", 1, 2, 4, instance_types=["g5.xlarge"])
     # Unlisted, from a launch template: discover reads its template (ec2:DescribeLaunchTemplateVersions).
     aws.add_eks_nodegroup(region, "ml", "gpu-lt", 0, 0, 1, launch_template={"InstanceType": "g5.xlarge"})
@@ -1041,16 +1044,17 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
     ]
 
     for group in groups:
-        kind = adapter.kind(group)
+        kind = rules_for(group.cloud, group.locator).kind  # as the resolved policy says
+        adapter = adapters[kind]
         original = adapter.describe(group)
         for target in (down_config(kind, original), original):  # a night: down, then up again
             for step in steps_between(kind, adapter.describe(group), target):
                 adapter.apply(group, step)
         assert adapter.describe(group) == original
-    assert adapter.discover(groups)  # the unmanaged-groups report
+    assert adapters["eks"].discover(groups[:1])  # the unmanaged-groups report
     # A morning without capacity: the ASG takes the size, its launches fail, and only its scaling activities say why.
     aws.stock_out("g5.xlarge", [f"{region}a", f"{region}b"])
-    asg = groups[1]
+    asg, adapter = groups[1], adapters["asg"]
     for step in steps_between("asg", adapter.describe(asg), down_config("asg", adapter.describe(asg))):
         adapter.apply(asg, step)
     adapter.apply(asg, SetSize(1, 2, 3))
@@ -1060,9 +1064,10 @@ def test_aws_down_and_up_uses_exactly_the_actions_of_the_iam_document(
     # nothing this run did not need (every action is exercised), and nothing needed is missing.
     # The document also grants the cloud-quotas and sweep jobs' calls (checked by tests/integration/cloud_quotas and
     # tests/integration/sweep).
-    quota_only = (set(aws_quota_adapter.PERMISSIONS.actions) | set(aws_instances_adapter.PERMISSIONS.actions)) - set(
-        aws_nodegroup_adapter.PERMISSIONS.actions
-    )
+    nodegroup_actions = set(aws_eks_adapter.PERMISSIONS.actions) | set(aws_asg_adapter.PERMISSIONS.actions)
+    quota_only = (
+        set(aws_quota_adapter.PERMISSIONS.actions) | set(aws_instances_adapter.PERMISSIONS.actions)
+    ) - nodegroup_actions
     assert aws.iam_actions() == set(aws_actions(aws_policy())) - quota_only
 
 

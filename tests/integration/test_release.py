@@ -154,4 +154,3 @@ def test_the_fork_rename_and_the_release_tag_as_typed(tmp_path: Path) -> None:
                    "GIT_COMMITTER_EMAIL": "t@example.com"}, check=True, capture_output=True)  # fmt: skip
     remote = subprocess.run(["git", "ls-remote", "--tags", str(origin)], capture_output=True, text=True, check=True)
     assert remote.stdout.split()[1::2][0] == f"refs/tags/v{__version__}"
-

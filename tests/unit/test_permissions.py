@@ -20,6 +20,7 @@ from jobs.adapters.permissions import Cloud, Permissions, union
 from jobs.commands.cloud_quotas import QUOTA_ADAPTERS
 from jobs.commands.nodegroup_clouds import NODEGROUP_ADAPTERS
 from jobs.commands.sweep import INSTANCE_ADAPTERS
+from jobs.core.providers import PROVIDERS
 from jobs.labels import SWEEP_MARK_TAG
 
 IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
@@ -28,11 +29,13 @@ IAM = Path(__file__).resolve().parents[2] / "kustomize" / "iam"
 def wired() -> dict[Cloud, frozenset[str]]:
     """Cloud -> the permissions of every cloud adapter module a command is wired with."""
     declared: list[Permissions] = []
-    for adapters in (NODEGROUP_ADAPTERS, QUOTA_ADAPTERS, INSTANCE_ADAPTERS):
-        modules = [importlib.import_module(path.partition(":")[0]) for path in adapters.values()]
-        found = [module.PERMISSIONS for module in modules]
-        assert sorted(p.cloud for p in found) == sorted(adapters)  # each module declares its own cloud's
-        declared += found
+    # Node-group adapters are keyed by provider kind (jobs.core.providers), the others by cloud.
+    nodegroups = {PROVIDERS[kind].cloud + f" ({kind})": path for kind, path in NODEGROUP_ADAPTERS.items()}
+    for adapters in (nodegroups, QUOTA_ADAPTERS, INSTANCE_ADAPTERS):
+        for key, path in adapters.items():
+            permissions = importlib.import_module(path.partition(":")[0]).PERMISSIONS
+            assert permissions.cloud == key.split(" ")[0]  # each module declares its own cloud's
+            declared.append(permissions)
     return union(declared)
 
 

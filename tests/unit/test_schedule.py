@@ -321,7 +321,12 @@ def test_no_windows_is_always_down() -> None:
 @pytest.mark.parametrize(
     ("instant", "state", "change", "why"),
     [
-        ("2026-12-01T07:29:00+01:00", "down", "2026-12-01T07:45:00+01:00", "outside"),  # the calendar example of docs/output.md
+        (
+            "2026-12-01T07:29:00+01:00",
+            "down",
+            "2026-12-01T07:45:00+01:00",
+            "outside",
+        ),  # the calendar example of docs/output.md
         ("2026-12-01T07:44:59+01:00", "down", "2026-12-01T07:45:00+01:00", "outside"),
         ("2026-12-01T07:45:00+01:00", "up", "2026-12-01T20:00:00+01:00", "warming up"),  # warm-up starts
         ("2026-12-01T08:00:00+01:00", "up", "2026-12-01T20:00:00+01:00", "inside"),

@@ -20,6 +20,7 @@ from jobs.core.limits import ChangeLimit
 from jobs.core.policy_sweep import IdlePods, LeakedMemory
 from jobs.envelope import ScopeResult
 from jobs.errors import CloudError, Conflict, Invalid, Throttled, Unavailable
+from jobs.events import EventType, ObjectRef
 from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION
 from jobs.lease import Holder
 from jobs.retry import Backoff
@@ -110,8 +111,10 @@ class MemoryPods:
         self._check("scale", pod)
         return f"Deployment {pod.namespace}/llm from 2"
 
-    def emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool = False) -> None:
-        self.events.append((f"{pod.namespace}/{pod.name}", reason, message, warning))
+    def emit(self, ref: ObjectRef, reason: str, message: str, type: EventType = "Normal") -> None:
+        assert ref.kind == "Pod"
+        assert ref.uid.startswith("uid-")
+        self.events.append((f"{ref.namespace}/{ref.name}", reason, message, type == "Warning"))
 
 
 class Log:
@@ -152,7 +155,7 @@ def sweep(
     leaked: LeakedMemory | None = None,
     lease: MemoryLease | None = None,
 ) -> pods.SweepPodsWork:
-    ports = pods.Ports(metrics, kube, lease or MemoryLease())
+    ports = pods.Ports(metrics, kube, lease or MemoryLease(), events=kube)  # the fake cluster keeps its Events
     backoff = Backoff(deadline_s=5, base_s=0.001, cap_s=0.001)
     return pods.SweepPodsWork(SCOPE, idle or policy(), leaked, {"cluster": "ml-prod"}, NOW, backoff, ports, Log())
 

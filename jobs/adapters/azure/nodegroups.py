@@ -35,9 +35,8 @@ from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetAutoscaling, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
-from jobs.core.providers import PROVIDERS, ProviderKind
+from jobs.core.providers import PROVIDERS
 from jobs.errors import Busy, CloudError, Denied, Invalid
-from jobs.labels import AKS_AGENTPOOL_LABEL
 
 #: Exactly the ARM actions this module calls: the pool GET and list, the PUT, and the GETs of the PUT's
 #: ``Azure-AsyncOperation`` status monitor (``/providers/Microsoft.ContainerService/locations/*/operations/*``).
@@ -89,10 +88,6 @@ class AksAgentPools:
 
     # -- NodeGroupCloud -----------------------------------------------------------------------------------------
 
-    def kind(self, group: NodeGroup) -> ProviderKind:
-        _locator(group)
-        return "aks"
-
     def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
         # ``count`` is the pool's live size, so live_size needs no extra read.
         return _config(self._get(group))
@@ -121,9 +116,6 @@ class AksAgentPools:
             ),
         )
         operations.finish(poller, self._settings, _path(loc), _OP_PUT, step.describe(), translate=translate)
-
-    def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
-        return AKS_AGENTPOOL_LABEL, _locator(group).agent_pool
 
     def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
         clusters: dict[tuple[str, str, str], AzureLocator] = {}

@@ -27,9 +27,8 @@ from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetAutoscaling, SetPower, SetSize, Step
 from jobs.core.policy import GcpLocator, NodeGroup
-from jobs.core.providers import PROVIDERS, ProviderKind
+from jobs.core.providers import PROVIDERS
 from jobs.errors import Invalid
-from jobs.labels import GKE_NODEPOOL_LABEL
 
 #: Exactly the IAM permissions behind the calls below (nodePools.get/list are authorised by clusters.get).
 PERMISSIONS = Permissions(
@@ -88,12 +87,6 @@ class GkeNodePools:
         self._gke: container_v1.ClusterManagerClient | None = None
 
     # ----- NodeGroupCloud -----
-
-    def kind(self, group: NodeGroup) -> ProviderKind:
-        return "gke"
-
-    def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
-        return (GKE_NODEPOOL_LABEL, _PoolRef.of(group).node_pool)
 
     def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
         ref = _PoolRef.of(group)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,16 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
 from jobs import errors
+from jobs.settings import SettingsError
 
 __all__ = [
     "PAGE",
     "ApiClient",
-    "ConfigException",
+    "Kubeconfig",
     "api_client",
     "job_namespace",
     "json_pages",
@@ -68,23 +71,60 @@ def job_namespace() -> str:
     return "gpu-jobs"
 
 
+class Kubeconfig:
+    """The run's Kubernetes configuration, read once: the kubeconfig (``KUBECONFIG``, or the default location) is
+    parsed on the first client that needs it and every context's client is built from that parse. A central install
+    reaching 99 clusters through one kubeconfig parsed it once per cluster before (its parse grows with the
+    contexts: the run's start grew with their square).
+
+    The one translation of a missing or broken configuration: ``SettingsError`` naming the cluster, the same from
+    every command."""
+
+    def __init__(self, timeout_s: float = 30.0) -> None:
+        self.timeout_s = timeout_s
+        self._merged: Any = None  # kube_config.KubeConfigMerger, once read
+        self._lock = threading.Lock()
+
+    def client(self, context: str | None = None, *, cluster: str = "") -> ApiClient:
+        """A client for one cluster: the kubeconfig ``context`` when given (a central install reaching a fleet),
+        else the in-cluster service account, else the kubeconfig's current context. Each client has its own
+        Configuration: the process-wide default would be shared (and raced on) by the clients of several clusters.
+        """
+        configuration = client.Configuration()
+        try:
+            if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            else:
+                merged = self._kubeconfig()
+                loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # untyped in the client
+                    config_dict=merged.config, active_context=context, config_persister=merged.save_changes
+                )
+                loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+        except ConfigException as exc:
+            where = "in-cluster or KUBECONFIG" if context is None else f"context {context!r}"
+            named = f"{where} for cluster {cluster}" if cluster else where
+            raise SettingsError(f"no Kubernetes configuration ({named}): {exc}") from None
+        configuration.connection_pool_maxsize = 32  # the job works on many groups at once
+        configuration.retries = False  # the job retries what is worth retrying
+        api = ApiClient(configuration)
+        api.rest_client.pool_manager.connection_pool_kw["timeout"] = urllib3.Timeout(total=self.timeout_s)
+        return api
+
+    def _kubeconfig(self) -> Any:
+        with self._lock:  # clients may be built from several threads; the file is read by one
+            if self._merged is None:
+                # The client reads KUBECONFIG once, at import; read it now so the current environment counts.
+                path = os.environ.get("KUBECONFIG") or kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+                merged = kube_config.KubeConfigMerger(path)  # type: ignore[no-untyped-call]
+                if merged.config is None:
+                    raise ConfigException("Invalid kube-config file. No configuration found.")
+                self._merged = merged
+            return self._merged
+
+
 def api_client(timeout_s: float = 30.0, context: str | None = None) -> ApiClient:
-    """A client for one cluster: the kubeconfig ``context`` when given (a central install reaching a fleet), else the
-    in-cluster service account, else the kubeconfig's current context. Each client has its own Configuration: the
-    process-wide default would be shared (and raced on) by the clients of several clusters."""
-    configuration = client.Configuration()
-    if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        # The client reads KUBECONFIG once, at import; read it now so the current environment counts.
-        config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped in the client
-            config_file=os.environ.get("KUBECONFIG"), context=context, client_configuration=configuration
-        )
-    configuration.connection_pool_maxsize = 32  # the job works on many groups at once
-    configuration.retries = False  # the job retries what is worth retrying
-    api = ApiClient(configuration)
-    api.rest_client.pool_manager.connection_pool_kw["timeout"] = urllib3.Timeout(total=timeout_s)
-    return api
+    """One client, its kubeconfig read for it alone (tests, one-off tools); a run uses one :class:`Kubeconfig`."""
+    return Kubeconfig(timeout_s).client(context)
 
 
 def translate(exc: Exception, operation: str) -> errors.CloudError:

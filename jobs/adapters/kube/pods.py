@@ -23,7 +23,6 @@ from typing import Any
 from jobs import errors
 from jobs.adapters.kube import owners
 from jobs.adapters.kube.client import MERGE_PATCH, ApiClient, json_pages, request
-from jobs.adapters.kube.events import emit_event
 from jobs.adapters.kube.paths import object_path as _path
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.idle_pods import Owner, PodInfo
@@ -34,7 +33,7 @@ from jobs.labels import GPU_RESOURCE_PREFIXES
 #: ``jobs.adapters.kube.owners``, with its own grants: only an install whose action is ``scale-owner`` needs them.
 RBAC = (
     Grant("", "pods", ("list", "get", "patch", "delete"), "cluster"),
-    Grant("", "events", ("create",), "cluster"),
+    Grant("", "events", ("create",), "cluster"),  # the sweep's Events (kube/events.py) on pods, in their namespaces
 )
 
 # Pods that have finished hold no GPU (and are not listed: the one list stays small).
@@ -89,11 +88,10 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
 
 
 class KubePods:
-    """The sweep's ``Pods`` port for one cluster (``jobs.sweep.ports.Pods``). ``component`` is the Events' source."""
+    """The sweep's ``Pods`` port for one cluster (``jobs.sweep.ports.Pods``)."""
 
-    def __init__(self, api: ApiClient, component: str = "sweep") -> None:
+    def __init__(self, api: ApiClient) -> None:
         self.api = api
-        self.component = component
 
     def gpu_pods(self) -> list[PodInfo]:
         listing = json_pages(self.api, "list pods", "/api/v1/pods", fieldSelector=_UNFINISHED)
@@ -135,11 +133,6 @@ class KubePods:
 
     def scale_owner(self, pod: PodInfo) -> str:
         return owners.scale_owner(self.api, pod)
-
-    def emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool = False) -> None:
-        emit_event(
-            self.api, self.component, "Pod", pod.name, pod.namespace, reason, message, warning=warning, uid=pod.uid
-        )
 
 
 def _replaced(pod: PodInfo, exc: errors.CloudError) -> errors.Conflict:

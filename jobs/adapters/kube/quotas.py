@@ -5,15 +5,16 @@ another manager is reported, never forced), and deletion of the quotas the job o
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 from urllib.parse import quote
 
 from jobs import errors
 from jobs.adapters.kube.client import ApiClient, json_pages, request
-from jobs.adapters.kube.events import emit_event
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.quantity import is_gpu_resource, parse_quantity
 from jobs.core.quotas import NamespaceInfo, QuotaInfo
+from jobs.events import ObjectRef
 from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
 
 FIELD_MANAGER = "gpu-jobs-quotas"
@@ -34,6 +35,9 @@ class KubeQuotas:
 
     def __init__(self, api: ApiClient) -> None:
         self.api = api
+        # (namespace, name) -> uid, from the list and the applies' answers: the Events on a quota name it by uid.
+        self._uids: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
 
     def namespaces(self) -> list[NamespaceInfo]:
         return [
@@ -47,7 +51,16 @@ class KubeQuotas:
         ]
 
     def quotas(self) -> list[QuotaInfo]:
-        return [_quota(q) for q in json_pages(self.api, "list resourcequotas", "/api/v1/resourcequotas")]
+        listed = list(json_pages(self.api, "list resourcequotas", "/api/v1/resourcequotas"))
+        with self._lock:
+            self._uids.update({_key(q): str(q["metadata"].get("uid", "")) for q in listed})
+        return [_quota(q) for q in listed]
+
+    def ref(self, namespace: str, name: str) -> ObjectRef:
+        """The quota, for an Event on it: its uid as this run listed or applied it (none seen: no uid)."""
+        with self._lock:
+            uid = self._uids.get((namespace, name), "")
+        return ObjectRef("ResourceQuota", name, namespace, uid)
 
     def apply(self, namespace: str, name: str, hard: dict[str, str]) -> None:
         """Server-side apply of the job's fields only (labels and spec.hard): idempotent by nature, so a resend after
@@ -58,7 +71,7 @@ class KubeQuotas:
             "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
             "spec": {"hard": hard},
         }
-        request(
+        applied = request(
             self.api,
             "patch resourcequotas",
             "PATCH",
@@ -67,6 +80,9 @@ class KubeQuotas:
             body=body,
             content_type="application/apply-patch+yaml",
         )
+        if applied:  # a new quota's uid is in the answer: its Event needs no read
+            with self._lock:
+                self._uids[_key(applied)] = str(applied["metadata"].get("uid", ""))
 
     def delete(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):  # already gone: what a delete wanted
@@ -126,12 +142,5 @@ def _quota_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{quote(namespace, safe='')}/resourcequotas/{quote(name, safe='')}"
 
 
-class QuotaEvents:
-    """Kubernetes Events on the ResourceQuotas the job changes (``kubectl describe quota`` shows them)."""
-
-    def __init__(self, api: ApiClient, component: str = "quotas") -> None:
-        self.api = api
-        self.component = component
-
-    def emit(self, namespace: str, name: str, reason: str, message: str, *, warning: bool = False) -> None:
-        emit_event(self.api, self.component, "ResourceQuota", name, namespace, reason, message, warning=warning)
+def _key(q: dict[str, Any]) -> tuple[str, str]:
+    return str(q["metadata"]["namespace"]), str(q["metadata"]["name"])

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from jobs.adapters.kube.client import ApiClient, json_pages, request
 from jobs.adapters.kube.rbac import Grant
+from jobs.events import ObjectRef
 from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL, RECORD_KIND_LABEL
 
 RBAC = (Grant("", "configmaps", ("list", "create", "update"), "namespace"),)  # update: optimistic concurrency
@@ -54,6 +55,7 @@ class ConfigMapState(Generic[T]):
         self.codec = codec
         self._names = dict(codec.keys())
         self._versions: dict[str, str] = {}
+        self._uids: dict[str, str] = {}  # as read or written: the Events on a ConfigMap name it by uid
         self._lock = threading.Lock()
         self._configmaps = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps"
 
@@ -77,6 +79,7 @@ class ConfigMapState(Generic[T]):
                 continue
             with self._lock:
                 self._versions[key] = str(cm["metadata"]["resourceVersion"])
+                self._uids[key] = str(cm["metadata"].get("uid", ""))
             entries[key] = self.codec.decode(key, name, cm.get("data") or {})
         return entries
 
@@ -99,3 +102,11 @@ class ConfigMapState(Generic[T]):
             saved = request(self.api, "update configmaps", "PUT", path, body=body)
         with self._lock:
             self._versions[key] = str(saved["metadata"]["resourceVersion"])
+            self._uids[key] = str(saved["metadata"].get("uid", ""))
+
+    def ref(self, key: str) -> ObjectRef:
+        """The ConfigMap of ``key``, for an Event on it: its uid as this run last read or wrote it (none read: no
+        uid, and no read for one)."""
+        with self._lock:
+            uid = self._uids.get(key, "")
+        return ObjectRef("ConfigMap", self._names[key], self.namespace, uid)

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from jobs.adapters.kube.events import emit_event
+from jobs.adapters.kube.events import KubeEvents
+from jobs.events import ObjectRef
 from tests.emulators.kube import seed
 from tests.emulators.kube.fixtures import KubeHandle
 
@@ -299,6 +300,11 @@ def _plain_pod(name: str) -> Json:
     }
 
 
+class Quiet:
+    def warning(self, event: str, **kw: Any) -> None:
+        raise AssertionError(f"{event}: {kw}")  # these Events are all sent
+
+
 def test_describe_shows_the_events_a_job_put_on_a_config_map(kube: KubeHandle) -> None:
     kube.create(
         {
@@ -307,11 +313,12 @@ def test_describe_shows_the_events_a_job_put_on_a_config_map(kube: KubeHandle) -
             "metadata": {"name": "record-a", "namespace": "default", "labels": {"gpu-jobs.dev/node-group": "a"}},
         }
     )
-    with kube.api_client() as api:
-        emit_event(api, "nodegroups", "ConfigMap", "record-a", "default", "NodeGroupScaled", "scaled to 0 (off hours)")
-    event = kube.list("Event", "default")[0]
-    record = kube.get("ConfigMap", "record-a", "default")
+    record = kube.get("ConfigMap", "record-a", "default")  # as the job's store read it
     assert record is not None
+    ref = ObjectRef("ConfigMap", "record-a", "default", record["metadata"]["uid"])
+    with kube.api_client() as api:
+        KubeEvents(api, "nodegroups", Quiet()).emit(ref, "NodeGroupScaled", "scaled to 0 (off hours)")
+    event = kube.list("Event", "default")[0]
     assert event["involvedObject"]["uid"] == record["metadata"]["uid"]
 
     described = kubectl(kube, "describe", "configmap", "-l", "gpu-jobs.dev/node-group=a")
@@ -324,7 +331,9 @@ def test_describe_shows_the_events_a_job_put_on_a_config_map(kube: KubeHandle) -
 
 def test_an_event_on_an_object_that_is_gone_has_no_uid_and_is_still_sent(kube: KubeHandle) -> None:
     with kube.api_client() as api:
-        emit_event(api, "quotas", "ResourceQuota", "gpu-quota", "default", "QuotaRemoved", "removed")
+        KubeEvents(api, "quotas", Quiet()).emit(
+            ObjectRef("ResourceQuota", "gpu-quota", "default"), "QuotaRemoved", "removed"
+        )
     (event,) = kube.list("Event", "default")
     assert event["reason"] == "QuotaRemoved"
     assert event["involvedObject"] == {

@@ -1,4 +1,5 @@
-"""The AWS node group adapter against the AWS emulator, through the real boto3 over HTTP.
+"""The AWS node group adapters (EKS managed node groups, plain Auto Scaling groups) against the AWS emulator,
+through the real boto3 over HTTP, each reached by the provider kind its group's locator selects, as the job does.
 
 The adapter finds the emulator the way it finds AWS in production: boto3's standard ``AWS_ENDPOINT_URL`` and
 credential variables (set here with monkeypatch), nothing adapter-specific.
@@ -12,11 +13,23 @@ from typing import Any
 
 import pytest
 
-from jobs.adapters.aws.nodegroups import PERMISSIONS, AwsNodeGroups
+from jobs.adapters.aws import asg, eks
+from jobs.adapters.aws.asg import AsgNodeGroups
+from jobs.adapters.aws.eks import EksNodeGroups
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
-from jobs.core.nodegroups import CloudGroup, GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
+from jobs.core.nodegroups import (
+    CloudGroup,
+    GroupConfig,
+    SetAutoscaling,
+    SetPower,
+    SetSize,
+    Step,
+    down_config,
+    steps_between,
+)
 from jobs.core.policy import AwsLocator, NodeGroup
+from jobs.core.providers import PROVIDERS, rules_for
 from jobs.errors import Busy, CloudError, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import CA_ENABLED_TAG
 from jobs.retry import Backoff
@@ -29,6 +42,32 @@ REGION = "eu-central-1"
 CLUSTER_TAG = "k8s.io/cluster-autoscaler/ml"
 EKS_TAGS = {CA_ENABLED_TAG: "true", CLUSTER_TAG: "owned"}  # what EKS puts on the backing ASG
 FAST = AdapterSettings(poll_interval_s=0.01, operation_timeout_s=5.0, request_timeout_s=2.0)
+#: What the two AWS adapters may call between them.
+PERMISSIONS = frozenset(eks.PERMISSIONS.actions) | frozenset(asg.PERMISSIONS.actions)
+
+
+class AwsNodeGroups:
+    """The two AWS adapters as the job reaches them: each group through the adapter of the provider kind its
+    locator selects (the resolved policy's ``kind``), so one test may drive an EKS group and an ASG alike."""
+
+    def __init__(self, settings: AdapterSettings) -> None:
+        self.kinds = {"eks": EksNodeGroups(settings), "asg": AsgNodeGroups(settings)}
+
+    def of(self, group: NodeGroup) -> EksNodeGroups | AsgNodeGroups:
+        return self.kinds[rules_for(group.cloud, group.locator).kind]
+
+    def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
+        return self.of(group).describe(group, live_size=live_size)
+
+    def apply(self, group: NodeGroup, step: Step) -> None:
+        self.of(group).apply(group, step)
+
+    def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
+        return [
+            found
+            for kind, adapter in self.kinds.items()
+            for found in adapter.discover([g for g in groups if rules_for(g.cloud, g.locator).kind == kind])
+        ]
 
 
 @pytest.fixture
@@ -77,7 +116,7 @@ def writes(aws: AwsEmulator) -> list[str]:
 
 def converge(adapter: AwsNodeGroups, group: NodeGroup, target: GroupConfig) -> list[str]:
     """Apply the job's steps from what the cloud says now to ``target``; the steps' descriptions."""
-    kind = adapter.kind(group)
+    kind = rules_for(group.cloud, group.locator).kind
     steps = steps_between(kind, adapter.describe(group), target)
     for step in steps:
         adapter.apply(group, step)
@@ -87,18 +126,26 @@ def converge(adapter: AwsNodeGroups, group: NodeGroup, target: GroupConfig) -> l
 # --- kind, labels, registry ----------------------------------------------------------------------------------
 
 
-def test_registry_builds_the_adapter(adapter: AwsNodeGroups) -> None:
-    assert isinstance(nodegroup_cloud("aws", FAST), AwsNodeGroups)
+def test_registry_builds_an_adapter_per_kind(adapter: AwsNodeGroups) -> None:
+    assert isinstance(nodegroup_cloud("eks", FAST), EksNodeGroups)
+    assert isinstance(nodegroup_cloud("asg", FAST), AsgNodeGroups)
 
 
-def test_kind_and_node_label(adapter: AwsNodeGroups) -> None:
+def test_the_provider_table_tells_the_kind_and_node_label(adapter: AwsNodeGroups) -> None:
     labelled = asg_group(node_selector={"pool": "gpu", "zone": "a"})
 
-    assert adapter.kind(eks_group()) == "eks"
-    assert adapter.kind(asg_group()) == "asg"
-    assert adapter.node_label(eks_group()) == ("eks.amazonaws.com/nodegroup", "gpu-a10g")
-    assert adapter.node_label(labelled) is None  # the job matches every key of the policy's nodeSelector
-    assert adapter.node_label(asg_group()) is None
+    assert rules_for("aws", eks_group().locator).kind == "eks"
+    assert rules_for("aws", asg_group().locator).kind == "asg"
+    assert rules_for("aws", labelled.locator).kind == "asg"
+    assert PROVIDERS["eks"].node_label == "eks.amazonaws.com/nodegroup"
+    assert PROVIDERS["asg"].node_label is None  # the job matches every key of the policy's nodeSelector
+
+
+def test_each_adapter_refuses_the_other_kinds_group(adapter: AwsNodeGroups) -> None:
+    with pytest.raises(Invalid):
+        adapter.kinds["eks"].describe(asg_group())
+    with pytest.raises(Invalid):
+        adapter.kinds["asg"].describe(eks_group())
 
 
 # --- describe ------------------------------------------------------------------------------------------------
@@ -339,7 +386,7 @@ def test_eks_down_then_up_restores_sizes_and_tags_exactly(aws: AwsEmulator, adap
     assert adapter.describe(group) == original
     assert asg_tags(aws, asg) == original_tags
     assert steps_between("eks", adapter.describe(group), original) == []  # a second run plans nothing
-    assert set(aws.iam_actions()) <= set(PERMISSIONS.actions)
+    assert set(aws.iam_actions()) <= PERMISSIONS
 
 
 def test_eks_down_with_autoscaler_wake_up_keeps_the_tags(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
@@ -451,7 +498,7 @@ def test_discover_finds_gpu_groups_listed_or_not(aws: AwsEmulator, adapter: AwsN
         CloudGroup(cloud="aws", locator={**locator, "nodegroup": "gpu-a10g"}, instance_type="g5.xlarge"),
         CloudGroup(cloud="aws", locator={**locator, "nodegroup": "gpu-h100"}, instance_type="p5.48xlarge"),
     ]
-    assert aws.iam_actions() <= set(PERMISSIONS.actions)  # seeding goes straight to moto: these are the adapter's calls
+    assert aws.iam_actions() <= PERMISSIONS  # seeding goes straight to moto: these are the adapter's calls
 
 
 def test_discover_recognises_a_gpu_ami_without_gpu_instance_types(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:
@@ -490,7 +537,7 @@ def test_discover_finds_a_launch_template_gpu_group_by_its_template(aws: AwsEmul
 
     assert found == [CloudGroup(cloud="aws", locator={**LOCATOR, "nodegroup": "lt-gpu"}, instance_type="p4d.24xlarge")]
     assert aws.log.count("DescribeLaunchTemplateVersions") == 1
-    assert aws.iam_actions() <= set(PERMISSIONS.actions)
+    assert aws.iam_actions() <= PERMISSIONS
 
 
 def test_discover_skips_a_launch_template_cpu_group(aws: AwsEmulator, adapter: AwsNodeGroups) -> None:

@@ -28,6 +28,7 @@ from jobs.core.nodegroups import (
     steps_between,
 )
 from jobs.core.policy import AzureLocator, NodeGroup
+from jobs.core.providers import rules_for
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import AKS_AGENTPOOL_LABEL as NODE_LABEL
 from tests.emulators.azure import AzureEmulator
@@ -90,11 +91,13 @@ def run(adapter: AksAgentPools, target: NodeGroup, steps: list[Step]) -> None:
 
 
 def test_registry_builds_the_adapter_and_it_names_its_provider_and_node_label(azure: AzureEmulator) -> None:
-    adapter = nodegroup_cloud("azure", settings_for(azure))
+    adapter = nodegroup_cloud("aks", settings_for(azure))
 
     assert isinstance(adapter, AksAgentPools)
-    assert adapter.kind(group("a100")) == "aks"
-    assert adapter.node_label(group("a100")) == ("kubernetes.azure.com/agentpool", "a100")
+    # The provider kind and the node label are the resolved policy's, from the locator.
+    rules = rules_for("azure", group("a100").locator)
+    assert rules.kind == "aks"
+    assert (rules.node_label, group("a100").locator.agent_pool) == ("kubernetes.azure.com/agentpool", "a100")
     assert NODE_LABEL == "kubernetes.azure.com/agentpool"
     assert "Microsoft.ContainerService/managedClusters/agentPools/write" in PERMISSIONS.actions
 

@@ -26,6 +26,7 @@ from jobs.core.nodegroups import (
     steps_between,
 )
 from jobs.core.policy import NodeGroup
+from jobs.core.providers import rules_for
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
 from tests.emulators.base import FaultKind, start
 from tests.emulators.gcp import GcpEmulator, clients
@@ -95,12 +96,14 @@ def _apply_all(adapter: GkeNodePools, group: NodeGroup, steps: list[Step]) -> No
 
 
 def test_registry_builds_the_adapter_and_the_permissions_cover_its_calls(gcp: GcpEmulator) -> None:
-    built = nodegroup_cloud("gcp", _settings(gcp.url))
+    built = nodegroup_cloud("gke", _settings(gcp.url))
     group = _seed(gcp)
 
     assert isinstance(built, GkeNodePools)
-    assert built.kind(group) == "gke"
-    assert built.node_label(group) == ("cloud.google.com/gke-nodepool", "a100")
+    # The provider kind and the node label are the resolved policy's, from the locator.
+    rules = rules_for(group.cloud, group.locator)
+    assert rules.kind == "gke"
+    assert (rules.node_label, getattr(group.locator, rules.group_field)) == ("cloud.google.com/gke-nodepool", "a100")
     assert set(PERMISSIONS.actions) == {
         "container.clusters.get",
         "container.clusters.update",

@@ -59,7 +59,7 @@ def run_with(fleet: Fleet, policy: Policy, at: object, **overrides: object) -> R
     ports = replace(
         fleet.ports,
         records=ConfigMapRecords(api_client(), "gpu-jobs", known),
-        events=KubeEvents(api_client(), "gpu-jobs", "nodegroups", known),
+        events=KubeEvents(api_client(), "nodegroups", _Log()),
     )
     return run(policy, at, configured(fleet.settings, **overrides), ports, _Log())  # type: ignore[arg-type]
 

@@ -111,7 +111,7 @@ def test_a_crash_between_the_two_steps_converges(fleet: Fleet, group: str, opera
     target = getattr(fleet, emulator)
     if emulator == "azure":
         # The first PUT (autoscaler off) succeeds; every later one fails until the deadline.
-        real = fleet.ports.clouds["azure"].apply
+        real = fleet.ports.clouds["aks"].apply
         calls = {"n": 0}
 
         def flaky(g, step):  # type: ignore[no-untyped-def]
@@ -120,7 +120,7 @@ def test_a_crash_between_the_two_steps_converges(fleet: Fleet, group: str, opera
                 target.faults.inject(operation, "server_error", times=1000)
             return real(g, step)
 
-        fleet.ports.clouds["azure"].apply = flaky  # type: ignore[method-assign]
+        fleet.ports.clouds["aks"].apply = flaky  # type: ignore[method-assign]
     else:
         target.faults.inject(operation, "server_error", times=1000)
     assert statuses(fleet.run(EVENING, only=group)) == {group: "failed"}
@@ -274,12 +274,12 @@ def test_a_renamed_group_is_restored_from_its_record(fleet: Fleet) -> None:
     ports = replace(
         fleet.ports,
         records=ConfigMapRecords(api_client(), "gpu-jobs", known),
-        events=KubeEvents(api_client(), "gpu-jobs", "nodegroups", known),
+        events=KubeEvents(api_client(), "nodegroups", _Log()),
     )
     settings = replace(fleet.settings, only="training")
     report = run(renamed, MORNING, settings, ports, _Log())
     assert statuses(report) == {"training": "applied"}
-    restored = fleet.ports.clouds["aws"].describe(renamed.group("training"), live_size=True)
+    restored = fleet.ports.clouds["eks"].describe(renamed.group("training"), live_size=True)
     assert (restored.min, restored.desired, restored.max, restored.autoscaling) == (
         original.min,
         original.desired,
@@ -312,7 +312,7 @@ def test_a_gke_pool_resized_by_hand_at_night_goes_down_again(fleet: Fleet) -> No
     assert fleet.configs()["research"].desired == 0
     # Someone resizes the pool in the console at night; its nodes register again.
     group = fleet.policy.group("research")
-    fleet.ports.clouds["gcp"].apply(group, SetSize(0, 2, 0))
+    fleet.ports.clouds["gke"].apply(group, SetSize(0, 2, 0))
     fleet.sync_nodes()
     assert fleet.kube.get("Node", "gke-research-h100-1") is not None
     later = fleet.run(EVENING + timedelta(minutes=10), only="research")

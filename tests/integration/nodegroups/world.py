@@ -30,6 +30,7 @@ from jobs.adapters.kube.workloads import KubeCluster
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.policy import Policy
+from jobs.core.providers import PROVIDERS
 from jobs.labels import NODEGROUPS_LEASE
 from jobs.nodegroups.job import NodeGroupsWork
 from jobs.nodegroups.observe import identities
@@ -153,7 +154,7 @@ class Fleet:
         """What the clouds do to a cluster: a group scaled to zero (or stopped) takes its Node objects with it, a
         group brought back registers fresh ones (uncordoned, unannotated)."""
         for group in self.policy.node_groups:
-            config = self.ports.clouds[group.cloud].describe(group, live_size=True)
+            config = self.ports.clouds[self.policy.resolved.group(group.name).kind].describe(group, live_size=True)
             running = not config.stopped and (config.desired or 0) > 0
             name, labels = NODES[group.name]
             api = self.kubes[self.policy.cluster_of(group).name]
@@ -187,7 +188,10 @@ class Fleet:
 
     def configs(self) -> dict[str, Any]:
         """Every group's configuration as the real adapters read it, live size included."""
-        return {g.name: self.ports.clouds[g.cloud].describe(g, live_size=True) for g in self.policy.node_groups}
+        return {
+            g.name: self.ports.clouds[self.policy.resolved.group(g.name).kind].describe(g, live_size=True)
+            for g in self.policy.node_groups
+        }
 
 
 class _Log:
@@ -298,11 +302,11 @@ def _fleet(
     api = api_client()
     known = identities(policy, None)
     ports = Ports(
-        clouds={c: nodegroup_cloud(c, settings) for c in ("aws", "gcp", "azure")},
+        clouds={kind: nodegroup_cloud(kind, settings) for kind in PROVIDERS},
         cluster=KubeCluster(api),
         records=ConfigMapRecords(api, "gpu-jobs", known),
         lock=LeaseLock(api, "gpu-jobs", NODEGROUPS_LEASE),
-        events=KubeEvents(api, "gpu-jobs", "nodegroups", known),
+        events=KubeEvents(api, "nodegroups", _Log()),
     )
     job_settings = NodeGroupsSettings(
         run=RunSettings(workers=8, holder="test-run"),

@@ -228,6 +228,21 @@ def test_usage_in_any_apimachinery_spelling_is_read_and_a_run_never_crashes_on_i
     assert cluster.log.writes() == []
 
 
+def test_a_first_run_puts_each_event_on_its_quota_by_uid_without_a_read_per_event(
+    cluster: KubeHandle, tmp_path: Path
+) -> None:
+    """Issue 23 item 6: the uid of each Event's quota is the one the run listed or applied (a list per Event made
+    the first run over 5,000 namespaces 5,002 list calls)."""
+    cluster.log.clear()
+    assert quotas(cluster, tmp_path, at=DAY)[0] == 0
+    uids = {q["metadata"]["namespace"]: q["metadata"]["uid"] for q in cluster.list("ResourceQuota")}
+    events = [e["involvedObject"] for e in cluster.list("Event") if e["reason"] == "QuotaReconciled"]
+    assert len(events) >= 2
+    assert [(e["kind"], e["uid"]) for e in events] == [("ResourceQuota", uids[e["namespace"]]) for e in events]
+    listed = cluster.log.operations().count("list resourcequotas")
+    assert listed <= 2  # the plan's list and the look again under the Lease: none per Event
+
+
 def test_the_report_and_the_events_say_old_and_new_limits_in_sentences(cluster: KubeHandle, tmp_path: Path) -> None:
     cluster.create(resource_quota("gpu-quota", "kube-system", {"requests.nvidia.com/gpu": "1"}, MANAGED))
     assert quotas(cluster, tmp_path, at=DAY)[0] == 0

@@ -11,8 +11,9 @@ import pytest
 from kubernetes import client
 
 from jobs.adapters.kube.client import api_client
+from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.lease import LeaseLock
-from jobs.adapters.kube.quotas import KubeQuotas, QuotaEvents
+from jobs.adapters.kube.quotas import KubeQuotas
 from jobs.envelope import tally
 from jobs.outcome import ExitCode
 from jobs.policy_file import parse_policy
@@ -58,7 +59,9 @@ def test_a_namespace_deleted_after_the_lists_is_a_skip(
     kube.cluster.namespace_termination_s = termination_s
     api = api_client()
     ports = job.Ports(
-        DeletedOnWrite(api, "team-gone"), LeaseLock(api, "gpu-jobs", "gpu-jobs-quotas-ml-prod"), QuotaEvents(api)
+        DeletedOnWrite(api, "team-gone"),
+        LeaseLock(api, "gpu-jobs", "gpu-jobs-quotas-ml-prod"),
+        KubeEvents(api, "quotas", Log()),
     )
     work = job.QuotasWork(parse_policy(POLICY, "policy.yaml"), DAY, job.QuotasSettings("ml-prod"), ports, Log())
     scope = Reconcile({cluster("ml-prod"): work}, RunSettings(), DAY, Log(), "namespace quotas").run()[0]

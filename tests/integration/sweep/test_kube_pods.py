@@ -14,8 +14,10 @@ import pytest
 from jobs import errors
 from jobs.adapters.kube import client, owners
 from jobs.adapters.kube.client import api_client
+from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.pods import RBAC, KubePods
 from jobs.core.idle_pods import Owner, PodInfo
+from jobs.events import ObjectRef
 from jobs.labels import IDLE_SINCE_ANNOTATION, SCALED_FROM_ANNOTATION
 from jobs.sweep.ports import Pods
 from tests.emulators.kube import seed
@@ -37,6 +39,23 @@ def pods(kube: KubeHandle, monkeypatch: pytest.MonkeyPatch) -> KubePods:
 
 def _conforms(adapter: KubePods) -> Pods:
     return adapter  # mypy: KubePods implements the sweep's Pods port exactly
+
+
+class Log:
+    def __init__(self) -> None:
+        self.warnings: list[tuple[str, dict[str, Any]]] = []
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self.warnings.append((event, kw))
+
+
+def events(pods: KubePods, log: Log | None = None) -> KubeEvents:
+    """The sweep's Events, through the same client as its pods (as the command wires them)."""
+    return KubeEvents(pods.api, "sweep", log or Log())
+
+
+def pod_ref(info: PodInfo) -> ObjectRef:
+    return ObjectRef("Pod", info.name, info.namespace, info.uid)
 
 
 def _info(kube: KubeHandle, name: str, namespace: str = "ml") -> PodInfo:
@@ -220,7 +239,7 @@ def test_emit_puts_an_event_on_the_pod_with_its_uid(pods: KubePods, kube: KubeHa
     kube.create(seed.gpu_pod("p", "ml", node="gpu-1"))
     info = _info(kube, "p")
 
-    pods.emit(info, "IdleGpu", "idle for 2h: deleted after 30m unless busy", warning=True)
+    events(pods).emit(pod_ref(info), "IdleGpu", "idle for 2h: deleted after 30m unless busy", "Warning")
 
     (event,) = kube.list("Event", "ml")
     assert event["involvedObject"] == {
@@ -232,6 +251,22 @@ def test_emit_puts_an_event_on_the_pod_with_its_uid(pods: KubePods, kube: KubeHa
     }
     assert (event["type"], event["reason"], event["source"]) == ("Warning", "IdleGpu", {"component": "sweep"})
     assert kube.log.operations().count("list pods") == 0  # the uid came with the pod: no lookup
+
+
+@pytest.mark.parametrize("fault", ["throttle", "busy", "server_error"])
+def test_a_failed_event_is_logged_never_raised(pods: KubePods, kube: KubeHandle, fault: Any) -> None:
+    """An Event is a courtesy: the write it tells of is done, so its failure is a log line, not the job's error."""
+    kube.create(seed.gpu_pod("p", "ml", node="gpu-1"))
+    info = _info(kube, "p")
+    log = Log()
+    kube.inject("create events", fault)
+
+    events(pods, log).emit(pod_ref(info), "IdleGpu", "idle")
+
+    ((event, fields),) = log.warnings
+    assert event == "event.failed"
+    assert (fields["kind"], fields["namespace"], fields["name"], fields["reason"]) == ("Pod", "ml", "p", "IdleGpu")
+    assert "create events" in fields["error"]
 
 
 @pytest.mark.parametrize(
@@ -247,7 +282,6 @@ def test_faults_on_each_call_are_the_projects_errors(
         "list pods": pods.gpu_pods,
         "get pods": lambda: pods.pod("ml", info.name),
         "patch pods": lambda: pods.annotate(info, {IDLE_SINCE_ANNOTATION: "now"}),
-        "create events": lambda: pods.emit(info, "IdleGpu", "idle"),
         "get replicasets": lambda: pods.scale_owner(info),
         "patch deployments/scale": lambda: pods.scale_owner(info),
         "delete pods": lambda: pods.delete(info),
@@ -309,7 +343,7 @@ def test_rbac_is_exactly_what_the_adapter_calls(pods: KubePods, kube: KubeHandle
     for info in listed:
         assert pods.pod(info.namespace, info.name) is not None
         pods.annotate(info, {IDLE_SINCE_ANNOTATION: "now"})
-        pods.emit(info, "IdleGpu", "idle")
+        events(pods).emit(pod_ref(info), "IdleGpu", "idle")
         pods.scale_owner(info)
     pods.delete(listed[0])
     used = {r.operation for r in kube.log.all()}

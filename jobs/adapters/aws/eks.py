@@ -1,9 +1,7 @@
-"""AWS node groups for the nodegroups job: EKS managed node groups and plain Auto Scaling groups.
-
-One class serves both kinds (``kind`` tells them apart by locator). Sizes go through
-``eks:UpdateNodegroupConfig`` (asynchronous, followed to completion with ``DescribeUpdate``) or
-``autoscaling:UpdateAutoScalingGroup`` (synchronous). The Cluster Autoscaler is switched off and on by removing and
-re-creating its discovery tags on the Auto Scaling group (for EKS: the group backing the node group).
+"""EKS managed node groups for the nodegroups job (provider kind ``eks``). Sizes go through
+``eks:UpdateNodegroupConfig`` (asynchronous, followed to completion with ``DescribeUpdate``). The Cluster
+Autoscaler is switched off and on by removing and re-creating its discovery tags on the Auto Scaling group EKS
+created for the node group (``aws.autoscaling``).
 
 Clients, calls and paging come from ``aws.session``, error codes from ``aws.errors``.
 """
@@ -12,19 +10,20 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from jobs.adapters.aws.autoscaling import READS, TAG_WRITES, Asg, AutoScaling, check_sizes, launched
 from jobs.adapters.aws.session import AwsClients, call, paged
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.polling import poll_until
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetPower, SetSize, Step
 from jobs.core.policy import AwsLocator, NodeGroup
-from jobs.core.providers import PROVIDERS, ProviderKind
+from jobs.core.providers import PROVIDERS
 from jobs.errors import CloudError, Invalid, NotFound, Unavailable
-from jobs.labels import CA_ENABLED_TAG, CA_TAG_PREFIX, EKS_NODEGROUP_LABEL
+from jobs.labels import CA_ENABLED_TAG, CA_TAG_PREFIX
 
 #: Every API action this module calls, for checking the shipped IAM policy against the code.
 PERMISSIONS = Permissions(
@@ -34,17 +33,11 @@ PERMISSIONS = Permissions(
         "eks:UpdateNodegroupConfig",
         "eks:DescribeUpdate",
         "eks:ListNodegroups",
-        "autoscaling:DescribeAutoScalingGroups",
-        "autoscaling:DescribeTags",
-        "autoscaling:DescribeScalingActivities",
-        "autoscaling:UpdateAutoScalingGroup",
-        "autoscaling:CreateOrUpdateTags",
-        "autoscaling:DeleteTags",
         "ec2:DescribeLaunchTemplateVersions",
+        *READS,
+        *TAG_WRITES,
     ),
 )
-
-ASG_RESOURCE_TYPE = "auto-scaling-group"
 
 # EKS amiTypes with GPU drivers: AL2_x86_64_GPU, AL2023_x86_64_NVIDIA, BOTTLEROCKET_x86_64_NVIDIA...
 _GPU_AMI = re.compile(r"GPU|NVIDIA", re.IGNORECASE)
@@ -74,8 +67,6 @@ _UPDATE_DELIVERY_ERRORS = frozenset(
 )
 # DescribeUpdate statuses after which the update changes nothing more.
 _UPDATE_ENDED = frozenset({"Successful", "Failed", "Cancelled"})
-# A plain ASG's instances that count as launched (Pending ones are booting, not missing).
-_LAUNCHED_STATES = ("Pending", "InService")
 
 #: The instance type reported for a node group whose type cannot be found out (see ``discover``).
 UNKNOWN_INSTANCE_TYPE = "unknown"
@@ -85,20 +76,6 @@ _ASG_NAMES_PER_CALL = 50
 _TemplateKey = tuple[str, str, str]  # (region, "id" or "name", value)
 
 
-def is_discovery_tag(key: str, cluster: str | None = None) -> bool:
-    """The Cluster Autoscaler's auto-discovery tag keys: ``.../enabled`` and ``.../<cluster>``.
-
-    ``k8s.io/cluster-autoscaler/node-template/...`` tags are not discovery tags (the autoscaler needs them to
-    scale a group up from zero), so they are never touched.
-    """
-    if key == CA_ENABLED_TAG:
-        return True
-    if cluster is not None:
-        return key == CA_TAG_PREFIX + cluster
-    rest = key.removeprefix(CA_TAG_PREFIX)
-    return key.startswith(CA_TAG_PREFIX) and rest != "" and "/" not in rest
-
-
 @dataclass(frozen=True)
 class _Eks:
     region: str
@@ -106,72 +83,49 @@ class _Eks:
     nodegroup: str
 
 
-@dataclass(frozen=True)
-class _Asg:
-    region: str
-    name: str
-
-
-class AwsNodeGroups:
-    """``NodeGroupCloud`` for AWS. Thread-safe: clients are created once per (service, region) under a lock."""
+class EksNodeGroups:
+    """``NodeGroupCloud`` for EKS managed node groups. Thread-safe: clients are created once per (service, region)
+    under a lock."""
 
     def __init__(self, settings: AdapterSettings) -> None:
         self._settings = settings
         self._clients = AwsClients(settings)
+        self._asgs = AutoScaling(self._clients)
         self._lock = threading.Lock()
         # What describe learnt and apply/discover reuse, so they need no extra reads.
         self._backing_asg: dict[_Eks, str] = {}  # the ASG EKS created for a node group
 
     # --- NodeGroupCloud -------------------------------------------------------------------------------------
 
-    def kind(self, group: NodeGroup) -> ProviderKind:
-        return "eks" if isinstance(self._target(group), _Eks) else "asg"
-
     def describe(self, group: NodeGroup, *, live_size: bool = False) -> GroupConfig:
-        # Both kinds report their live desired size on the group itself: live_size needs no extra read.
-        target = self._target(group)
-        if isinstance(target, _Eks):
-            config = self._describe_eks(target)
-            if live_size and config.desired:
-                # EKS raises a health issue minutes after launches start failing; until then only the backing
-                # ASG's instances tell that nodes are missing (one more read, only when the size matters).
-                backing = self._asg_of(target)
-                missing = max(0, config.desired - _launched(self._describe_auto_scaling_group(backing)))
-                if missing and config.shortfall is None:
-                    config = replace(config, shortfall=self._failed_launch(backing))
-                config = replace(config, missing=missing)
-            return config
-        return self._describe_asg(target)
+        # The node group reports its live desired size itself: live_size reads only what is missing.
+        target = _target(group)
+        config = self._describe_eks(target)
+        if live_size and config.desired:
+            # EKS raises a health issue minutes after launches start failing; until then only the backing
+            # ASG's instances tell that nodes are missing (one more read, only when the size matters).
+            backing = self._asg_of(target)
+            missing = max(0, config.desired - launched(self._asgs.describe(backing)))
+            if missing and config.shortfall is None:
+                config = replace(config, shortfall=self._asgs.failed_launch(backing))
+            config = replace(config, missing=missing)
+        return config
 
     def apply(self, group: NodeGroup, step: Step) -> None:
-        target = self._target(group)
+        target = _target(group)
         if isinstance(step, SetPower):
             raise Invalid(
-                f"{group.name}: power state is not a concept of EKS node groups or Auto Scaling groups",
+                f"{group.name}: power state is not a concept of EKS node groups",
                 operation="SetPower",
                 code="Unsupported",
             )
         if isinstance(step, SetSize):
-            if isinstance(target, _Eks):
-                self._resize_eks(target, step)
-            else:
-                self._resize_asg(target, step)
+            self._resize_eks(target, step)
             return
-        asg = self._asg_of(target)
-        cluster = target.cluster if isinstance(target, _Eks) else None
-        if step.enabled:
-            self._create_tags(asg, step.tags, step.propagate, cluster)
-        else:
-            self._delete_discovery_tags(asg, cluster)
-
-    def node_label(self, group: NodeGroup) -> tuple[str, str] | None:
-        target = self._target(group)
-        if isinstance(target, _Eks):
-            return (EKS_NODEGROUP_LABEL, target.nodegroup)
-        return None  # a plain ASG's nodes carry no provider label: the policy's nodeSelector (every key) picks them
+        self._asgs.set_autoscaling(self._asg_of(target), step, target.cluster)
 
     def discover(self, groups: list[NodeGroup]) -> list[CloudGroup]:
-        clusters = sorted({(t.region, t.cluster) for t in map(self._target, groups) if isinstance(t, _Eks)})
+        clusters = sorted({(t.region, t.cluster) for t in map(_target, groups)})
         described: list[tuple[str, str, dict[str, Any]]] = []
         for region, cluster in clusters:
             eks = self._clients.client("eks", region)
@@ -288,7 +242,7 @@ class AwsNodeGroups:
         )["nodegroup"]
         scaling = facts.get("scalingConfig") or {}
         asg = self._remember_backing_asg(target, facts)
-        tags, propagated = self._discovery_tags(
+        tags, propagated = self._asgs.discovery_tags(
             asg, target.cluster, keys=(CA_ENABLED_TAG, CA_TAG_PREFIX + target.cluster)
         )
         return GroupConfig(
@@ -302,7 +256,7 @@ class AwsNodeGroups:
             shortfall=_launch_issues(facts),
         )
 
-    def _remember_backing_asg(self, target: _Eks, facts: Mapping[str, Any]) -> _Asg:
+    def _remember_backing_asg(self, target: _Eks, facts: Mapping[str, Any]) -> Asg:
         groups = (facts.get("resources") or {}).get("autoScalingGroups") or []
         if not groups:
             # EKS fills this in once the node group is created; without it there is nothing to tag.
@@ -314,11 +268,11 @@ class AwsNodeGroups:
         name = str(groups[0]["name"])
         with self._lock:
             self._backing_asg[target] = name
-        return _Asg(target.region, name)
+        return Asg(target.region, name)
 
     def _resize_eks(self, target: _Eks, step: SetSize) -> None:
         # EKS refuses maxSize 0 (the node group floor is 1); refuse here too, so the request is never sent.
-        _check_sizes(
+        check_sizes(
             step, floor_max=PROVIDERS["eks"].min_max_size, where=f"EKS node group {target.cluster}/{target.nodegroup}"
         )
         eks = self._clients.client("eks", target.region)
@@ -374,76 +328,9 @@ class AwsNodeGroups:
             f"{where} {status.lower()}: {errors or 'no details'}", operation="DescribeUpdate", code=f"Update{status}"
         )
 
-    # --- plain Auto Scaling groups ---------------------------------------------------------------------------
+    # --- the backing Auto Scaling group ---------------------------------------------------------------------
 
-    def _describe_asg(self, target: _Asg) -> GroupConfig:
-        asg = self._describe_auto_scaling_group(target)
-        tags, propagated = _discovery(asg.get("Tags") or [], cluster=None)
-        desired = int(asg["DesiredCapacity"])
-        missing = max(0, desired - _launched(asg))
-        return GroupConfig(
-            min=int(asg["MinSize"]),
-            desired=desired,
-            max=int(asg["MaxSize"]),
-            autoscaling=bool(tags),
-            autoscaler_tags=tags,
-            propagated_tags=propagated,
-            # Why launches failed is only in the scaling activities: read them only when instances are missing.
-            shortfall=self._failed_launch(target) if missing else None,
-            missing=missing,
-        )
-
-    def _failed_launch(self, target: _Asg) -> str | None:
-        """Why the group's latest launch failed (InsufficientInstanceCapacity, VcpuLimitExceeded, ...), in Auto
-        Scaling's words; None when the latest launch succeeded or is still going (missing nodes may be booting)."""
-        autoscaling = self._clients.client("autoscaling", target.region)
-        activities = call(
-            "DescribeScalingActivities",
-            autoscaling.describe_scaling_activities,
-            AutoScalingGroupName=target.name,
-            MaxRecords=10,
-        )["Activities"]
-        for activity in activities:  # newest first
-            if not str(activity.get("Description", "")).startswith("Launching"):
-                continue
-            if activity.get("StatusCode") in ("Failed", "Cancelled"):
-                return str(activity.get("StatusMessage") or activity.get("Description"))
-            return None
-        return None
-
-    def _describe_auto_scaling_group(self, target: _Asg) -> dict[str, Any]:
-        autoscaling = self._clients.client("autoscaling", target.region)
-        found = call(
-            "DescribeAutoScalingGroups",
-            autoscaling.describe_auto_scaling_groups,
-            AutoScalingGroupNames=[target.name],
-        )["AutoScalingGroups"]
-        if not found:
-            raise NotFound(
-                f"Auto Scaling group {target.name} not found in {target.region}",
-                operation="DescribeAutoScalingGroups",
-                code="NotFound",
-            )
-        group: dict[str, Any] = found[0]
-        return group
-
-    def _resize_asg(self, target: _Asg, step: SetSize) -> None:
-        _check_sizes(step, floor_max=0, where=f"Auto Scaling group {target.name}")  # a plain ASG may be 0/0/0
-        autoscaling = self._clients.client("autoscaling", target.region)
-        call(
-            "UpdateAutoScalingGroup",
-            autoscaling.update_auto_scaling_group,
-            AutoScalingGroupName=target.name,
-            MinSize=step.min,
-            DesiredCapacity=step.desired,
-            MaxSize=step.max,
-        )
-
-    # --- discovery tags (both kinds) -------------------------------------------------------------------------
-
-    def _asg_of(self, target: _Eks | _Asg) -> _Asg:
-        if isinstance(target, _Asg):
-            return target
+    def _asg_of(self, target: _Eks) -> Asg:
         with self._lock:
             name = self._backing_asg.get(target)
         if name is None:  # apply without a describe first (the job always describes; be safe anyway)
@@ -452,81 +339,14 @@ class AwsNodeGroups:
                 "DescribeNodegroup", eks.describe_nodegroup, clusterName=target.cluster, nodegroupName=target.nodegroup
             )["nodegroup"]
             return self._remember_backing_asg(target, facts)
-        return _Asg(target.region, name)
-
-    def _discovery_tags(
-        self, asg: _Asg, cluster: str | None, keys: Iterable[str] = ()
-    ) -> tuple[dict[str, str], frozenset[str]]:
-        """The ASG's discovery tags, through ``DescribeTags`` filtered by group (and by key when known)."""
-        autoscaling = self._clients.client("autoscaling", asg.region)
-        filters: list[dict[str, Any]] = [{"Name": ASG_RESOURCE_TYPE, "Values": [asg.name]}]
-        if keys:
-            filters.append({"Name": "key", "Values": list(keys)})
-        tags = paged("DescribeTags", autoscaling.describe_tags, "Tags", "NextToken", Filters=filters)
-        return _discovery(tags, cluster)
-
-    def _create_tags(self, asg: _Asg, tags: Mapping[str, str], propagate: frozenset[str], cluster: str | None) -> None:
-        if not tags:
-            raise Invalid(
-                f"cannot re-enable the Cluster Autoscaler on {asg.name}: no discovery tags were recorded",
-                operation="CreateOrUpdateTags",
-                code="NoTags",
-            )
-        foreign = sorted(k for k in tags if not is_discovery_tag(k, cluster))
-        if foreign:
-            # Only the autoscaler's discovery tags are this job's business; anything else is a corrupt record.
-            raise Invalid(
-                f"refusing to set non-discovery tags {foreign} on {asg.name}",
-                operation="CreateOrUpdateTags",
-                code="NotDiscoveryTag",
-            )
-        autoscaling = self._clients.client("autoscaling", asg.region)
-        call(
-            "CreateOrUpdateTags",
-            autoscaling.create_or_update_tags,
-            Tags=[
-                {
-                    "ResourceId": asg.name,
-                    "ResourceType": ASG_RESOURCE_TYPE,
-                    "Key": key,
-                    "Value": value,
-                    "PropagateAtLaunch": key in propagate,
-                }
-                for key, value in sorted(tags.items())
-            ],
-        )
-
-    def _delete_discovery_tags(self, asg: _Asg, cluster: str | None) -> None:
-        # Read first: a plain ASG's cluster tag key is unknown, and deleting nothing should send nothing.
-        present, _ = self._discovery_tags(asg, cluster)
-        if not present:
-            return
-        autoscaling = self._clients.client("autoscaling", asg.region)
-        call(
-            "DeleteTags",
-            autoscaling.delete_tags,
-            Tags=[
-                {"ResourceId": asg.name, "ResourceType": ASG_RESOURCE_TYPE, "Key": key, "Value": value}
-                for key, value in sorted(present.items())
-            ],
-        )
-
-    # --- plumbing ---------------------------------------------------------------------------------------------
-
-    def _target(self, group: NodeGroup) -> _Eks | _Asg:
-        locator = group.locator
-        if not isinstance(locator, AwsLocator):
-            raise Invalid(f"{group.name}: not an AWS node group (cloud {group.cloud})", code="WrongCloud")
-        if locator.cluster and locator.nodegroup:
-            return _Eks(locator.region, locator.cluster, locator.nodegroup)
-        if locator.auto_scaling_group:
-            return _Asg(locator.region, locator.auto_scaling_group)
-        raise Invalid(f"{group.name}: needs cluster+nodegroup or autoScalingGroup", code="BadLocator")
+        return Asg(target.region, name)
 
 
-def _launched(asg: Mapping[str, Any]) -> int:
-    """An ASG's instances that exist or are booting (not those terminating)."""
-    return sum(1 for i in asg.get("Instances") or [] if str(i.get("LifecycleState", "")).startswith(_LAUNCHED_STATES))
+def _target(group: NodeGroup) -> _Eks:
+    locator = group.locator
+    if not isinstance(locator, AwsLocator) or not (locator.cluster and locator.nodegroup):
+        raise Invalid(f"{group.name}: not an EKS node group (needs aws.cluster and aws.nodegroup)", code="BadLocator")
+    return _Eks(locator.region, locator.cluster, locator.nodegroup)
 
 
 def _launch_issues(facts: Mapping[str, Any]) -> str | None:
@@ -546,26 +366,3 @@ def _template_of(region: str, facts: Mapping[str, Any]) -> tuple[_TemplateKey, s
     if spec.get("name"):
         return (region, "name", str(spec["name"])), version
     return None
-
-
-def _check_sizes(step: SetSize, *, floor_max: int, where: str) -> None:
-    """The provider's size rules, checked before any request is sent."""
-    if step.max < floor_max:
-        raise Invalid(
-            f"{where}: maxSize {step.max} is below the provider's floor of {floor_max}",
-            operation="SetSize",
-            code="MaxBelowFloor",
-        )
-    if not 0 <= step.min <= step.desired <= step.max:
-        raise Invalid(
-            f"{where}: needs 0 <= min <= desired <= max, got {step.min}/{step.desired}/{step.max}",
-            operation="SetSize",
-            code="SizesOutOfOrder",
-        )
-
-
-def _discovery(tags: Iterable[Mapping[str, Any]], cluster: str | None) -> tuple[dict[str, str], frozenset[str]]:
-    """The Cluster Autoscaler discovery tags among ``tags``, and which of them propagate at launch."""
-    found = {str(t["Key"]): str(t.get("Value", "")) for t in tags if is_discovery_tag(str(t["Key"]), cluster)}
-    propagated = frozenset(str(t["Key"]) for t in tags if str(t["Key"]) in found and t.get("PropagateAtLaunch"))
-    return found, propagated
