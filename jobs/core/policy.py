@@ -2,7 +2,7 @@
 
 Field names are a contract (other tools read the same file), so the Python names are snake_case with camelCase
 aliases that match the YAML. Unknown keys are rejected everywhere. The sections live in their own modules
-(``policy_fields``, ``policy_schedule``, ``policy_fleet``, ``policy_quotas``, ``cloud_quota_policy``,
+(``policy_fields``, ``policy_schedule``, ``policy_fleet``, ``policy_quotas``, ``policy_cloud_quotas``,
 ``policy_sweep``) and are re-exported here; the view
 planners read, resolved once, is ``Policy.resolved`` (``jobs.core.resolved``).
 """
@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
-from jobs.core.cloud_quota_policy import CloudQuota, cloud_quota_problems
+from jobs.core.policy_cloud_quotas import CloudQuota, cloud_quota_problems
 from jobs.core.policy_fields import (
     MAX_SETTING_DURATION,
     MAX_YEAR,
