@@ -16,8 +16,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from jobs.core.group_config import GroupConfig
 from jobs.core.nodegroup_plan import ObservedGroup, plan_nodegroups
-from jobs.core.nodegroups import GroupConfig
 from jobs.core.schedule import desired_state, in_working_hours
 from jobs.policy_file import parse_policy
 

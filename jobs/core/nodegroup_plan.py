@@ -21,8 +21,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import Record
 from jobs.core.limits import ChangeLimit
-from jobs.core.nodegroups import GroupConfig, Moves, Record, Step, moves
+from jobs.core.nodegroups import Moves, Step, moves
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
 from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, ResolvedGroup

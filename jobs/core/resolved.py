@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
-from jobs.core.nodegroups import GroupIdentity
+from jobs.core.group_record import GroupIdentity
 from jobs.core.policy_fields import MAX_SETTING_DURATION, warm_up_of
 from jobs.core.policy_fleet import NodeGroup
 from jobs.core.policy_schedule import Defaults, Holidays, WorkingHours

@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import DrainBlock, GroupIdentity, Record, RecordError
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.nodegroup_plan import (
     RESTORE_NOT_DELIVERED,
@@ -27,22 +29,12 @@ from jobs.core.nodegroup_plan import (
     ObservedGroup,
     plan_nodegroups,
 )
-from jobs.core.nodegroups import (
-    CloudGroup,
-    DrainBlock,
-    GroupConfig,
-    GroupIdentity,
-    NotDelivered,
-    Record,
-    RecordError,
-    Step,
-    step_applied,
-)
+from jobs.core.nodegroups import CloudGroup, Step, step_applied
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
 from jobs.deadline import Deadline
-from jobs.errors import Busy, CloudError, DeadlineReached, OutcomeUnknown, Stopped, Unavailable
+from jobs.errors import Busy, CloudError, DeadlineReached, NotDelivered, OutcomeUnknown, Stopped, Unavailable
 from jobs.lease import RunLock
 from jobs.nodegroups.ports import Cluster, Events, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.core.nodegroups import GroupConfig
+from jobs.core.group_config import GroupConfig
 from jobs.core.orphan_records import OrphanRecord
 from jobs.nodegroups.job import GroupResult, Report
 from jobs.report_text import headline, nothing_done, refused

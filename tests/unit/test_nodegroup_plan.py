@@ -10,9 +10,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import Record
 from jobs.core.limits import ChangeLimit
 from jobs.core.nodegroup_plan import GpuPod, GroupAction, GroupSkip, ObservedGroup, Refusal, guard, plan_nodegroups
-from jobs.core.nodegroups import GroupConfig, Record, SetAutoscaling, SetPower, SetSize
+from jobs.core.nodegroups import SetAutoscaling, SetPower, SetSize
 from jobs.core.policy import Policy
 from jobs.core.providers import ProviderKind
 from tests.unit.policies import policy_from
@@ -424,7 +426,7 @@ NOTEBOOK = GpuPod("team-b", "notebook-0", "node-1", 1, True, "n0")
 def test_a_blocked_drain_is_tried_again_only_once_no_blocker_is_left(
     pods: tuple[GpuPod, ...], allowed_now: int, drains: bool
 ) -> None:
-    from jobs.core.nodegroups import DrainBlock
+    from jobs.core.group_record import DrainBlock
 
     block = DrainBlock(
         NIGHT - timedelta(minutes=10), 1, ("team-a/serve-0/u0", "team-a/serve-1/u1"), (("team-a/serve", 0),)

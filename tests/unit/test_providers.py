@@ -7,7 +7,8 @@ from typing import get_args
 
 import pytest
 
-from jobs.core.nodegroups import GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import SetAutoscaling, SetPower, SetSize, down_config, steps_between
 from jobs.core.providers import PROVIDERS, ProviderKind
 from tests.emulators.azure import aks_rules
 from tests.emulators.gcp import gke

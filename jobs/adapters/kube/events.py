@@ -13,7 +13,7 @@ from jobs import errors
 from jobs.adapters.kube.client import ApiClient, request
 from jobs.adapters.kube.rbac import Grant
 from jobs.adapters.kube.records import record_name
-from jobs.core.nodegroups import GroupIdentity
+from jobs.core.group_record import GroupIdentity
 from jobs.report_text import sentence
 
 #: Events on the nodegroups job's record ConfigMaps, in its own namespace. Jobs that report on objects in other

@@ -15,7 +15,8 @@ import pytest
 from jobs.adapters.aws.nodegroups import PERMISSIONS, AwsNodeGroups
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
-from jobs.core.nodegroups import CloudGroup, GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetPower, SetSize, down_config, steps_between
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.errors import Busy, CloudError, Invalid, NotFound, Throttled, Unavailable
 from jobs.labels import CA_ENABLED_TAG

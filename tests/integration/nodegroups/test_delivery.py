@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 
 from jobs.adapters.kube.records import record_name
-from jobs.core.nodegroups import Record
+from jobs.core.group_record import Record
 from jobs.nodegroups.job import Report, identities, run, tally
 from jobs.outcome import ExitCode
 from jobs.runner import outcome
