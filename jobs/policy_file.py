@@ -13,8 +13,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from jobs.core.policy import KIND, Policy, cross_reference_problems
+from jobs.core.policy import KIND, Policy
+from jobs.core.policy_checks import policy_problems
 from jobs.core.quotas import quota_problems, quota_warnings
+from jobs.core.resolved import resolve
 from jobs.core.shutdown_time import shutdown_time_warnings
 from jobs.core.timespec import quoted
 from jobs.deadline import NODEGROUPS_DEADLINE_S, reserve_for
@@ -289,11 +291,11 @@ def check_policy(text: str, filename: str, *, deadline_s: float = NODEGROUPS_DEA
         raise PolicyError(sorted(problems)) from None
     problems += [
         Problem(filename, lines.line(path), format_path(path), msg)
-        for path, msg in [*cross_reference_problems(policy), *quota_problems(policy)]
+        for path, msg in [*policy_problems(policy), *quota_problems(policy)]
     ]
     if problems:
         raise PolicyError(sorted(problems))
-    policy.resolved  # noqa: B018 - resolved once, here at load: every planner reads this view
+    resolve(policy)  # once, here at load: every planner reads this view (jobs.core.resolved.view_of)
     waits = timedelta(seconds=deadline_s - reserve_for(deadline_s))
     warnings = [
         Problem(filename, lines.line(path), format_path(path), msg, warning=True)

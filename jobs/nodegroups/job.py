@@ -33,6 +33,7 @@ from jobs.core.nodegroups import CloudGroup, Step, step_applied
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
+from jobs.core.resolved import view_of
 from jobs.deadline import Deadline
 from jobs.errors import Busy, CloudError, DeadlineReached, NotDelivered, OutcomeUnknown, Stopped, Unavailable
 from jobs.lease import RunLock
@@ -112,7 +113,7 @@ class Observation:
 
 def identities(policy: Policy, cluster: str | None) -> dict[str, GroupIdentity]:
     """What each node group of ``cluster`` (every cluster: None) is in its cloud, for the records it keeps."""
-    return {g.name: policy.resolved.group(g.name).identity for g in _groups_of(policy, cluster)}
+    return {g.name: view_of(policy).group(g.name).identity for g in _groups_of(policy, cluster)}
 
 
 def _groups_of(policy: Policy, cluster: str | None) -> tuple[NodeGroup, ...]:
@@ -136,7 +137,7 @@ def observe(policy: Policy, ports: Ports, settings: JobSettings, log: Any, *, di
 
     def one(group: NodeGroup) -> ObservedGroup:
         cloud = ports.clouds[group.cloud]
-        resolved = policy.resolved.group(group.name)  # its kind and node label follow from its locator, at load
+        resolved = view_of(policy).group(group.name)  # its kind and node label follow from its locator, at load
         kind = resolved.kind
         stored = records.get(group.name)
         if isinstance(stored, RecordError):
