@@ -18,8 +18,7 @@ from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
 from jobs.core.policy import KIND, Policy
-from jobs.core.policy_checks import policy_problems
-from jobs.core.quotas import quota_problems, quota_warnings
+from jobs.core.policy_checks import policy_problems, quota_warnings
 from jobs.core.resolved import resolve
 from jobs.core.shutdown_time import shutdown_time_warnings
 from jobs.core.timespec import quoted
@@ -322,10 +321,7 @@ def check_policy(text: str, filename: str, *, deadline_s: float = NODEGROUPS_DEA
             node, line = lines.find(loc)
             problems.append(Problem(filename, line, format_path(loc), _message(error, node)))
         raise PolicyError(sorted(problems)) from None
-    problems += [
-        Problem(filename, lines.line(path), format_path(path), msg)
-        for path, msg in [*policy_problems(policy), *quota_problems(policy)]
-    ]
+    problems += [Problem(filename, lines.line(path), format_path(path), msg) for path, msg in policy_problems(policy)]
     if problems:
         raise PolicyError(sorted(problems))
     resolve(policy)  # once, here at load: every planner reads this view (jobs.core.resolved.view_of)

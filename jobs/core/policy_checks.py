@@ -1,10 +1,13 @@
 """The checks that span sections of a validated policy: unique names, overrides and quota targets that name a node
-group, the fleet the clusters and locators imply, and the ``cloudQuotas`` entries against each other and the node
-groups. Each section's model checks itself (``jobs.core.policy_*``); the loader (``jobs.policy_file``) runs these
-after, and reports every problem as a (path, message) pair on the line it names."""
+group, the fleet the clusters and locators imply, the ``cloudQuotas`` entries against each other and the node
+groups, the ``namespaceQuotas`` rules against the clusters and each other, and the quota warnings. Each section's
+model checks itself (``jobs.core.policy_*``); the loader (``jobs.policy_file``) runs these after, and reports every
+problem as a (path, message) pair on the line it names."""
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic.alias_generators import to_camel
@@ -12,11 +15,13 @@ from pydantic.alias_generators import to_camel
 from jobs.core.policy import Policy
 from jobs.core.policy_cloud_quotas import CloudQuota, InstancesTarget, NodeGroupsTarget, foreign_fields
 from jobs.core.policy_fleet import NodeGroup, Problem, declared_cluster_problems, resolve_fleet
+from jobs.core.policy_quotas import QuotaRule
+from jobs.core.quantity import is_extended_resource, is_gpu_resource, quota_key
 
 
 def policy_problems(policy: Policy) -> list[Problem]:
     """Every cross-section problem of ``policy``."""
-    return cross_reference_problems(policy) + cloud_quota_problems(policy)
+    return cross_reference_problems(policy) + cloud_quota_problems(policy) + quota_problems(policy)
 
 
 def cross_reference_problems(policy: Policy) -> list[Problem]:
@@ -109,3 +114,73 @@ def cloud_quota_problems(policy: Policy) -> list[Problem]:
                 elif (why := _group_problem(entry, group)) is not None:
                     problems.append((path, why))
     return problems
+
+
+def quota_problems(policy: Policy) -> list[Problem]:
+    """Rules that cannot work: an unknown cluster, and a rule an earlier one always shadows."""
+    config = policy.namespace_quotas
+    if config is None:
+        return []
+    known = {c.name for c in policy.fleet}
+    problems: list[Problem] = []
+    base: tuple[str | int, ...] = ("namespaceQuotas", "rules")
+    for i, rule in enumerate(config.rules):
+        for j, name in enumerate(rule.clusters or ()):
+            if name not in known:
+                problems.append(((*base, i, "clusters", j), f'unknown cluster "{name}"'))
+        for k in range(i):
+            if _shadows(config.rules[k], rule):
+                problems.append(
+                    ((*base, i), f"never matches: rules[{k}] comes first and matches every namespace it does")
+                )
+                break
+    return problems
+
+
+#: The GPU resource names the job knows, as a warning shows them.
+KNOWN_GPU_RESOURCES = "nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<n>g.<m>gb, amd.com/gpu"
+
+
+def quota_warnings(policy: Policy) -> list[Problem]:
+    """What is allowed but likely a mistake: an extended resource that is not a known GPU name (a typo such as
+    ``nvidia.com/gpus`` would limit nothing; a real device plugin's resource is fine)."""
+    config = policy.namespace_quotas
+    if config is None:
+        return []
+    limits: list[tuple[tuple[str | int, ...], Mapping[str, str | int | float]]] = []
+    if config.default is not None:
+        limits.append((("namespaceQuotas", "default"), config.default))
+    for i, rule in enumerate(config.rules):
+        limits.append((("namespaceQuotas", "rules", i, "hard"), rule.hard))
+        if rule.off_hours is not None:
+            limits.append((("namespaceQuotas", "rules", i, "offHours", "hard"), rule.off_hours.hard))
+    return [
+        (
+            (*path, name),
+            f'"{name}" is not a known GPU resource ({KNOWN_GPU_RESOURCES}): it is written as'
+            f" {quota_key(name)}, which limits only pods that request exactly this name",
+        )
+        for path, hard in limits
+        for name in hard
+        if is_extended_resource(name) and not is_gpu_resource(name)
+    ]
+
+
+def _shadows(earlier: QuotaRule, later: QuotaRule) -> bool:
+    """Whether ``earlier`` matches every namespace ``later`` can (checked for what can be decided exactly)."""
+    if earlier.clusters is not None and (later.clusters is None or not set(later.clusters) <= set(earlier.clusters)):
+        return False
+    if earlier.selector is not None and earlier.selector != later.selector:
+        return False
+    if earlier.namespaces is None:
+        return True
+    if later.namespaces is None:
+        return False
+    return all(
+        any(p == q or (not _is_glob(q) and fnmatch.fnmatchcase(q, p)) or p == "*" for p in earlier.namespaces)
+        for q in later.namespaces
+    )
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
