@@ -1,4 +1,4 @@
-"""Planning cost of the pure core: ``plan_nodegroups`` for many groups, ``desired_state`` calls, and the
+"""Planning cost of the pure core: ``plan_nodegroups`` for many groups, ``desired`` calls, and the
 working-hours check a quota rule with ``offHours`` makes per namespace.
 
     .venv/bin/python bench/planning.py [--groups 200] [--namespaces 5000] [--repeat 5]
@@ -16,9 +16,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from jobs.core.group_config import GroupConfig
 from jobs.core.nodegroup_plan import ObservedGroup, plan_nodegroups
-from jobs.core.nodegroups import GroupConfig
-from jobs.core.schedule import desired_state, in_working_hours
+from jobs.core.resolved import view_of
+from jobs.core.schedule import in_working_hours
 from jobs.policy_file import parse_policy
 
 NIGHT = datetime.fromisoformat("2026-12-01T21:00:00+01:00")
@@ -73,14 +74,14 @@ def main() -> None:
     instants = iter(NIGHT + timedelta(minutes=i) for i in range(1, 10_000))
     fresh = best(args.repeat, lambda: plan_nodegroups(policy, observed, next(instants)))
     again = best(args.repeat, lambda: plan_nodegroups(policy, observed, NIGHT))
-    group = policy.node_groups[0]
-    desired = best(args.repeat, lambda: [desired_state(policy, group, next(instants)) for _ in range(100)]) / 100
+    schedule = view_of(policy).group(policy.node_groups[0].name).schedule
+    desired = best(args.repeat, lambda: [schedule.desired(next(instants)) for _ in range(100)]) / 100
     tz, holidays, windows = ZoneInfo("Europe/Berlin"), policy.defaults.holidays, policy.defaults.working_hours or ()
     quota = best(args.repeat, lambda: [in_working_hours(tz, holidays, windows, NIGHT) for _ in range(args.namespaces)])
     print(f"policy load ({args.groups} groups, DE/BE holidays): {load_ms:.0f} ms")
     print(f"plan_nodegroups, {args.groups} groups: first call {first:.0f} ms (holiday tables loaded)")
     print(f"  at a new instant: {fresh:.0f} ms; again at the same instant (look-again): {again:.0f} ms")
-    print(f"desired_state at a new instant, one call: {desired:.2f} ms")
+    print(f"a group's desired state at a new instant, one call: {desired:.2f} ms")
     print(f"in_working_hours x {args.namespaces} (one offHours rule per namespace, one now): {quota:.0f} ms")
 
 

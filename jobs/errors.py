@@ -5,7 +5,7 @@
     ├── Stopped         the run may not write any more (a stop request, the Lease lost)
     ├── DeadlineReached the run's deadline ended a wait or a write not yet started: that item fails (exit 1)
     └── CloudError      an outside system (a cloud, a Kubernetes API) failed: that item fails (exit 1)
-        ├── NotFound, Conflict, Denied, Invalid, OutcomeUnknown
+        ├── NotFound, Conflict, Denied, Invalid, OutcomeUnknown, NotDelivered
         └── Busy, Throttled, Unavailable   (retryable)
 
 Adapters translate SDK errors into these, so nothing above the adapters knows which SDK raised what.
@@ -115,3 +115,8 @@ class Denied(CloudError):
 
 class Invalid(CloudError):
     """The provider refused the request as malformed or against its rules."""
+
+
+class NotDelivered(CloudError):
+    """The provider accepted a scale-up but could not bring the nodes (a stockout, a quota, no free addresses).
+    Not retried within a run: it does not clear in seconds, and resending a size already set changes nothing."""

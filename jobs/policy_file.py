@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -12,9 +12,14 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from yaml._yaml import CParser  # libyaml: in every PyYAML wheel
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
-from jobs.core.policy import KIND, Policy, cross_reference_problems
-from jobs.core.quotas import quota_problems, quota_warnings
+from jobs.core.policy import KIND, Policy
+from jobs.core.policy_checks import policy_problems, quota_warnings
+from jobs.core.resolved import resolve
 from jobs.core.shutdown_time import shutdown_time_warnings
 from jobs.core.timespec import quoted
 from jobs.deadline import NODEGROUPS_DEADLINE_S, reserve_for
@@ -71,14 +76,15 @@ class _Refused(yaml.MarkedYAMLError):
     """The document breaks one of the limits above (reported as is, not as invalid YAML)."""
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader whose composer enforces the limits while it reads, so nothing unbounded is ever built.
+class _Limits(Composer):
+    """A composer that enforces the limits while it reads, so nothing unbounded is ever built.
 
     PyYAML composes recursively and lets an alias refer to the collection that contains it; both have to be
     caught here, before anything walks the result."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+    peek_event: Callable[[], Any]  # the parser's, mixed in after this class
+
+    def _start_counting(self) -> None:
         self._open: list[int] = []  # items read so far in each collection being composed; its length is the depth
         self._open_anchors: set[str] = set()
         self._sizes: dict[int, int] = {}  # id(collection node) -> values in it, aliases expanded
@@ -93,7 +99,7 @@ class _Loader(yaml.SafeLoader):
             )
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        event: Any = self.peek_event()
         mark: Any = event.start_mark
         # A mapping's key is composed with index None, its value with the key node: count each item once.
         if self._open and (index is None or isinstance(index, int)):
@@ -128,14 +134,42 @@ class _Loader(yaml.SafeLoader):
         return node
 
 
+class _Loader(_Limits, yaml.SafeLoader):
+    """PyYAML's own reader, scanner and parser: its errors are the ones reported."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._start_counting()
+
+
+class _FastLoader(_Limits, CParser, SafeConstructor, Resolver):
+    """libyaml's scanner and parser (most of the reading time) under the same composer, limits and constructor."""
+
+    def __init__(self, stream: str) -> None:
+        CParser.__init__(self, stream)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        self._start_counting()
+
+
 def _load_yaml(text: str) -> tuple[yaml.Node | None, Any]:
-    """The document's node tree (for line numbers) and its data, read once."""
-    loader = _Loader(text)
+    """The document's node tree (for line numbers) and its data, read once; a document libyaml refuses is read
+    again by PyYAML, whose messages are the ones the tests and people know."""
+    try:
+        return _load_with(_FastLoader(text))
+    except _Refused:
+        raise
+    except yaml.YAMLError:
+        return _load_with(_Loader(text))
+
+
+def _load_with(loader: _Limits) -> tuple[yaml.Node | None, Any]:
     try:
         root = loader.get_single_node()
-        return root, (loader.construct_document(root) if root is not None else None)
+        return root, (loader.construct_document(root) if root is not None else None)  # type: ignore[attr-defined]
     finally:
-        loader.dispose()
+        loader.dispose()  # type: ignore[attr-defined]
 
 
 class _Lines:
@@ -192,7 +226,7 @@ _SEXAGESIMAL = re.compile(r"[-+]?\d+(?::[0-5]?\d)+")
 
 def _misread(node: yaml.Node | None, value: Any) -> str | None:
     """What YAML 1.1 made of an unquoted scalar where text was expected (``08:00`` -> 480, ``NO`` -> false)."""
-    if not isinstance(node, yaml.ScalarNode) or node.style is not None or isinstance(value, str):
+    if not isinstance(node, yaml.ScalarNode) or node.style or isinstance(value, str):  # plain: None, or "" (libyaml)
         return None
     text = str(node.value)
     if isinstance(value, int) and not isinstance(value, bool) and _SEXAGESIMAL.fullmatch(text):
@@ -287,13 +321,10 @@ def check_policy(text: str, filename: str, *, deadline_s: float = NODEGROUPS_DEA
             node, line = lines.find(loc)
             problems.append(Problem(filename, line, format_path(loc), _message(error, node)))
         raise PolicyError(sorted(problems)) from None
-    problems += [
-        Problem(filename, lines.line(path), format_path(path), msg)
-        for path, msg in [*cross_reference_problems(policy), *quota_problems(policy)]
-    ]
+    problems += [Problem(filename, lines.line(path), format_path(path), msg) for path, msg in policy_problems(policy)]
     if problems:
         raise PolicyError(sorted(problems))
-    policy.resolved  # noqa: B018 - resolved once, here at load: every planner reads this view
+    resolve(policy)  # once, here at load: every planner reads this view (jobs.core.resolved.view_of)
     waits = timedelta(seconds=deadline_s - reserve_for(deadline_s))
     warnings = [
         Problem(filename, lines.line(path), format_path(path), msg, warning=True)

@@ -14,7 +14,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from jobs.core.limits import ChangeLimit
-from jobs.core.policy import MAX_YEAR, MIN_YEAR
+from jobs.core.timespec import MAX_YEAR, MIN_YEAR
 from jobs.deadline import DEFAULT_DEADLINE_S
 from jobs.errors import ConfigError
 

@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from jobs.cloud_quotas.ports import QuotaCloud, RequestStore
-from jobs.core.cloud_quota_policy import CloudQuota, NodeGroupsTarget
 from jobs.core.cloud_quotas import (
     Asked,
     CloudRequest,
@@ -25,6 +24,7 @@ from jobs.core.cloud_quotas import (
     plan_quota,
 )
 from jobs.core.policy import Policy
+from jobs.core.policy_cloud_quotas import CloudQuota, NodeGroupsTarget
 from jobs.envelope import ScopeRows, rows_of, with_results
 from jobs.errors import Busy, CloudError, Conflict, OutcomeUnknown, Throttled, Unavailable
 from jobs.events import Events
@@ -129,10 +129,10 @@ class CloudQuotasWork(ScopeWork[Observation, CloudQuotasPlan, QuotaPlan, Request
     def apply(self, item: QuotaPlan, fence: Callable[[str], None]) -> RequestResult:
         entry = item.entry
         if item.action != "request":
-            assert item.record is not None
+            assert item.remember is not None
             fence(f"record the outcome of {entry.name}")
-            self.backoff.call(lambda: self.ports.store.save(entry.name, item.record))  # type: ignore[arg-type]
-            self._tell(item, item.record, item.request)
+            self.backoff.call(lambda: self.ports.store.save(entry.name, item.remember))  # type: ignore[arg-type]
+            self._tell(item, item.remember, item.request)
             return RequestResult(item, "recorded", item.reason, item.request)
         assert item.file is not None
         value = item.file

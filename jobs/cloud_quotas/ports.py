@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, QuotaFacts, Shape, Unreadable
 from jobs.core.policy import NodeGroup
+from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.events import ObjectRef
 
 

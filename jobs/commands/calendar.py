@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from jobs import calendar_output
+from jobs.calendar import report
 from jobs.core.calendar import build_calendar, compare
 from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
@@ -16,7 +16,7 @@ from jobs.settings import DEFAULT_POLICY, SettingsError, env, parse_at
 #: A year at most: the grid is drawn per half hour and a longer view is not what a review needs.
 MAX_DAYS = 366
 
-_RENDER = {"text": calendar_output.to_text, "json": calendar_output.to_json, "markdown": calendar_output.to_markdown}
+_RENDER = {"text": report.to_text, "json": report.to_json, "markdown": report.to_markdown}
 
 
 def _days(text: str) -> int:

@@ -9,10 +9,10 @@ from typing import Any
 from jobs.adapters.settings import AdapterSettings
 from jobs.cloud_quotas import job
 from jobs.cloud_quotas import report as render
+from jobs.cloud_quotas.asked import RequestCodec
 from jobs.cloud_quotas.ports import QuotaCloud
-from jobs.cloud_quotas.records import RequestCodec
 from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments, construct
-from jobs.core.cloud_quota_policy import CloudQuota
+from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.envelope import ScopeResult, result_of
 from jobs.labels import CLOUD_QUOTAS_LEASE
 from jobs.retry import Backoff

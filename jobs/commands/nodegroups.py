@@ -9,6 +9,7 @@ from jobs.adapters.settings import AdapterSettings
 from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments
 from jobs.core.policy import Policy
 from jobs.core.providers import ProviderKind
+from jobs.core.resolved import view_of
 from jobs.envelope import ScopeResult
 from jobs.nodegroups import job
 from jobs.nodegroups import report as render
@@ -85,7 +86,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.NodeGroupsWork]:
     ]
     adapters = AdapterSettings.from_env(run.settings.deadline)
     groups = [g for s in scopes for g in policy.groups_in(s.name) if only in (None, g.name)]
-    clouds = _clouds({policy.resolved.group(g.name).kind for g in groups}, adapters)
+    clouds = _clouds({view_of(policy).group(g.name).kind for g in groups}, adapters)
     from jobs.adapters.kube.client import Kubeconfig  # noqa: PLC0415
 
     kube = Kubeconfig(adapters.request_timeout_s)  # read once for every cluster of the run

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.policy_diff import PolicyDiff, Week, diff_policies, group_hours
+from jobs.core.resolved import view_of
 from jobs.core.schedule import Segment, State
 
 HOURS_PER_WEEK = 168.0
@@ -32,7 +33,7 @@ class Change:
 @dataclass(frozen=True)
 class GroupCalendar:
     group: NodeGroup
-    cluster: str  # the cluster its nodes join (policy.resolved)
+    cluster: str  # the cluster its nodes join (its resolved view)
     timezone: str
     state: State
     reason: str
@@ -70,7 +71,7 @@ def build_calendar(policy: Policy, at: datetime, days: int = 7, cluster: str | N
 
 
 def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -> GroupCalendar:
-    resolved = policy.resolved.group(group.name)
+    resolved = view_of(policy).group(group.name)
     schedule = resolved.schedule
     tz = schedule.tz
     desired = schedule.desired(at)

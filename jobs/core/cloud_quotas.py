@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
-from jobs.core.cloud_quota_policy import CloudQuota, InstancesTarget, NodeGroupsTarget
+from jobs.core.policy_cloud_quotas import CloudQuota, InstancesTarget, NodeGroupsTarget
 from jobs.core.policy_fields import percent
 
 Action = Literal["request", "none", "pending", "denied", "partial", "error"]
@@ -138,7 +138,7 @@ class Asked:
 
 @dataclass(frozen=True)
 class Unreadable:
-    """A record that could not be decoded (edited by hand): that entry fails, the others go on."""
+    """What was asked, stored but not decodable (edited by hand): that entry fails, the others go on."""
 
     why: str
 
@@ -154,13 +154,13 @@ class QuotaPlan:
     demand: str | None = None
     request: CloudRequest | None = None  # the request the action is about (open, followed, decided)
     file: int | None = None  # action request: the value to ask for
-    record: Asked | None = None  # what to remember now (a new outcome), without filing anything
+    remember: Asked | None = None  # what to remember now (a new outcome), without filing anything
     reason: str = ""
     how: str = ""  # how the target was reached when it is not the demand (headroom, capped at max)
 
     @property
     def writes(self) -> bool:
-        return self.action == "request" or self.record is not None
+        return self.action == "request" or self.remember is not None
 
     @property
     def failed(self) -> bool:
@@ -264,7 +264,7 @@ def plan_quota(
     """The one decision for one quota (see the module's table)."""
     plan = QuotaPlan(entry, "error", facts.unit, facts.limit, facts.usage, demand=demand.text())
     if isinstance(remembered, Unreadable):
-        return replace(plan, reason=f"the record of what was asked cannot be read: {remembered.why}")
+        return replace(plan, reason=f"what was asked cannot be read back: {remembered.why}")
     if facts.error is not None or facts.limit is None:
         return replace(plan, reason=facts.error or "the limit cannot be read")
     if demand.error is not None:
@@ -273,15 +273,15 @@ def plan_quota(
     target, how = effective_target(entry, base, facts.limit, facts.usage)
     plan = replace(plan, target=target, how=how)
     followed = facts.followed
-    record = _changed(remembered, followed, now)
+    remember = _changed(remembered, followed, now)
     open_request = facts.open_request or (followed if followed is not None and followed.outcome == "open" else None)
     if open_request is not None:
         return replace(
-            plan, action="pending", request=open_request, record=record, reason=f"{open_request.describe()} is open"
+            plan, action="pending", request=open_request, remember=remember, reason=f"{open_request.describe()} is open"
         )
     if facts.limit >= target:
         why = f"limit {facts.limit} covers target {target}" + (f" ({how})" if how else "")
-        return replace(plan, action="none", request=followed, record=record, reason=why)
+        return replace(plan, action="none", request=followed, remember=remember, reason=why)
     if facts.fixed is not None:
         return replace(plan, reason=f"limit {facts.limit} is below target {target}, and {facts.fixed}")
     decided = _decided(remembered, followed)
@@ -291,7 +291,7 @@ def plan_quota(
             plan,
             action=outcome,
             request=request,
-            record=record,
+            remember=remember,
             reason=(
                 f"limit {facts.limit} is below target {target}: {request.describe() if request else 'the request'}"
                 f" was {'denied' if outcome == 'denied' else 'granted in part'}; not filed again until the target or"
@@ -308,7 +308,7 @@ def plan_quota(
 
 
 def _changed(remembered: Asked | None, followed: CloudRequest | None, now: datetime) -> Asked | None:
-    """The record to write when the cloud's answer to the remembered request is news."""
+    """What to remember when the cloud's answer to the remembered request is news."""
     if remembered is None or followed is None:
         return None
     if (remembered.status, remembered.outcome, remembered.request_id) == (
@@ -331,7 +331,7 @@ def _decided(
 
 
 def asked(plan: QuotaPlan, request: CloudRequest | None, now: datetime) -> Asked:
-    """The record of a request just filed (``request`` None: its answer was lost and it was not seen again)."""
+    """What is remembered of a request just filed (``request`` None: its answer was lost and it was not seen again)."""
     assert plan.file is not None
     assert plan.target is not None
     if request is None:

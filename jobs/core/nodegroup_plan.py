@@ -4,7 +4,7 @@ Pure. Level-triggered: it computes what should be true now, so a missed run conv
 no-ops are dropped here, so a second run right after the first plans nothing.
 
 The decision for a group (up, down, postpone, drain, skip) is made here only, in one direction: it reads the
-group's resolved view (``policy.resolved``), asks its compiled schedule once for the desired state
+group's resolved view (``jobs.core.resolved.view_of``), asks its compiled schedule once for the desired state
 (``jobs.core.schedule``), asks the provider's rules once where the group can go and by which steps
 (``jobs.core.nodegroups.moves``), and decides. Nothing below calls back.
 
@@ -21,11 +21,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from jobs.core.limits import ChangeLimit
-from jobs.core.nodegroups import GroupConfig, Moves, Record, Step, moves
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import Record
+from jobs.core.nodegroups import Moves, Step, moves
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
-from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, ResolvedGroup
+from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, ResolvedGroup, view_of
 from jobs.errors import Busy
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "DEFAULT_MAX_DELAY"]
@@ -137,7 +138,7 @@ BUSY = "an update is already running on the group: next run"
 
 
 def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: datetime) -> NodeGroupPlan:
-    resolved = policy.resolved.by_name
+    resolved = view_of(policy).by_name
     actions: list[GroupAction] = []
     skips: list[GroupSkip] = []
     for og in observed:
@@ -351,17 +352,3 @@ def _uncordon_only(rg: ResolvedGroup, og: ObservedGroup, current: GroupConfig) -
         uncordon=og.cordoned,
         only_uncordon=True,
     )
-
-
-@dataclass(frozen=True)
-class Refusal:
-    reason: str
-    plan: NodeGroupPlan  # what was refused: the reviewer must see it
-
-
-def guard(plan: NodeGroupPlan, limit: ChangeLimit, considered: int) -> NodeGroupPlan | Refusal:
-    """Blast-radius limit: a plan that changes more of the ``considered`` groups than ``limit`` allows needs a person
-    to raise it."""
-    changing = sum(1 for a in plan.actions if a.steps)
-    reason = limit.refusal(changing, considered, "node groups")
-    return plan if reason is None else Refusal(reason, plan)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from jobs.core.nodegroups import GroupConfig, GroupIdentity, Record
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import GroupIdentity, Record
 
 #: What a left-down group's report says (the failed item's reason).
 LEFT_DOWN = "a group left down by gpu-jobs that the policy no longer names: restore it or delete its record"

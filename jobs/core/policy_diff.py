@@ -21,8 +21,9 @@ from datetime import date, datetime, time, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule, effective_schedule
+from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule
 from jobs.core.quotas import NamespaceInfo, compile_quotas, same_hard
+from jobs.core.resolved import schedule_fields, view_of
 
 WEEK = timedelta(days=7)
 HOURS_PER_WEEK = 168.0
@@ -205,10 +206,10 @@ def group_hours(policy: Policy, group: NodeGroup, week: Week, cache: dict[Hashab
     """Up-hours and GPU-hours over ``week``. ``cache``: up-hours by what they depend on, shared by the two policies
     of a diff, so that each distinct schedule (most groups keep the defaults, most are unchanged) is counted once."""
     overrides = tuple(o for o in policy.overrides if o.node_group == group.name) if week.with_overrides else ()
-    key = (effective_schedule(policy, group), group.always_on, overrides, week)
+    key = (schedule_fields(policy.defaults, group), group.always_on, overrides, week)
     cache = {} if cache is None else cache
     if key not in cache:
-        schedule = policy.resolved.group(group.name).schedule  # compiled once, at load
+        schedule = view_of(policy).group(group.name).schedule  # compiled once, at load
         cache[key] = round(schedule.up_hours(week.start, week.end, with_overrides=week.with_overrides), 2)
     up = cache[key]
     gpus = group.up.desired * group.gpus_per_node if group.up is not None and group.gpus_per_node else None

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from jobs.core.timespec import parse_clock, parse_days, parse_duration, quoted
+from jobs.core.timespec import MAX_YEAR, MIN_YEAR, parse_clock, parse_days, parse_duration, quoted
 
 
 class Model(BaseModel):
@@ -113,11 +113,6 @@ def _check_cron(value: str) -> str:
     except CroniterBadDateError:
         raise ValueError(f"{quoted(value)} never fires (no such date within a year)") from None
     return value
-
-
-#: Dates and override expiries outside these years are typos, and near year 1 or 9999 the UTC arithmetic of the
-#: schedule overflows.
-MIN_YEAR, MAX_YEAR = 2000, 2100
 
 
 def _check_year(value: date) -> date:

@@ -16,8 +16,8 @@ from fractions import Fraction
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from jobs.core.policy import Holidays, LabelSelector, NamespaceQuotas, Policy, QuotaRule, WorkingHours
-from jobs.core.quantity import is_extended_resource, is_gpu_resource, parse_quantity, quota_key
+from jobs.core.policy import Holidays, LabelSelector, NamespaceQuotas, Policy, WorkingHours
+from jobs.core.quantity import parse_quantity, quota_key
 from jobs.core.schedule import in_working_hours
 from jobs.core.timespec import ECHO_LIMIT, quoted
 from jobs.labels import MANAGED_BY, MANAGED_BY_LABEL
@@ -371,73 +371,3 @@ def over_commit(entries: Sequence[QuotaEntry], capacity: Capacity) -> tuple[str,
         if total > available:
             warnings.append(f"{key}: quotas add up to {total} but {capacity.source.format(available)}: over-committed")
     return tuple(warnings)
-
-
-def quota_problems(policy: Policy) -> list[Problem]:
-    """Rules that cannot work: an unknown cluster, and a rule an earlier one always shadows."""
-    config = policy.namespace_quotas
-    if config is None:
-        return []
-    known = {c.name for c in policy.fleet}
-    problems: list[Problem] = []
-    base: tuple[str | int, ...] = ("namespaceQuotas", "rules")
-    for i, rule in enumerate(config.rules):
-        for j, name in enumerate(rule.clusters or ()):
-            if name not in known:
-                problems.append(((*base, i, "clusters", j), f'unknown cluster "{name}"'))
-        for k in range(i):
-            if _shadows(config.rules[k], rule):
-                problems.append(
-                    ((*base, i), f"never matches: rules[{k}] comes first and matches every namespace it does")
-                )
-                break
-    return problems
-
-
-#: The GPU resource names the job knows, as a warning shows them.
-KNOWN_GPU_RESOURCES = "nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<n>g.<m>gb, amd.com/gpu"
-
-
-def quota_warnings(policy: Policy) -> list[Problem]:
-    """What is allowed but likely a mistake: an extended resource that is not a known GPU name (a typo such as
-    ``nvidia.com/gpus`` would limit nothing; a real device plugin's resource is fine)."""
-    config = policy.namespace_quotas
-    if config is None:
-        return []
-    limits: list[tuple[tuple[str | int, ...], Mapping[str, str | int | float]]] = []
-    if config.default is not None:
-        limits.append((("namespaceQuotas", "default"), config.default))
-    for i, rule in enumerate(config.rules):
-        limits.append((("namespaceQuotas", "rules", i, "hard"), rule.hard))
-        if rule.off_hours is not None:
-            limits.append((("namespaceQuotas", "rules", i, "offHours", "hard"), rule.off_hours.hard))
-    return [
-        (
-            (*path, name),
-            f'"{name}" is not a known GPU resource ({KNOWN_GPU_RESOURCES}): it is written as'
-            f" {quota_key(name)}, which limits only pods that request exactly this name",
-        )
-        for path, hard in limits
-        for name in hard
-        if is_extended_resource(name) and not is_gpu_resource(name)
-    ]
-
-
-def _shadows(earlier: QuotaRule, later: QuotaRule) -> bool:
-    """Whether ``earlier`` matches every namespace ``later`` can (checked for what can be decided exactly)."""
-    if earlier.clusters is not None and (later.clusters is None or not set(later.clusters) <= set(earlier.clusters)):
-        return False
-    if earlier.selector is not None and earlier.selector != later.selector:
-        return False
-    if earlier.namespaces is None:
-        return True
-    if later.namespaces is None:
-        return False
-    return all(
-        any(p == q or (not _is_glob(q) and fnmatch.fnmatchcase(q, p)) or p == "*" for p in earlier.namespaces)
-        for q in later.namespaces
-    )
-
-
-def _is_glob(pattern: str) -> bool:
-    return any(c in pattern for c in "*?[")

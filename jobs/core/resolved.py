@@ -2,7 +2,9 @@
 
 Per node group: its provider (from the locator, through the provider table), the node label that picks its
 nodes, its cluster, the identity its record carries, its schedule compiled once, and its settings as values.
-Per quota rule: its off-hours schedule compiled once. Built by ``Policy.resolved`` for a validated policy.
+Per quota rule: its off-hours schedule compiled once. Built by the loader (``jobs.policy_file``) for every policy it
+validates; a planner reads it with :func:`view_of`. The policy model knows nothing of this view: it is derived from
+the policy, never stored in it.
 """
 
 from __future__ import annotations
@@ -11,20 +13,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
+from weakref import finalize
 from zoneinfo import ZoneInfo
 
-from jobs.core.nodegroups import GroupIdentity
+from jobs.core.group_record import GroupIdentity
+from jobs.core.policy import Policy
 from jobs.core.policy_fields import MAX_SETTING_DURATION, warm_up_of
 from jobs.core.policy_fleet import NodeGroup
+from jobs.core.policy_quotas import QuotaRule
 from jobs.core.policy_schedule import Defaults, Holidays, WorkingHours
 from jobs.core.providers import ProviderKind, ProviderRules, rules_for
 from jobs.core.schedule import GroupSchedule, compiled_schedule
 from jobs.core.timespec import parse_duration
-
-if TYPE_CHECKING:
-    from jobs.core.policy import Policy
-    from jobs.core.policy_quotas import QuotaRule
 
 #: With onBusy wait: how long a shutdown is postponed while GPU pods run (the policy's maxDelay).
 DEFAULT_MAX_DELAY = timedelta(hours=2)
@@ -147,9 +148,25 @@ def _quota_rule(policy: Policy, rule: QuotaRule) -> ResolvedQuotaRule:
     return ResolvedQuotaRule(rule, compiled_schedule(tz, holidays, off.working_hours))
 
 
+#: The view of each live policy, by the policy's id: built once per policy, dropped with it (the policy is plain
+#: data and holds no view; a copy is another policy, resolved on its own).
+_VIEWS: dict[int, ResolvedPolicy] = {}
+
+
 def resolve(policy: Policy) -> ResolvedPolicy:
+    """Resolve a validated policy (the loader does, once) and keep the view for :func:`view_of`."""
     rules = policy.namespace_quotas.rules if policy.namespace_quotas is not None else ()
-    return ResolvedPolicy(
+    view = ResolvedPolicy(
         tuple(_group(policy, g) for g in policy.node_groups),
         tuple(_quota_rule(policy, r) for r in rules),
     )
+    if _VIEWS.setdefault(id(policy), view) is view:
+        finalize(policy, _VIEWS.pop, id(policy), None)
+    return _VIEWS[id(policy)]
+
+
+def view_of(policy: Policy) -> ResolvedPolicy:
+    """The view the loader built for ``policy``; built now for a policy that did not come through the loader (a
+    test's, or a copy with other node groups). The policy must be valid (``jobs.policy_file`` checks it)."""
+    view = _VIEWS.get(id(policy))
+    return view if view is not None else resolve(policy)

@@ -15,17 +15,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
 from jobs.core.policy_schedule import Holidays, Override, WorkingHours
 from jobs.core.timespec import parse_clock, parse_days, parse_duration
-
-if TYPE_CHECKING:
-    from jobs.core.policy import Policy
-    from jobs.core.policy_fleet import NodeGroup
 
 State = Literal["up", "down"]
 #: How far ahead ``next_change`` looks; a group with no change in this horizon reports ``None``.
@@ -299,11 +295,6 @@ class GroupSchedule:
         clone.overrides = ()
         clone._desired = {}
         return clone
-
-
-def desired_state(policy: Policy, group: NodeGroup, at: datetime) -> Desired:
-    """The state a node group should be in at ``at`` (timezone-aware), why, and when that next changes."""
-    return policy.resolved.group(group.name).schedule.desired(at)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -5,12 +5,10 @@ stays up until a later run gets through it. Pure: the run's time for waits is a 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
+from jobs.core.policy import Policy
+from jobs.core.resolved import view_of
 from jobs.core.timespec import format_duration
-
-if TYPE_CHECKING:
-    from jobs.core.policy import Policy
 
 #: What the scale-down after a drain takes, as an estimate: one or two provider operations (disable the autoscaler,
 #: resize) of a minute or two each on GKE and AKS, less on EKS.
@@ -23,7 +21,7 @@ def shutdown_time_warnings(policy: Policy, waits: timedelta, deadline: str) -> l
     inherit is named once, at ``defaults.drainTimeout``."""
     found: dict[tuple[str | int, ...], str] = {}
     for i, group in enumerate(policy.node_groups):
-        settings = policy.resolved.group(group.name).settings
+        settings = view_of(policy).group(group.name).settings
         drains = settings.on_busy == "drain" or (settings.on_busy == "wait" and settings.after_delay == "drain")
         need = settings.drain_timeout + SHUTDOWN_OPERATIONS
         if not drains or need <= waits:

@@ -13,6 +13,9 @@ _DURATION = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<
 _CLOCK = re.compile(r"(?P<h>[01]\d|2[0-4]):(?P<m>[0-5]\d)")
 #: No duration in a policy is longer (a cron window may last up to this; the knobs have their own, shorter limits).
 MAX_DURATION = timedelta(days=31)
+#: Dates, override expiries and ``--at`` instants outside these years are typos, and near year 1 or 9999 the UTC
+#: arithmetic of the schedule overflows.
+MIN_YEAR, MAX_YEAR = 2000, 2100
 
 
 #: How much of a value people control (an annotation, a label, a tag, a record they edited, a reason they wrote) a

@@ -12,11 +12,14 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Literal
 
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import DrainBlock, Record
 from jobs.core.nodegroup_plan import RESTORE_NOT_DELIVERED, BudgetRefused, GpuPod, GroupAction, GroupSkip
-from jobs.core.nodegroups import DrainBlock, GroupConfig, NotDelivered, Record, Step, step_applied
+from jobs.core.nodegroups import Step, step_applied
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
-from jobs.errors import Busy, CloudError, DeadlineReached, OutcomeUnknown, Stopped, Unavailable
+from jobs.core.resolved import view_of
+from jobs.errors import Busy, CloudError, DeadlineReached, NotDelivered, OutcomeUnknown, Stopped, Unavailable
 from jobs.nodegroups.observe import cluster_key
 from jobs.nodegroups.ports import NodeGroupCloud
 from jobs.nodegroups.settings import NodeGroupsSettings, Ports
@@ -186,7 +189,7 @@ class Executor:
     def _apply(self, action: GroupAction) -> bool:
         """Carry out one action; False when a restore was applied but its nodes are not confirmed yet."""
         group = self.policy.group(action.group)
-        cloud = self.ports.clouds[self.policy.resolved.group(group.name).kind]
+        cloud = self.ports.clouds[view_of(self.policy).group(group.name).kind]
         record = action.record
         if action.only_uncordon:
             self._uncordon(action.group, action.uncordon)

@@ -8,10 +8,12 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from jobs.core.group_record import GroupIdentity, Record, RecordError
 from jobs.core.nodegroup_plan import GpuPod, ObservedGroup
-from jobs.core.nodegroups import CloudGroup, GroupIdentity, Record, RecordError
+from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup, Policy
+from jobs.core.resolved import view_of
 from jobs.errors import CloudError
 from jobs.nodegroups.ports import Cluster
 from jobs.nodegroups.settings import NodeGroupsSettings, Ports
@@ -27,7 +29,7 @@ class Observation:
 
 def identities(policy: Policy, cluster: str | None) -> dict[str, GroupIdentity]:
     """What each node group of ``cluster`` (every cluster: None) is in its cloud, for the records it keeps."""
-    return {g.name: policy.resolved.group(g.name).identity for g in _groups_of(policy, cluster)}
+    return {g.name: view_of(policy).group(g.name).identity for g in _groups_of(policy, cluster)}
 
 
 def _groups_of(policy: Policy, cluster: str | None) -> tuple[NodeGroup, ...]:
@@ -52,7 +54,7 @@ def observe(
     cordoned_by_job = {n.name for n in nodes if n.cordoned_by_job}
 
     def one(group: NodeGroup) -> ObservedGroup:
-        resolved = policy.resolved.group(group.name)  # its kind and node label follow from its locator, at load
+        resolved = view_of(policy).group(group.name)  # its kind and node label follow from its locator, at load
         kind = resolved.kind
         cloud = ports.clouds[kind]
         stored = records.get(group.name)
@@ -141,7 +143,7 @@ def _unmanaged(
 
     def one(members: list[NodeGroup]) -> list[CloudGroup]:
         try:  # a cluster's groups are of one kind (the locator fields that key it are the kind's)
-            return ports.clouds[policy.resolved.group(members[0].name).kind].discover(members)
+            return ports.clouds[view_of(policy).group(members[0].name).kind].discover(members)
         except CloudError as exc:
             log.warning("nodegroup.discover_failed", cloud=members[0].cloud, error=str(exc))
             return []

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import Record, RecordError
 from jobs.core.nodegroup_plan import GpuPod, NodeInfo
-from jobs.core.nodegroups import CloudGroup, GroupConfig, Record, RecordError, Step
+from jobs.core.nodegroups import CloudGroup, Step
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup
 from jobs.events import ObjectRef

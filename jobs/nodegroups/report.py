@@ -10,8 +10,9 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from jobs.core.group_config import GroupConfig
 from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup
-from jobs.core.nodegroups import CloudGroup, GroupConfig
+from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import Policy
 from jobs.envelope import ItemResult, ScopeResult

@@ -30,7 +30,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from jobs.core.schedule import desired_state
+from jobs.core.resolved import view_of
 from tests import envelope
 from tests.sandbox import sweep_demo
 from tests.sandbox.fleet import JOB_NAMESPACE
@@ -415,7 +415,7 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
         else:
             # The schedule engine itself, not the calendar's up/down flips: a reason can change without a flip
             # (warming up -> in working hours).
-            desired = desired_state(world.policy, group, phase.at) if phase.at else None
+            desired = view_of(world.policy).group(group.name).schedule.desired(phase.at) if phase.at else None
             change = ""
             status = f"unchanged ({desired.state}: {desired.reason})" if desired else "unchanged"
         lines.append(f"  {group.name:<18} {cluster:<10} {nodes:<8} {change:<30} {status}")

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import (
     Asked,
     CloudRequest,
@@ -21,6 +20,7 @@ from jobs.core.cloud_quotas import (
     effective_target,
     plan_quota,
 )
+from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.policy_file import parse_policy
 
 # A weekday morning run (Wednesday 2 December 2026, 06:00 UTC); the record below is from the day before.
@@ -247,7 +247,7 @@ def test_one_action_per_quota(
 ) -> None:
     plan = plan_quota(entry("p-spot"), facts, TRAIN, memory, NOW)
     assert (plan.action, plan.file) == (action, file), plan.reason
-    assert (plan.record.status if plan.record else None) == record_status
+    assert (plan.remember.status if plan.remember else None) == record_status
     assert plan.failed == (action in ("denied", "partial", "error"))
     if plan.action != "error":
         assert (plan.target, plan.demand) == (768, "train: 8 x p4d.24xlarge x 96 vCPU = 768")

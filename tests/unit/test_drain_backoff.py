@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobs.core.nodegroups import DrainBlock, Record, drain_backoff
+from jobs.core.group_record import DrainBlock, Record, drain_backoff
 
 AT = datetime.fromisoformat("2026-12-01T20:05:00+01:00")  # a Tuesday evening, Europe/Berlin
 
@@ -30,7 +30,7 @@ def test_drain_backoff(attempts: int, wait: timedelta) -> None:
 def test_a_block_says_when_the_next_drain_is_and_survives_its_record() -> None:
     block = DrainBlock(AT, 3, ("team-a/serve-0/u1",), (("team-a/serve", 0),))
     assert block.retry_at == datetime.fromisoformat("2026-12-01T22:05:00+01:00")
-    from jobs.core.nodegroups import GroupConfig
+    from jobs.core.group_config import GroupConfig
 
     record = Record(GroupConfig(1, 3, 8), "up", AT, drain_blocked=block)
     assert Record.from_json(record.to_json()) == record

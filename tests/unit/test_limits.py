@@ -27,3 +27,12 @@ def test_the_refusal_says_how_many_of_how_many_and_how_to_raise_it() -> None:
         "the plan changes 7 namespace quotas, more than the limit of 10% (6 of 60) per run"
         " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
     )
+
+
+def test_a_limit_allows_up_to_itself_and_refuses_one_more() -> None:
+    # Moved from the nodegroups plan's guard (deleted: the runner applies the limit to every job's plan).
+    assert ChangeLimit(3).refusal(3, 3, "node groups") is None
+    assert "changes 3 node groups, more than the limit of 2" in (ChangeLimit(2).refusal(3, 3, "node groups") or "")
+    assert ChangeLimit.parse("50%").refusal(3, 6, "node groups") is None  # 3 of 6
+    refused = ChangeLimit.parse("10%").refusal(3, 10, "node groups") or ""
+    assert "more than the limit of 10% (1 of 10) per run" in refused

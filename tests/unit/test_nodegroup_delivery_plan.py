@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from jobs.core.group_config import GroupConfig
 from jobs.core.nodegroup_plan import RESTORE_NOT_DELIVERED, GroupAction, GroupSkip
-from jobs.core.nodegroups import GroupConfig, SetAutoscaling, SetSize
+from jobs.core.nodegroups import SetAutoscaling, SetSize
 from tests.unit.test_nodegroup_plan import AKS_UP, CA, DAY, EKS_DOWN, EKS_UP, NIGHT, plan_one, rec
 
 STOCKOUT = "AsgInstanceLaunchFailures: Could not launch On-Demand Instances. InsufficientInstanceCapacity"

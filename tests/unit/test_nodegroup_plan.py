@@ -10,9 +10,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobs.core.limits import ChangeLimit
-from jobs.core.nodegroup_plan import GpuPod, GroupAction, GroupSkip, ObservedGroup, Refusal, guard, plan_nodegroups
-from jobs.core.nodegroups import GroupConfig, Record, SetAutoscaling, SetPower, SetSize
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import Record
+from jobs.core.nodegroup_plan import GpuPod, GroupAction, GroupSkip, ObservedGroup, plan_nodegroups
+from jobs.core.nodegroups import SetAutoscaling, SetPower, SetSize
 from jobs.core.policy import Policy
 from jobs.core.providers import ProviderKind
 from tests.unit.policies import policy_from
@@ -258,26 +259,6 @@ def test_unreadable_group_is_skipped_with_the_error() -> None:
     assert plan.failures == plan.skips
 
 
-def test_guard_refuses_a_plan_over_the_change_limit() -> None:
-    groups = "".join(
-        f"  - {{name: g{i}, cloud: aws, aws: {{region: eu-west-1, autoScalingGroup: asg-{i}}}}}\n" for i in range(3)
-    )
-    p = policy_from(
-        'defaults: {timezone: Europe/Berlin, workingHours: [{days: Mon-Fri, start: "08:00", end: "20:00"}]}\n'
-        f"nodeGroups:\n{groups}"
-    )
-    observed = tuple(ObservedGroup(g, "asg", GroupConfig(1, 1, 2), nodes=("n",)) for g in p.node_groups)
-    plan = plan_nodegroups(p, observed, NIGHT)
-    assert isinstance(guard(plan, ChangeLimit(3), 3), type(plan))
-    refused = guard(plan, ChangeLimit(2), 3)
-    assert isinstance(refused, Refusal)
-    assert "changes 3 node groups, more than the limit of 2" in refused.reason
-    assert isinstance(guard(plan, ChangeLimit.parse("50%"), 6), type(plan))  # 3 of 6
-    refused = guard(plan, ChangeLimit.parse("10%"), 10)
-    assert isinstance(refused, Refusal)
-    assert "more than the limit of 10% (1 of 10) per run" in refused.reason
-
-
 def test_a_wait_that_never_ended_in_a_shutdown_is_forgotten_in_the_morning() -> None:
     waited = rec(EKS_UP, "up", busy_since=NIGHT)
     skip = plan_one("eks", EKS_UP, DAY + timedelta(days=1), record=waited)
@@ -424,7 +405,7 @@ NOTEBOOK = GpuPod("team-b", "notebook-0", "node-1", 1, True, "n0")
 def test_a_blocked_drain_is_tried_again_only_once_no_blocker_is_left(
     pods: tuple[GpuPod, ...], allowed_now: int, drains: bool
 ) -> None:
-    from jobs.core.nodegroups import DrainBlock
+    from jobs.core.group_record import DrainBlock
 
     block = DrainBlock(
         NIGHT - timedelta(minutes=10), 1, ("team-a/serve-0/u0", "team-a/serve-1/u1"), (("team-a/serve", 0),)

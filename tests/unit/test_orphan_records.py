@@ -6,7 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from jobs.core.nodegroups import GroupConfig, GroupIdentity, Record
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import GroupIdentity, Record
 from jobs.core.orphan_records import LEFT_DOWN, OrphanRecord, restore_commands
 
 AT = datetime.fromisoformat("2026-12-01T20:05:00+01:00")  # the evening it went down

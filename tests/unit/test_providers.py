@@ -7,8 +7,10 @@ from typing import get_args
 
 import pytest
 
-from jobs.core.nodegroups import GroupConfig, SetAutoscaling, SetPower, SetSize, down_config, steps_between
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import SetAutoscaling, SetPower, SetSize, down_config, steps_between
 from jobs.core.providers import PROVIDERS, ProviderKind
+from jobs.core.resolved import view_of
 from tests.emulators.azure import aks_rules
 from tests.emulators.gcp import gke
 from tests.unit.policies import policy_from
@@ -44,7 +46,7 @@ def test_every_provider_kind_has_its_rules() -> None:
 
 
 def test_the_locator_says_the_provider_its_node_label_and_cluster() -> None:
-    resolved = policy_from(GROUPS).resolved
+    resolved = view_of(policy_from(GROUPS))
     seen = {
         g.name: (g.kind, g.node_label, g.cluster, g.cloud_cluster, dict(g.node_selector or {})) for g in resolved.groups
     }

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from jobs.core import resolved as views
 from jobs.core import schedule
+from jobs.core.resolved import ResolvedPolicy, view_of
 from jobs.core.schedule import compiled_schedule, in_working_hours
 from tests.unit.policies import policy_from
 
@@ -44,11 +47,17 @@ namespaceQuotas:
 
 def test_it_is_built_at_load() -> None:
     policy = policy_from(POLICY)
-    assert "resolved" in policy.__dict__  # parse_policy built it: a policy it cannot resolve fails at load
+    # parse_policy built it (a policy it cannot resolve fails at load); the policy itself holds no view.
+    key = id(policy)
+    assert views._VIEWS[key] is view_of(policy)
+    assert not any(isinstance(v, ResolvedPolicy) for v in vars(policy).values())
+    del policy
+    gc.collect()
+    assert key not in views._VIEWS  # dropped with its policy
 
 
 def test_settings_are_values_with_their_defaults() -> None:
-    resolved = policy_from(POLICY).resolved
+    resolved = view_of(policy_from(POLICY))
     a, b = resolved.group("a").settings, resolved.group("b").settings
     assert (a.on_busy, a.max_delay, a.after_delay, a.drain_timeout, a.warm_up) == (
         "wait",
@@ -61,7 +70,7 @@ def test_settings_are_values_with_their_defaults() -> None:
 
 
 def test_groups_with_the_same_schedule_share_one_compiled_schedule() -> None:
-    resolved = policy_from(POLICY).resolved
+    resolved = view_of(policy_from(POLICY))
     a, b, c = (resolved.group(n).schedule for n in "abc")
     assert a is b  # asked once per instant, however many groups
     assert c is not a  # alwaysOn: its own
@@ -71,7 +80,7 @@ def test_groups_with_the_same_schedule_share_one_compiled_schedule() -> None:
 
 def test_a_quota_rule_is_compiled_once_for_every_namespace() -> None:
     policy = policy_from(POLICY)
-    rule = policy.resolved.quota_rules[0]
+    rule = view_of(policy).quota_rules[0]
     assert rule.off_hours_at(NIGHT)
     assert not rule.off_hours_at(NIGHT - timedelta(hours=2))
     off = rule.rule.off_hours
@@ -88,14 +97,14 @@ def test_one_holiday_table_per_country_subdivision_and_year() -> None:
     schedule._public_holidays.cache_clear()
     for name in ("x", "y"):
         body = POLICY.replace("nodegroup: a}", f"nodegroup: {name}}}").replace("name: a", f"name: {name}")
-        policy_from(body).resolved.group(name).schedule.desired(CHRISTMAS + timedelta(days=365))
+        view_of(policy_from(body)).group(name).schedule.desired(CHRISTMAS + timedelta(days=365))
     assert schedule._public_holidays.cache_info().misses == 1  # DE/BE 2027, loaded once for both policies
 
 
 def test_a_copy_with_other_node_groups_is_resolved_again() -> None:
     policy = policy_from(POLICY)
-    assert policy.resolved.group("a").settings.on_busy == "wait"
+    assert view_of(policy).group("a").settings.on_busy == "wait"
     forced = tuple(g.model_copy(update={"on_busy": "force"}) for g in policy.node_groups)
     copy = policy.model_copy(update={"node_groups": forced})
-    assert copy.resolved.group("a").settings.on_busy == "force"
-    assert policy.resolved.group("a").settings.on_busy == "wait"
+    assert view_of(copy).group("a").settings.on_busy == "force"
+    assert view_of(policy).group("a").settings.on_busy == "wait"

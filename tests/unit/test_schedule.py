@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from jobs.core.policy import NodeGroup, Policy
-from jobs.core.schedule import desired_state
+from jobs.core.resolved import view_of
 from tests.unit.policies import one_group, policy_from
 
 WEEKDAYS = "workingHours:\n  - {days: Mon-Fri, start: '08:00', end: '20:00'}"
@@ -221,7 +221,7 @@ CASES = [
 )
 def test_windows(timezone: str, schedule: str, instant: str, state: str, change: str | None, why: str) -> None:
     policy, group = one_group(schedule, timezone=timezone)
-    desired = desired_state(policy, group, at(instant))
+    desired = view_of(policy).group(group.name).schedule.desired(at(instant))
     assert (desired.state, desired.next_change) == (state, at(change) if change else None)
     assert why in desired.reason
 
@@ -250,7 +250,7 @@ HOLIDAY_CASES = [
 )
 def test_holidays(holidays: str, instant: str, state: str, why: str) -> None:
     policy, group = one_group(f"{WEEKDAYS}\nholidays: {holidays}")
-    desired = desired_state(policy, group, at(instant))
+    desired = view_of(policy).group(group.name).schedule.desired(at(instant))
     assert desired.state == state
     assert why in desired.reason
 
@@ -260,12 +260,14 @@ def test_holiday_cancels_the_overnight_window_that_starts_on_it_only() -> None:
         "workingHours:\n  - {days: daily, start: '22:00', end: '06:00'}\nholidays: {dates: ['2026-12-24']}"
     )
     # Wed 23rd 22:00 .. Thu 24th 06:00 belongs to the 23rd: up, even though the 24th is a holiday.
-    assert desired_state(policy, group, at("2026-12-24T03:00:00+01:00")).state == "up"
+    assert view_of(policy).group(group.name).schedule.desired(at("2026-12-24T03:00:00+01:00")).state == "up"
     # The window starting on the 24th is cancelled, so Friday 03:00 is down.
-    off = desired_state(policy, group, at("2026-12-25T03:00:00+01:00"))
+    off = view_of(policy).group(group.name).schedule.desired(at("2026-12-25T03:00:00+01:00"))
     assert (off.state, off.next_change) == ("down", at("2026-12-25T22:00:00+01:00"))
     # The holiday also removes the change at 22:00 on the 24th: next change after 06:00 is the 25th 22:00.
-    assert desired_state(policy, group, at("2026-12-24T06:00:00+01:00")).next_change == at("2026-12-25T22:00:00+01:00")
+    assert view_of(policy).group(group.name).schedule.desired(at("2026-12-24T06:00:00+01:00")).next_change == at(
+        "2026-12-25T22:00:00+01:00"
+    )
 
 
 OVERRIDES = """
@@ -292,7 +294,7 @@ overrides:
 )
 def test_overrides(instant: str, state: str, change: str, why: str) -> None:
     policy, group = one_group(WEEKDAYS, extra=OVERRIDES)
-    desired = desired_state(policy, group, at(instant))
+    desired = view_of(policy).group(group.name).schedule.desired(at(instant))
     assert (desired.state, desired.next_change) == (state, at(change))
     assert why in desired.reason
 
@@ -301,20 +303,20 @@ def test_up_override_outside_hours_then_expiry() -> None:
     text = 'overrides:\n  - {nodeGroup: g, state: up, until: "2026-12-02T23:00:00+01:00", reason: paper deadline}'
     policy, group = one_group(WEEKDAYS, extra=text)
     # Tue 2026-12-01 22:00 is outside hours, but the override keeps the group up until Wed 23:00.
-    desired = desired_state(policy, group, at("2026-12-01T22:00:00+01:00"))
+    desired = view_of(policy).group(group.name).schedule.desired(at("2026-12-01T22:00:00+01:00"))
     assert (desired.state, desired.next_change) == ("up", at("2026-12-02T23:00:00+01:00"))
     assert "paper deadline" in desired.reason
 
 
 def test_always_on_never_changes() -> None:
     policy, group = one_group(f"{WEEKDAYS}\nalwaysOn: true")
-    desired = desired_state(policy, group, at("2026-12-05T03:00:00+01:00"))  # a Saturday night
+    desired = view_of(policy).group(group.name).schedule.desired(at("2026-12-05T03:00:00+01:00"))  # a Saturday night
     assert (desired.state, desired.reason, desired.next_change) == ("up", "alwaysOn", None)
 
 
 def test_no_windows_is_always_down() -> None:
     policy, group = one_group("workingHours: []")
-    desired = desired_state(policy, group, at("2026-12-01T12:00:00+01:00"))
+    desired = view_of(policy).group(group.name).schedule.desired(at("2026-12-01T12:00:00+01:00"))
     assert (desired.state, desired.next_change) == ("down", None)
 
 
@@ -336,7 +338,7 @@ def test_no_windows_is_always_down() -> None:
 )
 def test_warm_up(instant: str, state: str, change: str, why: str) -> None:
     policy, group = one_group(f"{WEEKDAYS}\nwarmUp: 15m")
-    desired = desired_state(policy, group, at(instant))
+    desired = view_of(policy).group(group.name).schedule.desired(at(instant))
     assert (desired.state, desired.next_change) == (state, at(change))
     assert why in desired.reason
 
@@ -344,7 +346,7 @@ def test_warm_up(instant: str, state: str, change: str, why: str) -> None:
 def test_warm_up_does_not_wake_a_holiday() -> None:
     policy, group = one_group(f"{WEEKDAYS}\nwarmUp: 15m\nholidays: {{country: DE}}")
     # Fri 2026-12-25 07:50 would be warm-up, but Christmas cancels the window and so its warm-up.
-    assert desired_state(policy, group, at("2026-12-25T07:50:00+01:00")).state == "down"
+    assert view_of(policy).group(group.name).schedule.desired(at("2026-12-25T07:50:00+01:00")).state == "down"
 
 
 CRON = "workingHours:\n  - {cron: '0 22 * * 1-5', duration: 8h}"
@@ -365,21 +367,21 @@ CRON = "workingHours:\n  - {cron: '0 22 * * 1-5', duration: 8h}"
 )
 def test_cron_windows(instant: str, state: str, change: str) -> None:
     policy, group = one_group(CRON, timezone="America/New_York")
-    desired = desired_state(policy, group, at(instant))
+    desired = view_of(policy).group(group.name).schedule.desired(at(instant))
     assert (desired.state, desired.next_change) == (state, at(change))
 
 
 def test_cron_window_duration_is_real_time_across_dst() -> None:
     # Sat 2026-03-07 22:00 EST daily run of 8 h ends at 07:00 EDT on Sunday (06:00 wall time + the lost hour).
     policy, group = one_group("workingHours:\n  - {cron: '0 22 * * *', duration: 8h}", timezone="America/New_York")
-    desired = desired_state(policy, group, at("2026-03-08T06:30:00-04:00"))
+    desired = view_of(policy).group(group.name).schedule.desired(at("2026-03-08T06:30:00-04:00"))
     assert (desired.state, desired.next_change) == ("up", at("2026-03-08T07:00:00-04:00"))
 
 
 def test_naive_instant_is_refused() -> None:
     policy, group = one_group(WEEKDAYS)
     with pytest.raises(ValueError, match="timezone-aware"):
-        desired_state(policy, group, datetime(2026, 12, 1, 12))  # noqa: DTZ001 - the point of the test
+        view_of(policy).group(group.name).schedule.desired(datetime(2026, 12, 1, 12))  # noqa: DTZ001 - the point of the test
 
 
 # -- DST decisions (see docs/policy.md, Schedule semantics) ------------------------------------------------------
@@ -395,9 +397,9 @@ def test_naive_instant_is_refused() -> None:
 def test_a_window_starting_in_the_spring_gap_opens_at_the_first_instant_after_it(schedule: str) -> None:
     # Berlin, Sun 2026-03-29: 02:00 CET jumps to 03:00 CEST; 02:30 never happens.
     policy, group = one_group(schedule)
-    before = desired_state(policy, group, at("2026-03-29T01:59:00+01:00"))
+    before = view_of(policy).group(group.name).schedule.desired(at("2026-03-29T01:59:00+01:00"))
     assert (before.state, before.next_change) == ("down", at("2026-03-29T03:00:00+02:00"))
-    assert desired_state(policy, group, at("2026-03-29T03:00:00+02:00")).state == "up"
+    assert view_of(policy).group(group.name).schedule.desired(at("2026-03-29T03:00:00+02:00")).state == "up"
 
 
 @pytest.mark.parametrize(
@@ -409,14 +411,14 @@ def test_a_window_starting_in_the_spring_gap_opens_at_the_first_instant_after_it
 )
 def test_an_hourly_cron_window_covers_the_repeated_autumn_hour(timezone: str, repeated: str) -> None:
     policy, group = one_group("workingHours:\n  - {cron: '0 * * * *', duration: 1h}", timezone=timezone)
-    assert desired_state(policy, group, at(repeated)).state == "up"
+    assert view_of(policy).group(group.name).schedule.desired(at(repeated)).state == "up"
 
 
 def test_a_daily_cron_fires_once_in_the_repeated_hour() -> None:
     # 01:30 happens twice in New York on 2026-11-01; a daily window of 1 h runs once, from the first.
     policy, group = one_group("workingHours:\n  - {cron: '30 1 * * *', duration: 1h}", timezone="America/New_York")
-    assert desired_state(policy, group, at("2026-11-01T01:45:00-04:00")).state == "up"
-    assert desired_state(policy, group, at("2026-11-01T01:45:00-05:00")).state == "down"
+    assert view_of(policy).group(group.name).schedule.desired(at("2026-11-01T01:45:00-04:00")).state == "up"
+    assert view_of(policy).group(group.name).schedule.desired(at("2026-11-01T01:45:00-05:00")).state == "down"
 
 
 def test_a_group_switches_a_default_warm_up_off_with_0s() -> None:
@@ -429,5 +431,6 @@ def test_a_group_switches_a_default_warm_up_off_with_0s() -> None:
         return policy, policy.node_groups[0]
 
     # 07:50 is inside the default 30 min warm-up; a group's warmUp: 0s has none.
-    assert desired_state(*group_with(""), at("2026-12-01T07:50:00+01:00")).state == "up"
-    assert desired_state(*group_with(", warmUp: 0s"), at("2026-12-01T07:50:00+01:00")).state == "down"
+    for own, state in (("", "up"), (", warmUp: 0s", "down")):
+        policy, group = group_with(own)
+        assert view_of(policy).group(group.name).schedule.desired(at("2026-12-01T07:50:00+01:00")).state == state

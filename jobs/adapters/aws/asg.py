@@ -9,7 +9,8 @@ from jobs.adapters.aws.autoscaling import READS, TAG_WRITES, Asg, AutoScaling, c
 from jobs.adapters.aws.session import AwsClients, call
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import CloudGroup, GroupConfig, SetPower, SetSize, Step
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import CloudGroup, SetPower, SetSize, Step
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.core.providers import PROVIDERS
 from jobs.errors import Invalid

@@ -19,10 +19,11 @@ from jobs.adapters.aws.session import AwsClients, call, paged
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.polling import poll_until
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetPower, SetSize, Step
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import CloudGroup, SetPower, SetSize, Step
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.core.providers import PROVIDERS
-from jobs.errors import CloudError, Invalid, NotFound, Unavailable
+from jobs.errors import CloudError, Invalid, NotDelivered, NotFound, Unavailable
 from jobs.labels import CA_ENABLED_TAG, CA_TAG_PREFIX
 
 #: Every API action this module calls, for checking the shipped IAM policy against the code.

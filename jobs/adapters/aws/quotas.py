@@ -24,9 +24,9 @@ from jobs.adapters.aws.errors import translate
 from jobs.adapters.aws.session import _new_client
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
 from jobs.core.policy import AwsLocator, NodeGroup
+from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.errors import CloudError, Conflict
 
 #: Every API action this module calls, for checking the shipped IAM policy against the code.

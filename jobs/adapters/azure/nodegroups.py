@@ -33,10 +33,11 @@ from jobs.adapters.azure import errors, operations
 from jobs.adapters.azure.auth import ArmAuth
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetAutoscaling, SetSize, Step
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetSize, Step
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.core.providers import PROVIDERS
-from jobs.errors import Busy, CloudError, Denied, Invalid
+from jobs.errors import Busy, CloudError, Denied, Invalid, NotDelivered
 
 #: Exactly the ARM actions this module calls: the pool GET and list, the PUT, and the GETs of the PUT's
 #: ``Azure-AsyncOperation`` status monitor (``/providers/Microsoft.ContainerService/locations/*/operations/*``).

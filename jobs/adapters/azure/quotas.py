@@ -24,9 +24,9 @@ from jobs.adapters.azure.auth import ArmAuth
 from jobs.adapters.azure.errors import translate
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
 from jobs.core.policy import AzureLocator, NodeGroup
+from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.errors import CloudError, NotFound
 
 #: Exactly the ARM actions this module calls.

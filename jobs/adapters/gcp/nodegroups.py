@@ -25,10 +25,11 @@ from jobs.adapters.gcp.errors import RESOURCE_EXHAUSTED, translated
 from jobs.adapters.gcp.session import GcpSession
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.nodegroups import CloudGroup, GroupConfig, NotDelivered, SetAutoscaling, SetPower, SetSize, Step
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetPower, SetSize, Step
 from jobs.core.policy import GcpLocator, NodeGroup
 from jobs.core.providers import PROVIDERS
-from jobs.errors import Invalid
+from jobs.errors import Invalid, NotDelivered
 
 #: Exactly the IAM permissions behind the calls below (nodePools.get/list are authorised by clusters.get).
 PERMISSIONS = Permissions(

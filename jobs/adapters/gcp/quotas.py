@@ -26,9 +26,9 @@ from google.cloud import cloudquotas_v1, container_v1
 from jobs.adapters.gcp.errors import translated as _translated
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
-from jobs.core.cloud_quota_policy import CloudQuota
 from jobs.core.cloud_quotas import GCP_FAMILY_QUOTA, Asked, CloudRequest, GroupSize, Outcome, QuotaFacts, Shape
 from jobs.core.policy import GcpLocator, NodeGroup
+from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.errors import NotFound
 
 #: Exactly the IAM permissions behind the calls below.

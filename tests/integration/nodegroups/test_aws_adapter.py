@@ -18,16 +18,8 @@ from jobs.adapters.aws.asg import AsgNodeGroups
 from jobs.adapters.aws.eks import EksNodeGroups
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
-from jobs.core.nodegroups import (
-    CloudGroup,
-    GroupConfig,
-    SetAutoscaling,
-    SetPower,
-    SetSize,
-    Step,
-    down_config,
-    steps_between,
-)
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetPower, SetSize, Step, down_config, steps_between
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.core.providers import PROVIDERS, rules_for
 from jobs.errors import Busy, CloudError, Invalid, NotFound, Throttled, Unavailable

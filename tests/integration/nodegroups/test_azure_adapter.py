@@ -17,16 +17,8 @@ import pytest
 from jobs.adapters.azure.nodegroups import PERMISSIONS, AksAgentPools
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
-from jobs.core.nodegroups import (
-    CloudGroup,
-    GroupConfig,
-    SetAutoscaling,
-    SetPower,
-    SetSize,
-    Step,
-    down_config,
-    steps_between,
-)
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetPower, SetSize, Step, down_config, steps_between
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.core.providers import rules_for
 from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable

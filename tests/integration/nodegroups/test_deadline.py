@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobs.core.nodegroups import Record
+from jobs.core.group_record import Record
 from tests.emulators.aws.eks import UpdateTiming
 from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator

@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 
 from jobs.adapters.kube.records import record_name
-from jobs.core.nodegroups import Record
+from jobs.core.group_record import Record
 from jobs.nodegroups.observe import identities
 from jobs.nodegroups.report import NodeGroupsReport as Report
 from jobs.outcome import ExitCode

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jobs.core.nodegroups import Record
+from jobs.core.group_record import Record
 from jobs.core.policy import Policy
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 from tests.docs import shell_block

@@ -14,20 +14,11 @@ from google.api_core import exceptions
 from jobs.adapters.gcp.nodegroups import PERMISSIONS, GkeNodePools
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
-from jobs.core.nodegroups import (
-    CloudGroup,
-    GroupConfig,
-    NotDelivered,
-    SetAutoscaling,
-    SetPower,
-    SetSize,
-    Step,
-    down_config,
-    steps_between,
-)
+from jobs.core.group_config import GroupConfig
+from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetPower, SetSize, Step, down_config, steps_between
 from jobs.core.policy import NodeGroup
 from jobs.core.providers import rules_for
-from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotFound, Throttled, Unavailable
+from jobs.errors import Busy, CloudError, Conflict, Denied, Invalid, NotDelivered, NotFound, Throttled, Unavailable
 from tests.emulators.base import FaultKind, start
 from tests.emulators.gcp import GcpEmulator, clients
 

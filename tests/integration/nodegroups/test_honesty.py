@@ -12,7 +12,7 @@ import pytest
 from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.records import ConfigMapRecords, record_name
-from jobs.core.nodegroups import Record
+from jobs.core.group_record import Record
 from jobs.core.policy import Policy
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 from jobs.nodegroups.observe import identities

@@ -11,7 +11,7 @@ import pytest
 from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.records import ConfigMapRecords, record_name
-from jobs.core.nodegroups import Record
+from jobs.core.group_record import Record
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 from jobs.nodegroups.observe import identities
 from jobs.policy_file import parse_policy

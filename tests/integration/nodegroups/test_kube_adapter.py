@@ -12,7 +12,8 @@ from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.lease import LeaseLock
 from jobs.adapters.kube.records import ConfigMapRecords, record_name
 from jobs.adapters.kube.workloads import KubeCluster
-from jobs.core.nodegroups import GroupConfig, GroupIdentity, Record, RecordError
+from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import GroupIdentity, Record, RecordError
 from jobs.errors import Conflict, Throttled, Unavailable
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace

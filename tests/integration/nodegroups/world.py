@@ -31,6 +31,7 @@ from jobs.adapters.settings import AdapterSettings
 from jobs.commands.nodegroup_clouds import nodegroup_cloud
 from jobs.core.policy import Policy
 from jobs.core.providers import PROVIDERS
+from jobs.core.resolved import view_of
 from jobs.labels import NODEGROUPS_LEASE
 from jobs.nodegroups.job import NodeGroupsWork
 from jobs.nodegroups.observe import identities
@@ -154,7 +155,7 @@ class Fleet:
         """What the clouds do to a cluster: a group scaled to zero (or stopped) takes its Node objects with it, a
         group brought back registers fresh ones (uncordoned, unannotated)."""
         for group in self.policy.node_groups:
-            config = self.ports.clouds[self.policy.resolved.group(group.name).kind].describe(group, live_size=True)
+            config = self.ports.clouds[view_of(self.policy).group(group.name).kind].describe(group, live_size=True)
             running = not config.stopped and (config.desired or 0) > 0
             name, labels = NODES[group.name]
             api = self.kubes[self.policy.cluster_of(group).name]
@@ -189,7 +190,7 @@ class Fleet:
     def configs(self) -> dict[str, Any]:
         """Every group's configuration as the real adapters read it, live size included."""
         return {
-            g.name: self.ports.clouds[self.policy.resolved.group(g.name).kind].describe(g, live_size=True)
+            g.name: self.ports.clouds[view_of(self.policy).group(g.name).kind].describe(g, live_size=True)
             for g in self.policy.node_groups
         }
 

@@ -1,19 +1,20 @@
 """The ``cloudQuotas:`` section of the policy: cloud GPU quotas the ``cloud-quotas`` job keeps at or above a target.
 
 Each entry is one quota in one account scope (an AWS region, a GCP project, an Azure subscription). Fields that
-belong to another cloud are refused with their own line (``cloud_quota_problems``), as are rules that span entries
-or the node groups: a ``nodeGroups`` name not in the policy, a group of another cloud or scope, a target above
-``max``, two entries for the same quota and scope, a GCP increase without ``contactEmail``.
+belong to another cloud are refused with their own line (``foreign_fields``). The rules that span entries or the
+node groups (a ``nodeGroups`` name not in the policy, a group of another cloud or scope, a target above ``max``,
+two entries for the same quota and scope, a GCP increase without ``contactEmail``) are checked with the other
+cross-section rules, in ``jobs.core.policy_checks``.
 
 Its models share the policy's base and field types (``jobs.core.policy_fields``); the root model
-(``jobs.core.policy``) imports this module, so this one imports the root only for type checking.
+(``jobs.core.policy``) imports this module, never the other way.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -26,9 +27,6 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from jobs.core.policy_fields import Model, Name, Percent
-
-if TYPE_CHECKING:
-    from jobs.core.policy import NodeGroup, Policy
 
 Problem = tuple[tuple[str | int, ...], str]
 Cloud = Literal["aws", "gcp", "azure"]
@@ -172,7 +170,7 @@ class CloudQuota(Model):
     def scope_name(self) -> str:
         """The account: AWS region, GCP project, Azure subscription (as in ``jobs.scopes``)."""
         found = {"aws": self.region, "gcp": self.project, "azure": self.subscription}[self.cloud]
-        assert found is not None  # guaranteed by cloud_quota_problems
+        assert found is not None  # guaranteed by the checks (jobs.core.policy_checks)
         return found
 
     @property
@@ -212,13 +210,8 @@ class CloudQuota(Model):
         return ("azure", str(self.subscription).lower(), str(self.location).lower(), str(self.family).lower())
 
 
-def _region_of(location: str) -> str:
-    """A GCP zone's region (europe-west4-a -> europe-west4); a region is its own."""
-    parts = location.split("-")
-    return "-".join(parts[:2]) if len(parts) > 2 else location
-
-
-def _foreign_fields(entry: CloudQuota, base: tuple[str | int, ...]) -> Iterator[Problem]:
+def foreign_fields(entry: CloudQuota, base: tuple[str | int, ...]) -> Iterator[Problem]:
+    """A field of another cloud, or one this cloud requires missing, as (path, message) pairs."""
     own = _CLOUD_FIELDS[entry.cloud]
     for field in sorted(entry.model_fields_set - {"name", "cloud", "target", "headroom", "max"} - own):
         clouds = [c for c, fields in _CLOUD_FIELDS.items() if field in fields]
@@ -226,62 +219,3 @@ def _foreign_fields(entry: CloudQuota, base: tuple[str | int, ...]) -> Iterator[
     for field in _REQUIRED[entry.cloud]:
         if getattr(entry, field) is None:
             yield (*base, to_camel(field)), f"required for cloud {entry.cloud}"
-
-
-def _group_problem(entry: CloudQuota, group: NodeGroup) -> str | None:
-    """Why a node group cannot count against the entry's quota, naming both; None when it can."""
-    if group.cloud != entry.cloud:
-        return f"node group {group.name} is on {group.cloud}, quota {entry.name} on {entry.cloud}"
-    loc = group.locator.model_dump()
-    if entry.cloud == "aws" and loc["region"] != entry.region:
-        return f"node group {group.name} is in region {loc['region']}, quota {entry.name} in {entry.region}"
-    if entry.cloud == "gcp":
-        if loc["project"] != entry.project:
-            return f"node group {group.name} is in project {loc['project']}, quota {entry.name} in {entry.project}"
-        if entry.region and _region_of(loc["location"]) != entry.region:
-            return f"node group {group.name} is in {loc['location']}, quota {entry.name} in region {entry.region}"
-    if entry.cloud == "azure" and str(loc["subscription"]).lower() != str(entry.subscription).lower():
-        return (
-            f"node group {group.name} is in subscription {loc['subscription']}, quota {entry.name} in"
-            f" {entry.subscription}"
-        )
-    return None
-
-
-def cloud_quota_problems(policy: Policy) -> list[Problem]:
-    """What the ``cloudQuotas`` section gets wrong, as (path, message) pairs; the cloud's data is checked at plan."""
-    problems: list[Problem] = []
-    names: dict[str, int] = {}
-    identities: dict[tuple[str, ...], int] = {}
-    groups = {g.name: g for g in policy.node_groups}
-    for i, entry in enumerate(policy.cloud_quotas):
-        base: tuple[str | int, ...] = ("cloudQuotas", i)
-        if entry.name in names:
-            problems.append(((*base, "name"), f'"{entry.name}" is already used by cloudQuotas[{names[entry.name]}]'))
-        names.setdefault(entry.name, i)
-        foreign = list(_foreign_fields(entry, base))
-        problems += foreign
-        if foreign:
-            continue
-        if entry.identity in identities:
-            other = policy.cloud_quotas[identities[entry.identity]]
-            problems.append((base, f"same quota and scope as cloudQuotas[{identities[entry.identity]}] ({other.name})"))
-        identities.setdefault(entry.identity, i)
-        target = entry.target
-        if isinstance(target, int) and entry.max is not None and target > entry.max:
-            problems.append(((*base, "target"), f"{target} is above max {entry.max}"))
-        if entry.cloud == "gcp" and not entry.contact_email:
-            problems.append(((*base, "contactEmail"), "required: GCP refuses a quota increase without a contact"))
-        if isinstance(target, InstancesTarget):
-            wanted = {"aws": "instance_type", "gcp": "machine_type", "azure": "vm_size"}[entry.cloud]
-            if getattr(target, wanted) is None:
-                problems.append(((*base, "target"), f"cloud {entry.cloud} takes {to_camel(wanted)}"))
-        if isinstance(target, NodeGroupsTarget):
-            for j, name in enumerate(target.node_groups):
-                path = (*base, "target", "nodeGroups", j)
-                group = groups.get(name)
-                if group is None:
-                    problems.append((path, f'unknown node group "{name}"'))
-                elif (why := _group_problem(entry, group)) is not None:
-                    problems.append((path, why))
-    return problems

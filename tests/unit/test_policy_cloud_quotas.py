@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.cloud_quota_policy import InstancesTarget, NodeGroupsTarget
+from jobs.core.policy_cloud_quotas import InstancesTarget, NodeGroupsTarget
 from jobs.core.policy_fields import percent
 from jobs.policy_file import PolicyError, load_policy, parse_policy
 

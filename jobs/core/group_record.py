@@ -1,0 +1,164 @@
+"""The nodegroups record format: one record per node group (a ConfigMap in its cluster), what the group looked like
+before it went down and which group it describes, so a crash mid-run never loses what is needed to restore it.
+Versioned (``RECORD_SCHEMA``); a stored record that cannot be used is a :class:`RecordError`, never half-read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from jobs.core.group_config import GroupConfig
+from jobs.core.timespec import ECHO_LIMIT, quoted
+
+Phase = Literal["stopping", "down", "up"]
+
+
+RECORD_SCHEMA = 2  # 2: records say which group they describe
+
+
+class RecordError(ValueError):
+    """A stored record that cannot be used: malformed, of another schema, or describing another group."""
+
+
+@dataclass(frozen=True)
+class GroupIdentity:
+    """What a record describes: the cloud's group in its cluster, not the policy's name for it. A record is applied
+    only to the group it was taken from: a renamed group keeps its record, a name pointed elsewhere does not."""
+
+    cluster: str
+    cloud: str
+    locator: tuple[tuple[str, str], ...]  # sorted (key, value) pairs, e.g. (("nodePool", "h100"), ...)
+
+    @classmethod
+    def of(cls, cluster: str, cloud: str, locator: Mapping[str, Any]) -> GroupIdentity:
+        return cls(cluster, cloud, tuple(sorted((k, str(v)) for k, v in locator.items() if v is not None)))
+
+    def describe(self) -> str:
+        order = ("region", "project", "subscription", "location", "resourceGroup", "cluster")
+        values = sorted(self.locator, key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+        return f"{self.cloud} {'/'.join(v for _, v in values)} in cluster {self.cluster}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "cloud": self.cloud, "locator": dict(self.locator)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GroupIdentity:
+        locator = data["locator"]
+        if not isinstance(locator, Mapping):
+            raise RecordError("describes.locator is not a mapping")
+        return cls.of(str(data["cluster"]), str(data["cloud"]), locator)
+
+
+def _instant(data: Mapping[str, Any], key: str) -> datetime:
+    value = datetime.fromisoformat(str(data[key]))
+    if value.tzinfo is None:
+        raise RecordError(f"{key} {quoted(data[key], ECHO_LIMIT)} has no UTC offset")
+    return value
+
+
+#: A drain that gave up is tried again after this back-off (doubling per give-up on the same blockers, capped), or
+#: as soon as what blocked it changes: not every run, which would cordon and evict all night for nothing.
+DRAIN_BACKOFF_FIRST = timedelta(minutes=30)
+DRAIN_BACKOFF_CAP = timedelta(hours=4)
+
+
+def drain_backoff(attempts: int) -> timedelta:
+    """How long after its ``attempts``-th consecutive give-up on the same blockers a drain waits: 30 min, 1 h, 2 h,
+    then 4 h for every later one."""
+    return min(DRAIN_BACKOFF_FIRST * (1 << max(0, min(attempts, 16) - 1)), DRAIN_BACKOFF_CAP)
+
+
+def _names(pods: tuple[str, ...]) -> tuple[str, ...]:
+    """``namespace/name`` of each ``namespace/name/uid``."""
+    return tuple(sorted(p.rsplit("/", 1)[0] for p in pods))
+
+
+@dataclass(frozen=True)
+class DrainBlock:
+    """Why the last drain of a group gave up, durably (in its record): the pods it could not evict and the
+    PodDisruptionBudgets that refused, with the disruptions each allowed then. The drain is not tried again before
+    ``retry_at`` unless one of these changed (no blocking pod left on the group's nodes, a budget allowing another
+    number)."""
+
+    at: datetime
+    attempts: int  # consecutive give-ups on the same blockers
+    pods: tuple[str, ...]  # namespace/name/uid
+    budgets: tuple[tuple[str, int], ...]  # (namespace/name, disruptionsAllowed then)
+
+    @property
+    def retry_at(self) -> datetime:
+        return self.at + drain_backoff(self.attempts)
+
+    def same_blockers(self, other: DrainBlock) -> bool:
+        """The same obstacles, for the back-off: the same budgets allowing the same, and pods of the same names. A
+        pod a controller recreated under its name (new uid) is the same obstacle again, so the back-off keeps
+        doubling instead of starting over."""
+        return (_names(self.pods), self.budgets) == (_names(other.pods), other.budgets)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "attempts": self.attempts,
+            "pods": list(self.pods),
+            "budgets": [{"name": n, "disruptionsAllowed": a} for n, a in self.budgets],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DrainBlock:
+        return cls(
+            at=_instant(data, "at"),
+            attempts=int(data["attempts"]),
+            pods=tuple(sorted(str(p) for p in data.get("pods") or ())),
+            budgets=tuple(sorted((str(b["name"]), int(b["disruptionsAllowed"])) for b in data.get("budgets") or ())),
+        )
+
+
+@dataclass(frozen=True)
+class Record:
+    """The durable record of a group's pre-shutdown configuration (a ConfigMap per group in its cluster)."""
+
+    config: GroupConfig
+    phase: Phase
+    recorded_at: datetime
+    busy_since: datetime | None = None  # when a shutdown was first postponed because GPU pods were running
+    describes: GroupIdentity | None = None  # set by the store when it saves the record
+    drain_blocked: DrainBlock | None = None  # the last drain gave up (phase up: nothing was changed)
+
+    def to_json(self) -> dict[str, Any]:
+        blocked = {"drainBlocked": self.drain_blocked.to_json()} if self.drain_blocked else {}
+        return blocked | {
+            "schemaVersion": RECORD_SCHEMA,
+            "describes": self.describes.to_json() if self.describes else None,
+            "config": self.config.to_json(),
+            "phase": self.phase,
+            "recordedAt": self.recorded_at.isoformat(),
+            "busySince": self.busy_since.isoformat() if self.busy_since else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Record:
+        """Parse a stored record; anything unusable is a RecordError saying what (never a half-read record)."""
+        try:
+            if not isinstance(data, Mapping):
+                raise RecordError("not a JSON object")
+            if data.get("schemaVersion") != RECORD_SCHEMA:
+                raise RecordError(
+                    f"schemaVersion {quoted(data.get('schemaVersion'), ECHO_LIMIT)}, expected {RECORD_SCHEMA}"
+                )
+            if data.get("phase") not in ("stopping", "down", "up"):
+                raise RecordError(f"phase {quoted(data.get('phase'), ECHO_LIMIT)} is not stopping, down or up")
+            describes = data.get("describes")
+            return cls(
+                config=GroupConfig.from_json(data["config"]),
+                phase=data["phase"],
+                recorded_at=_instant(data, "recordedAt"),
+                busy_since=_instant(data, "busySince") if data.get("busySince") else None,
+                describes=GroupIdentity.from_json(describes) if describes is not None else None,
+                drain_blocked=DrainBlock.from_json(data["drainBlocked"]) if data.get("drainBlocked") else None,
+            )
+        except RecordError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RecordError(f"malformed: {type(exc).__name__}: {exc}") from None
