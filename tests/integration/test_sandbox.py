@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from jobs.labels import IDLE_SINCE_ANNOTATION, SWEEP_MARK_TAG
+from tests import forkserver
 from tests.emulators.kube.cluster import timestamp
 from tests.sandbox import sweep_demo
 from tests.sandbox.demo import (
@@ -246,7 +247,7 @@ def test_quotas_are_made_in_every_cluster_and_a_second_run_writes_nothing(world:
 
 def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) -> None:
     at = "2027-03-09T22:01:00+01:00"  # after every Berlin/London group's end of day; New York still works
-    done = subprocess.run(
+    done = forkserver.run(
         [*GPU_JOBS, "nodegroups", "--dry-run", "--output", "json", "--at", at],
         env=child_env(world),
         capture_output=True,
