@@ -19,33 +19,17 @@ from jobs.core.limits import ChangeLimit
 from jobs.core.policy_sweep import IdlePods, LeakedMemory
 from jobs.errors import CloudError, Conflict, Invalid, Throttled, Unavailable
 from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION
-from jobs.lease import Holder
 from jobs.retry import Backoff
 from jobs.runner import Reconcile, RunSettings, outcome
 from jobs.scopes import cluster
 from jobs.sweep import pods, report
+from tests.fakes import MemoryLease
+from tests.fakes import RecordingLog as Log
 
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
 OLD = NOW - timedelta(hours=5)
 MARKED = {IDLE_SINCE_ANNOTATION: "2026-12-02T14:00:00Z", IDLE_REASON_ANNOTATION: "idle"}  # an hour ago: due
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
-
-
-class MemoryLease:
-    def __init__(self, holder: str | None = None) -> None:
-        self.holder = holder
-
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> Holder | None:
-        if self.holder is not None and self.holder != holder:
-            return Holder(self.holder, now, duration)
-        self.holder = holder
-        return None
-
-    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
-        return self.holder == holder
-
-    def release(self, holder: str) -> None:
-        self.holder = None
 
 
 class MemoryMetrics:
@@ -110,19 +94,6 @@ class MemoryPods:
 
     def emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool = False) -> None:
         self.events.append((f"{pod.namespace}/{pod.name}", reason, message, warning))
-
-
-class Log:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def _add(self, event: str, **kw: Any) -> None:
-        self.events.append((event, kw))
-
-    info = warning = error = debug = _add
-
-    def bind(self, **kw: Any) -> Log:
-        return self
 
 
 def gpu_pod(name: str, annotations: Mapping[str, str] | None = None, **fields: Any) -> PodInfo:
