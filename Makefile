@@ -54,8 +54,10 @@ docs:
 
 # One worker per core (CI has 2): each worker starts its own emulators; a file's tests stay on one worker so a
 # module's emulator starts once.
+# The seconds pytest took go to $(VENV)/pytest-seconds, for the last line of .ci/run.
 unit:
-	$(BIN)/pytest -q -n auto --dist loadfile
+	@started=$$(date +%s); status=0; $(BIN)/pytest -q -n auto --dist loadfile || status=$$?; \
+	  echo $$(( $$(date +%s) - started )) > $(VENV)/pytest-seconds; exit $$status
 
 schema:
 	$(BIN)/gpu-jobs schema --write gitops/policy.schema.json
