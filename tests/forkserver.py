@@ -256,7 +256,7 @@ class ForkedProcess:
                 if not chunk:
                     raise RuntimeError(f"the fork server lost the run {self.args}")
                 self._buffer += chunk
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):  # not ended yet (a timeout of 0 is a non-blocking read)
             return
         line, _, self._buffer = self._buffer.partition(b"\n")
         self.returncode = int(json.loads(line)["returncode"])
