@@ -142,6 +142,7 @@ def _waiter(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> Non
 
 
 def serve(path: str) -> None:
+    parent = os.getppid()
     _preimport()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -151,8 +152,14 @@ def serve(path: str) -> None:
 
     gc.collect()
     gc.freeze()  # what the children share stays shared: no collector pass writes to those pages
+    listener.settimeout(1.0)
     while True:
-        conn, _ = listener.accept()
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the test process is gone without stopping us (killed): so are we
+                return
+            continue
         try:
             request, fds = _recv_request(conn)
         except (OSError, ValueError):
@@ -212,10 +219,10 @@ class _Server:
             text=True,
             start_new_session=True,  # a signal a test sends its process group does not reach the server
         )
-        line = self._process.stdout.readline() if self._process.stdout is not None else ""
+        with self._process.stdout or open(os.devnull) as said:
+            line = said.readline()
         if line.strip() != "ready":
             raise RuntimeError(f"the gpu-jobs fork server did not start (said {line!r})")
-        self._process.stdout.close()
         atexit.register(self.stop)
 
     def stop(self) -> None:
