@@ -1,5 +1,6 @@
 """``gpu-jobs`` as its CronJob runs it, for the integration tests: a process of this venv's Python, JSON logs on
-stderr (the ``run.summary`` event among them), the report on stdout."""
+stderr (the ``run.summary`` event among them), the report on stdout. :func:`run_cli` forks it from the tests' fork
+server (:mod:`tests.forkserver`: the imports paid once); :func:`start_cli` (the signal tests) starts the real one."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from tests import forkserver
 
 GPU_JOBS = (sys.executable, "-m", "jobs", "--log-format", "json")
 
@@ -31,7 +34,7 @@ def summary_of(stderr: str) -> dict[str, Any]:
 
 def run_cli(args: Sequence[str], env: Mapping[str, str]) -> CliRun:
     """``gpu-jobs ARGS`` with ``env`` on top of this process's environment."""
-    done = subprocess.run(
+    done = forkserver.run(
         [*GPU_JOBS, *args], env={**os.environ, **env}, capture_output=True, text=True, check=False, timeout=120
     )
     return CliRun(done.returncode, summary_of(done.stderr), done.stdout, done.stderr)

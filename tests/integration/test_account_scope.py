@@ -26,6 +26,7 @@ from jobs.scopes import Scope, account_scopes
 from jobs.stopping import STOP
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace
+from tests.fakes import RecordingLog as Log
 
 pytestmark = pytest.mark.integration
 NOW = datetime(2026, 12, 1, 20, 0, tzinfo=UTC)
@@ -122,13 +123,6 @@ class FloorJob(ScopeWork[tuple[tuple[str, int], ...], Plan, str, str]):
 
     def failed(self, item: str, message: str) -> str:
         return f"{item}: failed ({message})"
-
-
-class Log:
-    def _add(self, event: str, **kw: Any) -> None:
-        pass
-
-    info = warning = error = debug = bind = _add
 
 
 @pytest.fixture

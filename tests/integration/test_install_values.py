@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from jobs.core.placeholders import PLACEHOLDERS
+from tests import forkserver
 from tests.integration.cli import run_cli
 from tests.integration.test_deploy import CLOUDS, K8S_VERSION, OVERLAYS, Obj, kubectl, named, target_dir
 
@@ -115,7 +116,7 @@ def test_check_install_flags_every_example_value_of_a_shipped_overlay_one_line_e
     done = subprocess.run(
         [str(kubectl()), "kustomize", str(target_dir(overlay))], capture_output=True, text=True, check=True
     )
-    checked = subprocess.run(
+    checked = forkserver.run(
         [sys.executable, "-m", "jobs", "--log-format", "json", "check-install"],
         input=done.stdout,
         capture_output=True,

@@ -22,7 +22,7 @@ import yaml
 
 from jobs.envelope import ENVELOPE_KEYS
 from jobs.labels import IDLE_SINCE_ANNOTATION, SWEEP_MARK_TAG
-from tests import envelope
+from tests import envelope, forkserver
 from tests.emulators.kube.cluster import timestamp
 from tests.sandbox import sweep_demo
 from tests.sandbox.demo import (
@@ -287,7 +287,7 @@ def test_quotas_are_made_in_every_cluster_and_a_second_run_writes_nothing(world:
 
 def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) -> None:
     at = "2027-03-09T22:01:00+01:00"  # after every Berlin/London group's end of day; New York still works
-    done = subprocess.run(
+    done = forkserver.run(
         [*GPU_JOBS, "nodegroups", "--dry-run", "--output", "json", "--at", at],
         env=child_env(world),
         capture_output=True,

@@ -31,7 +31,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobs.core.resolved import view_of
-from tests import envelope
+from tests import envelope, forkserver
 from tests.sandbox import sweep_demo
 from tests.sandbox.fleet import JOB_NAMESPACE
 from tests.sandbox.install import KUBECTL
@@ -69,7 +69,7 @@ class Phase:
 
 
 def _gpu_jobs(world: World, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [*GPU_JOBS, *args], env={**child_env(world), **env}, capture_output=True, text=True, timeout=300, check=False
     )
 

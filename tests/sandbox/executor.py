@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from tests import forkserver
 from tests.emulators.kube import admission
 from tests.emulators.kube.batch import CONTROLLER_UID_LABEL
 from tests.emulators.kube.fixtures import KubeHandle
@@ -402,7 +403,7 @@ def _terminate_pod(kube: KubeHandle, namespace: str, name: str, attempt: Attempt
 
 def _execute(pod: str, argv: list[str], env: dict[str, str], timeout_s: float | None) -> Attempt:
     try:
-        done = subprocess.run(
+        done = forkserver.run(  # a gpu-jobs command line forked from the pre-imported server
             argv,
             env=env,
             cwd=env["HOME"],

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from jobs.cli import main
+from tests import forkserver
 
 EXAMPLE = "gitops/policy.yaml"
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "jobs", *args],
         capture_output=True,
         text=True,

@@ -10,48 +10,17 @@ from typing import Any
 
 import pytest
 
-from jobs.errors import Unavailable
-from jobs.lease import HeldLease, Holder, Stopped
+from jobs.lease import HeldLease, Stopped
+from tests.fakes import FakeMonotonic, MemoryLease, wait_until
+from tests.fakes import RecordingLog as Log
 
 
-class MemoryLease:
-    """A Lease store: one holder, renewals counted; ``fail`` makes every call raise like an API that is down."""
-
-    def __init__(self, holder: str) -> None:
-        self.holder: str | None = holder
-        self.renewals = 0
-        self.fail = False
-
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> Holder | None:
-        return None if self.holder in (None, holder) else Holder(self.holder, now, duration)
-
-    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
-        if self.fail:
-            raise Unavailable("api down")
-        self.renewals += 1
-        return self.holder == holder
-
-    def release(self, holder: str) -> None:
-        if self.fail:
-            raise Unavailable("api down")
-        if self.holder == holder:
-            self.holder = None
-
-
-class Log:
-    def __init__(self) -> None:
-        self.events: list[str] = []
-
-    def _add(self, event: str, **kw: Any) -> None:
-        self.events.append(event)
-
-    info = warning = error = _add
-
-
-def held(store: MemoryLease, seconds: float, stop: threading.Event | None = None) -> tuple[HeldLease, Log]:
+def held(
+    store: MemoryLease, seconds: float, stop: threading.Event | None = None, monotonic: Any = time.monotonic
+) -> tuple[HeldLease, Log]:
     log = Log()
     lease = HeldLease(
-        store, "me", timedelta(seconds=seconds), log, lambda: datetime.now(UTC), stop or threading.Event()
+        store, "me", timedelta(seconds=seconds), log, lambda: datetime.now(UTC), stop or threading.Event(), monotonic
     )
     return lease, log
 
@@ -70,10 +39,10 @@ def test_a_lease_taken_by_another_run_refuses_the_next_write() -> None:
     store = MemoryLease("me")
     lease, log = held(store, 0.3)
     store.holder = "rival"
-    time.sleep(0.25)
+    wait_until(lambda: "lease.lost" in log.names, what="the renewal that finds the rival")
     with pytest.raises(Stopped, match="set size not started: the Lease was taken by another run"):
         lease.check("set size")
-    assert "lease.lost" in log.events
+    assert "lease.lost" in log.names
     lease.close()
     assert store.holder == "rival"  # never released from under its new holder
 
@@ -81,13 +50,15 @@ def test_a_lease_taken_by_another_run_refuses_the_next_write() -> None:
 def test_renewals_that_keep_failing_refuse_writes_before_the_lease_expires() -> None:
     store = MemoryLease("me")
     store.fail = True
-    lease, log = held(store, 0.3)
-    time.sleep(0.26)  # less than the duration, more than 80% of it
+    clock = FakeMonotonic()
+    lease, log = held(store, 0.3, monotonic=clock)
+    wait_until(lambda: "lease.renew_failed" in log.names, what="a failed renewal")
+    clock.advance(0.26)  # less than the duration, more than 80% of it
     with pytest.raises(Stopped, match="could not be renewed and is about to expire"):
         lease.check("set size")
-    assert "lease.renew_failed" in log.events
+    assert "lease.renew_failed" in log.names
     lease.close()  # a failing release is logged, never raised
-    assert "lease.release_failed" in log.events
+    assert "lease.release_failed" in log.names
 
 
 def test_a_stop_request_refuses_every_write_from_then_on() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from jobs.core.limits import ChangeLimit
 from jobs.errors import Unavailable
-from jobs.lease import Holder, RunLock
+from jobs.lease import RunLock
 from jobs.outcome import ExitCode
 from jobs.runner import (
     STOPPED_BEFORE,
@@ -30,30 +30,10 @@ from jobs.runner import (
 )
 from jobs.scopes import Scope, account, cluster
 from jobs.stopping import STOP
+from tests.fakes import MemoryLease
+from tests.fakes import RecordingLog as Log
 
 NOW = datetime(2026, 12, 1, 20, 5, tzinfo=UTC)  # a Tuesday evening: any fixed instant will do
-
-
-class MemoryLease:
-    """One holder at a time; ``holder`` set to someone else makes this run find the Lease taken."""
-
-    def __init__(self, holder: str | None = None, renewed: datetime = NOW) -> None:
-        self.holder = holder
-        self.renewed = renewed  # the other holder's last renewal
-        self.acquired = 0
-
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> Holder | None:
-        if self.holder is not None and self.holder != holder:
-            return Holder(self.holder, self.renewed, duration)
-        self.holder, self.acquired = holder, self.acquired + 1
-        return None
-
-    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
-        return self.holder == holder
-
-    def release(self, holder: str) -> None:
-        if self.holder == holder:
-            self.holder = None
 
 
 @dataclass(frozen=True)
@@ -120,16 +100,6 @@ class FakeScope(ScopeWork[tuple[str, ...], Plan, str, str]):
 
     def failed(self, item: str, message: str, error: BaseException | None = None) -> str:
         return f"{item}: failed ({message})"
-
-
-class Log:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def _add(self, event: str, **kw: Any) -> None:
-        self.events.append((event, kw))
-
-    info = warning = error = debug = _add
 
 
 Report = ScopeReport[Plan, str]

@@ -22,33 +22,17 @@ from jobs.envelope import ScopeResult
 from jobs.errors import CloudError, Conflict, Invalid, Throttled, Unavailable
 from jobs.events import EventType, ObjectRef
 from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION
-from jobs.lease import Holder
 from jobs.retry import Backoff
 from jobs.runner import Reconcile, RunSettings, Tally, outcome
 from jobs.scopes import cluster
 from jobs.sweep import pods, report
+from tests.fakes import MemoryLease
+from tests.fakes import RecordingLog as Log
 
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
 OLD = NOW - timedelta(hours=5)
 MARKED = {IDLE_SINCE_ANNOTATION: "2026-12-02T14:00:00Z", IDLE_REASON_ANNOTATION: "idle"}  # an hour ago: due
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
-
-
-class MemoryLease:
-    def __init__(self, holder: str | None = None) -> None:
-        self.holder = holder
-
-    def acquire(self, holder: str, now: datetime, duration: timedelta) -> Holder | None:
-        if self.holder is not None and self.holder != holder:
-            return Holder(self.holder, now, duration)
-        self.holder = holder
-        return None
-
-    def renew(self, holder: str, now: datetime, duration: timedelta) -> bool:
-        return self.holder == holder
-
-    def release(self, holder: str) -> None:
-        self.holder = None
 
 
 class MemoryMetrics:
@@ -115,19 +99,6 @@ class MemoryPods:
         assert ref.kind == "Pod"
         assert ref.uid.startswith("uid-")
         self.events.append((f"{ref.namespace}/{ref.name}", reason, message, type == "Warning"))
-
-
-class Log:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def _add(self, event: str, **kw: Any) -> None:
-        self.events.append((event, kw))
-
-    info = warning = error = debug = _add
-
-    def bind(self, **kw: Any) -> Log:
-        return self
 
 
 def gpu_pod(name: str, annotations: Mapping[str, str] | None = None, **fields: Any) -> PodInfo:

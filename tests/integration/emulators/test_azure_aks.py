@@ -17,6 +17,7 @@ from azure.mgmt.containerservice.models import AgentPool, AgentPoolManagedCluste
 from tests.emulators.azure import AzureEmulator
 from tests.emulators.azure.fixtures import SUBSCRIPTION
 from tests.emulators.azure.sdk import AzureClients
+from tests.fakes import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -146,7 +147,8 @@ def test_polls_do_not_finish_an_operation_by_default(azure: AzureEmulator, azure
     pool.count = 2
 
     poller = azure_clients.containerservice.agent_pools.begin_create_or_update(RG, CLUSTER, "t4spot", pool)
-    time.sleep(0.2)  # the SDK polls every 10 ms meanwhile
+    # The SDK polls every 10 ms: three polls come long before the operation's 0.4 s have passed.
+    wait_until(lambda: azure.log.count("containerService.operationStatus") >= 3, what="three polls")
     polls, running = azure.log.count("containerService.operationStatus"), not poller.done()
     result = poller.result()
 

@@ -1,5 +1,5 @@
-"""The central world's extra Kubernetes APIs: research's and aks-ml's, one server each per test module (ml-prod's is
-the session's ``kube``), reset for every test."""
+"""The central world's extra Kubernetes APIs: research's and aks-ml's, one server each per session (ml-prod's is the
+session's ``kube``), reset for every test that uses them."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from tests.emulators.kube.fixtures import KubeHandle, start_kube
 from tests.integration.nodegroups.world import Fleet, make_central_fleet
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def _research_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle]:
     handle = start_kube(tmp_path_factory.mktemp("research") / "kubeconfig")
     yield handle
     handle.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def _aks_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle]:
     handle = start_kube(tmp_path_factory.mktemp("aks-ml") / "kubeconfig")
     yield handle

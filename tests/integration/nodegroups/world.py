@@ -46,6 +46,7 @@ from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
+from tests.fakes import RecordingLog as _Log
 from tests.sandbox.world import write_kubeconfig
 
 SUB = "00000000-0000-0000-0000-000000000001"
@@ -193,18 +194,6 @@ class Fleet:
             g.name: self.ports.clouds[view_of(self.policy).group(g.name).kind].describe(g, live_size=True)
             for g in self.policy.node_groups
         }
-
-
-class _Log:
-    """structlog's interface, recording events: tests may look at what the job said."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def _add(self, event: str, **kw: Any) -> None:
-        self.events.append((event, kw))
-
-    info = warning = error = debug = _add
 
 
 # One node per group (enough to see its pods), by group.

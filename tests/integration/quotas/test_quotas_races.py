@@ -23,6 +23,7 @@ from jobs.runner import Reconcile, RunSettings, outcome
 from jobs.scopes import cluster
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace
+from tests.fakes import RecordingLog as Log
 from tests.integration.quotas.test_quotas_job import POLICY
 
 pytestmark = pytest.mark.integration
@@ -40,13 +41,6 @@ class DeletedOnWrite(KubeQuotas):
         if namespace == self.victim:
             self.core.delete_namespace(namespace)
         super().apply(namespace, name, hard)
-
-
-class Log:
-    def _add(self, event: str, **kw: Any) -> None:
-        pass
-
-    info = warning = error = debug = _add
 
 
 @pytest.mark.parametrize(("termination_s", "why"), [(0.0, "404 namespaces not found"), (3600.0, "403 terminating")])

@@ -22,6 +22,7 @@ from jobs.labels import IDLE_SINCE_ANNOTATION, SCALED_FROM_ANNOTATION
 from jobs.sweep.ports import Pods
 from tests.emulators.kube import seed
 from tests.emulators.kube.fixtures import KubeHandle
+from tests.fakes import RecordingLog
 
 pytestmark = pytest.mark.integration
 
@@ -41,17 +42,9 @@ def _conforms(adapter: KubePods) -> Pods:
     return adapter  # mypy: KubePods implements the sweep's Pods port exactly
 
 
-class Log:
-    def __init__(self) -> None:
-        self.warnings: list[tuple[str, dict[str, Any]]] = []
-
-    def warning(self, event: str, **kw: Any) -> None:
-        self.warnings.append((event, kw))
-
-
-def events(pods: KubePods, log: Log | None = None) -> KubeEvents:
+def events(pods: KubePods, log: RecordingLog | None = None) -> KubeEvents:
     """The sweep's Events, through the same client as its pods (as the command wires them)."""
-    return KubeEvents(pods.api, "sweep", log or Log())
+    return KubeEvents(pods.api, "sweep", log or RecordingLog())
 
 
 def pod_ref(info: PodInfo) -> ObjectRef:
@@ -258,12 +251,12 @@ def test_a_failed_event_is_logged_never_raised(pods: KubePods, kube: KubeHandle,
     """An Event is a courtesy: the write it tells of is done, so its failure is a log line, not the job's error."""
     kube.create(seed.gpu_pod("p", "ml", node="gpu-1"))
     info = _info(kube, "p")
-    log = Log()
+    log = RecordingLog()
     kube.inject("create events", fault)
 
     events(pods, log).emit(pod_ref(info), "IdleGpu", "idle")
 
-    ((event, fields),) = log.warnings
+    ((event, fields),) = log.events
     assert event == "event.failed"
     assert (fields["kind"], fields["namespace"], fields["name"], fields["reason"]) == ("Pod", "ml", "p", "IdleGpu")
     assert "create events" in fields["error"]
