@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import traceback
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -34,6 +35,8 @@ class _Config:
 
 
 _CONFIG = _Config()
+# One event, one line: the jobs log from several threads at once, and a line written in parts interleaves.
+_WRITE = threading.Lock()
 
 
 def configure(level: str = "info", *, json_lines: bool | None = None) -> None:
@@ -100,7 +103,9 @@ class Logger:
             line = json.dumps(fields, default=repr)
         else:
             line = _console(fields, trace)
-        print(line, file=_CONFIG.stream, flush=True)
+        with _WRITE:
+            _CONFIG.stream.write(line + "\n")
+            _CONFIG.stream.flush()
 
 
 def _traceback(exc_info: Any) -> str | None:
