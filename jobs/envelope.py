@@ -60,6 +60,17 @@ def with_results(
     return [(p, done.get(key(p))) for p in plans]
 
 
+def rows_with_results(
+    envelope: ScopeReport[Any, R],
+    plans: Iterable[P],
+    key: Callable[[P], Hashable],
+    of: Callable[[R], P],
+    row: Callable[[P, R | None], T],
+) -> ScopeRows[T]:
+    """A scope's rows: ``row`` of each planned item and its result (None where it has none)."""
+    return rows_of(envelope, (row(p, r) for p, r in with_results(plans, envelope.results, key, of)))
+
+
 @dataclass(frozen=True)
 class ItemResult:
     """One item of a scope as the run leaves it: planned (a dry run, or not done: another run holds the Lease),

@@ -115,21 +115,25 @@ def choice_setting(
     return raw.lower()
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, items: str, at: str, *, default: str = "50") -> None:
-    """The flags every job that acts on a fleet takes, each with its environment variable."""
+def add_run_arguments(
+    parser: argparse.ArgumentParser, items: str, at: str, *, default: str = "50", clusters: bool = True
+) -> None:
+    """The flags every job takes, each with its environment variable; ``--cluster`` for the jobs that act on
+    clusters (not cloud-quotas: its quotas belong to accounts)."""
     parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
     parser.add_argument(
         "--dry-run", action="store_true", default=None, help="plan and report, change nothing [GPU_JOBS_DRY_RUN]"
     )
     parser.add_argument("--output", metavar="text|json", help="[GPU_JOBS_OUTPUT]")
     parser.add_argument("--at", default=env("AT"), help=f"evaluate {at} at this instant [GPU_JOBS_AT]")
-    parser.add_argument(
-        "--cluster",
-        default=env("CLUSTER"),
-        metavar="NAME",
-        help="act on this cluster only, through the in-cluster config or current context (a per-cluster install);"
-        " without it, on every cluster with a kubeContext [GPU_JOBS_CLUSTER]",
-    )
+    if clusters:
+        parser.add_argument(
+            "--cluster",
+            default=env("CLUSTER"),
+            metavar="NAME",
+            help="act on this cluster only, through the in-cluster config or current context (a per-cluster"
+            " install); without it, on every cluster with a kubeContext [GPU_JOBS_CLUSTER]",
+        )
     parser.add_argument(
         "--max-changes",
         metavar="N|P%",

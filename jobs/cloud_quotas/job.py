@@ -25,7 +25,7 @@ from jobs.core.cloud_quotas import (
 )
 from jobs.core.policy import Policy
 from jobs.core.policy_cloud_quotas import CloudQuota, NodeGroupsTarget
-from jobs.envelope import ScopeRows, rows_of, with_results
+from jobs.envelope import ScopeRows, rows_with_results
 from jobs.errors import Busy, CloudError, Conflict, OutcomeUnknown, Throttled, Unavailable
 from jobs.events import Events
 from jobs.lease import RunLock
@@ -255,13 +255,13 @@ Envelope = ScopeReport[CloudQuotasPlan, RequestResult]
 
 
 def report_of(envelope: Envelope) -> CloudQuotaReport:
-    rows = []
     plans = envelope.plan.plans if envelope.plan is not None else ()
-    for plan, result in with_results(plans, envelope.results, lambda p: p.entry.name, lambda r: r.plan):
-        if result is None:
-            rows.append(Row(plan, plan.action, plan.request, plan.reason, plan.failed))
-        elif result.status == "failed":
-            rows.append(Row(plan, "error", result.request or plan.request, result.message, True))
-        else:
-            rows.append(Row(plan, plan.action, result.request or plan.request, result.message, plan.failed))
-    return rows_of(envelope, rows)
+    return rows_with_results(envelope, plans, lambda p: p.entry.name, lambda r: r.plan, _row)
+
+
+def _row(plan: QuotaPlan, result: RequestResult | None) -> Row:
+    if result is None:
+        return Row(plan, plan.action, plan.request, plan.reason, plan.failed)
+    if result.status == "failed":
+        return Row(plan, "error", result.request or plan.request, result.message, True)
+    return Row(plan, plan.action, result.request or plan.request, result.message, plan.failed)

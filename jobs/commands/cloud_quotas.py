@@ -17,7 +17,7 @@ from jobs.envelope import ScopeResult, result_of
 from jobs.labels import CLOUD_QUOTAS_LEASE
 from jobs.retry import Backoff
 from jobs.scopes import Scope, account
-from jobs.settings import DEFAULT_POLICY, SettingsError, add_deadline_argument, env, seconds_setting
+from jobs.settings import SettingsError, add_run_arguments, seconds_setting
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
@@ -32,20 +32,8 @@ QUOTA_ADAPTERS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # No --cluster: cloud quotas belong to accounts, and their state lives in this install's own cluster.
-    parser.add_argument("--policy", default=env("POLICY", DEFAULT_POLICY), help="policy file [GPU_JOBS_POLICY]")
-    parser.add_argument(
-        "--dry-run", action="store_true", default=None, help="plan and report, request nothing [GPU_JOBS_DRY_RUN]"
-    )
-    parser.add_argument("--output", metavar="text|json", help="[GPU_JOBS_OUTPUT]")
-    parser.add_argument("--at", default=env("AT"), help="the instant the report is made for [GPU_JOBS_AT]")
-    parser.add_argument(
-        "--max-changes",
-        metavar="N|P%",
-        help="refuse a plan filing more quota requests than this, a number or a percentage of the quotas"
-        " (exit 3; default 50) [GPU_JOBS_MAX_CHANGES]",
-    )
+    add_run_arguments(parser, "quota requests", "the quota targets", clusters=False)
     add_concurrency_arguments(parser, "quotas", 4)
-    add_deadline_argument(parser)
 
 
 def quota_cloud(cloud: str, settings: AdapterSettings) -> QuotaCloud:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from jobs.core.policy_sweep import UntaggedInstances
 from jobs.core.untagged import GpuInstance, InstancePlan, plan_instances
-from jobs.envelope import ScopeRows, rows_of, with_results
+from jobs.envelope import ScopeRows, rows_with_results
 from jobs.errors import CloudError, NotFound
 from jobs.lease import RunLock
 from jobs.retry import Backoff
@@ -147,13 +147,13 @@ Envelope = ScopeReport[SweepInstancesPlan, InstanceResult]
 
 
 def report_of(envelope: Envelope) -> InstanceReport:
-    rows = []
     plans = envelope.plan.plans if envelope.plan is not None else ()
-    for plan, result in with_results(plans, envelope.results, lambda p: p.instance.id, lambda r: r.plan):
-        if result is None:
-            rows.append(Row(plan, plan.state, plan.reason, failed=False))
-        elif result.status == "failed":
-            rows.append(Row(plan, "failed", result.message, failed=True))
-        else:
-            rows.append(Row(plan, plan.state, result.message, failed=False))
-    return rows_of(envelope, rows)
+    return rows_with_results(envelope, plans, lambda p: p.instance.id, lambda r: r.plan, _row)
+
+
+def _row(plan: InstancePlan, result: InstanceResult | None) -> Row:
+    if result is None:
+        return Row(plan, plan.state, plan.reason, failed=False)
+    if result.status == "failed":
+        return Row(plan, "failed", result.message, failed=True)
+    return Row(plan, plan.state, result.message, failed=False)
