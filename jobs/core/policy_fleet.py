@@ -10,7 +10,7 @@ from pydantic import AfterValidator, Field, StrictBool, StrictInt, model_validat
 
 from jobs.core.policy_fields import KubeContext, Model, Name, check_matchers, check_url
 from jobs.core.policy_schedule import Schedule
-from jobs.core.providers import CLOUDS
+from jobs.core.providers import CLOUDS, PROVIDERS, rules_for
 
 
 class WorkingSize(Model):
@@ -150,8 +150,9 @@ class NodeGroup(Schedule):
 
     @model_validator(mode="after")
     def _provider_options(self) -> NodeGroup:
-        if self.strategy == "stop" and self.cloud != "azure":
-            raise ValueError("strategy stop is for AKS agent pools only")
+        if self.strategy == "stop" and not rules_for(self.cloud, self.locator).can_stop:
+            stoppable = " and ".join(f"{r.title}s" for r in PROVIDERS.values() if r.can_stop)
+            raise ValueError(f"strategy stop is for {stoppable} only")
         return self
 
     @property

@@ -105,6 +105,13 @@ CASES = [
         "gitops/policy.yaml:4: nodeGroups[0]: cloud gcp needs exactly one locator `gcp:` (found: ['aws'])",
     ),
     (
+        "stop-strategy-where-the-provider-cannot-stop",  # the provider table's can_stop decides, not the cloud
+        HEAD
+        + "nodeGroups:\n  - name: a\n    cloud: aws\n    aws: {region: eu-west-1, cluster: c, nodegroup: n}\n"
+        + "    strategy: stop\n",
+        "gitops/policy.yaml:4: nodeGroups[0]: strategy stop is for AKS agent pools only",
+    ),
+    (
         "incomplete-eks-locator",
         HEAD + "nodeGroups:\n  - name: a\n    cloud: aws\n    aws: {region: eu-west-1, cluster: c}\n",
         "gitops/policy.yaml:6: nodeGroups[0].aws: an EKS node group needs both cluster and nodegroup",
