@@ -15,11 +15,15 @@ figures whenever CI runs.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule
 from jobs.core.quotas import NamespaceInfo, compile_quotas, same_hard
@@ -119,6 +123,36 @@ class FieldChange:
     @property
     def kind(self) -> Kind:
         return "added" if self.before is MISSING else "removed" if self.after is MISSING else "changed"
+
+    @property
+    def unit(self) -> str | None:
+        """``%`` for a number the policy documents as a percent (``sweep.idlePods.below: 5``), else None."""
+        return field_unit(self.path)
+
+
+def field_unit(path: str) -> str | None:
+    """The unit of the policy field at ``path`` (list items in brackets), from its model: ``%`` for a plain number
+    whose description starts with "percent" (a ``Percent`` string carries its own ``%``)."""
+    model: Any = Policy
+    info: FieldInfo | None = None
+    for key in re.sub(r"\[[^\]]*\]", "", path).split("."):
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(fields, dict):
+            return None
+        info = next((f for name, f in fields.items() if (f.alias or name) == key), None)
+        if info is None:
+            return None
+        model = _model_in(info.annotation)
+    if info is None or not (info.description or "").startswith("percent") or info.annotation not in (int, float):
+        return None
+    return "%"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, through Optional, tuples, lists and Annotated (None: a plain value)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in get_args(annotation) if (m := _model_in(a)) is not None), None)
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,15 @@ def label(change: ScheduleChange) -> str:
     return " (new)" if change.before is None else " (removed)" if change.after is None else ""
 
 
-def value_text(value: Any) -> str:
+def value_text(value: Any, unit: str | None = None) -> str:
+    """A policy value as a reviewer reads it: ``5%`` for a percent given as 5 (the model reads it as 5.0), ``2.5%``
+    where it is not whole."""
     if value is MISSING:
         return "(absent)"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and unit is not None:
+        return f"{value}{unit}"
     text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
     return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 3] + "..."
 
@@ -147,7 +153,10 @@ def _namespaces_markdown(diff: PolicyDiff, heading: str) -> list[str]:
 
 def _fields_markdown(title: str, changes: Sequence[FieldChange], heading: str) -> list[str]:
     out = [f"{heading} {title[0].upper()}{title[1:]}", "", "| setting | before | after |", "|---|---|---|"]
-    out += [f"| {_code(c.path)} | {_cell(value_text(c.before))} | {_cell(value_text(c.after))} |" for c in changes]
+    out += [
+        f"| {_code(c.path)} | {_cell(value_text(c.before, c.unit))} | {_cell(value_text(c.after, c.unit))} |"
+        for c in changes
+    ]
     return [*out, ""]
 
 
@@ -242,7 +251,8 @@ def changes_text(diff: PolicyDiff) -> list[str]:
     for title, changes in _sections(diff):
         out += ["", f"{title}:"]
         out += _table(
-            [["setting", "before", "after"]] + [[c.path, value_text(c.before), value_text(c.after)] for c in changes]
+            [["setting", "before", "after"]]
+            + [[c.path, value_text(c.before, c.unit), value_text(c.after, c.unit)] for c in changes]
         )
     return out
 
@@ -270,6 +280,7 @@ def _field_doc(change: FieldChange) -> dict[str, Any]:
         "kind": change.kind,
         "before": None if change.before is MISSING else change.before,
         "after": None if change.after is MISSING else change.after,
+        **({"unit": change.unit} if change.unit else {}),
     }
 
 

@@ -329,3 +329,24 @@ def test_a_cluster_view_shows_only_that_clusters_groups() -> None:
     assert [c.name for c in diff.schedules] == ["training-a100"]
     assert [c.path for c in diff.node_group_fields] == ["nodeGroups[training-a100].up.desired"]
     assert diff.totals.groups == (2, 2)
+
+
+def test_a_percent_given_as_a_number_reads_as_a_percent() -> None:
+    """`below: 5` is a percent the model reads as 5.0: the diff says 5%, with a decimal only where it is not whole."""
+    after = example(
+        ("below: 5 ", "below: 7.5 "),
+        ("utilBelow: 1,", "utilBelow: 2,"),
+        ("maxActionsPerRun: 10", "maxActionsPerRun: 12"),
+    )
+    diff = diff_policies(BASE, after, ref())
+    text = report.to_text(diff)
+    assert "  sweep.idlePods.below           5%      7.5%\n" in text
+    assert "  sweep.leakedMemory.utilBelow   1%      2%\n" in text
+    assert "  sweep.limits.maxActionsPerRun  10      12\n" in text  # a count, not a percent
+    assert ".0" not in text
+    markdown = report.to_markdown(diff)
+    assert "| `sweep.idlePods.below` | 5% | 7.5% |" in markdown
+    assert "| `sweep.leakedMemory.utilBelow` | 1% | 2% |" in markdown
+    (section,) = json.loads(report.to_json(diff))["sections"].values()
+    assert section[0] == {"path": "sweep.idlePods.below", "kind": "changed", "before": 5, "after": 7.5, "unit": "%"}
+    assert "unit" not in section[2]
