@@ -48,10 +48,10 @@ class GroupCalendar:
         lacks what it takes, ``avoided_needs``)."""
         if self.up_hours_per_week >= HOURS_PER_WEEK:
             return 0.0  # up all week (alwaysOn, or held up): nothing avoided, whatever its size
-        if self.avoided_needs:
+        up, gpus = self.group.up, self.group.gpus_per_node
+        if up is None or gpus is None:  # avoided_needs names which
             return None
-        assert self.group.up is not None and self.group.gpus_per_node is not None  # avoided_needs is empty
-        return (HOURS_PER_WEEK - self.up_hours_per_week) * self.group.up.desired * self.group.gpus_per_node
+        return (HOURS_PER_WEEK - self.up_hours_per_week) * up.desired * gpus
 
     @property
     def avoided_needs(self) -> tuple[str, ...]:
@@ -59,9 +59,7 @@ class GroupCalendar:
         if self.up_hours_per_week >= HOURS_PER_WEEK:
             return ()
         return tuple(
-            name
-            for name, value in (("gpusPerNode", self.group.gpus_per_node), ("up", self.group.up))
-            if value is None
+            name for name, value in (("gpusPerNode", self.group.gpus_per_node), ("up", self.group.up)) if value is None
         )
 
 
