@@ -139,11 +139,14 @@ def target_how(change: QuotaTargetChange, read: bool) -> str:
     return "in nodes (--cloud-quotas converts)" if not read else ""
 
 
-TARGETS_NOTE = (
-    "A target of `{nodeGroups}` counts each group at up.max (its live max size without up). With --cloud-quotas the"
-    " diff reads the groups' shapes (read-only) and gives the targets in the quota's unit: vCPU on AWS and Azure,"
-    " GPUs on GCP."
-)
+def targets_note(read: bool) -> str:
+    counted = "A target of `{nodeGroups}` counts each group at up.max (its live max size without up)"
+    if read:
+        return f"{counted}, in the quota's unit from the shapes the cloud reports."
+    return (
+        f"{counted}. With --cloud-quotas the diff reads the groups' shapes (read-only) and gives the targets in the"
+        " quota's unit: vCPU on AWS and Azure, GPUs on GCP."
+    )
 
 
 # --- markdown ------------------------------------------------------------------------------------------------------
@@ -218,7 +221,7 @@ def _targets_markdown(diff: PolicyDiff, heading: str) -> list[str]:
         f" | {target_delta(c)} | {_cell(target_how(c, diff.quota_targets_read))} |"
         for c in diff.quota_targets
     ]
-    return [*out, "", TARGETS_NOTE.replace("--cloud-quotas", "`--cloud-quotas`"), ""]
+    return [*out, "", targets_note(diff.quota_targets_read).replace("--cloud-quotas", "`--cloud-quotas`"), ""]
 
 
 def changes_markdown(diff: PolicyDiff, heading: str = "####") -> list[str]:
@@ -316,7 +319,7 @@ def changes_text(diff: PolicyDiff) -> list[str]:
         ]
         out += [
             *_table(rows, right=(2, 3, 4)),
-            *textwrap.wrap(TARGETS_NOTE, 116, initial_indent="  ", subsequent_indent="  "),
+            *textwrap.wrap(targets_note(diff.quota_targets_read), 116, initial_indent="  ", subsequent_indent="  "),
         ]
     if diff.quotas:
         out += ["", "namespace quotas:"]
