@@ -544,12 +544,18 @@ def _what_failed(phase: Phase, doc: dict[str, Any] | None) -> list[str]:
     """Each failed item and failed scope of the run (its reason, cut), or its exit code when it printed no report."""
     if doc is None:
         return [] if phase.code == 0 else [f"{phase.name}: exit {phase.code}, no report"]
-    found = [f"{s['name']}: {s['reason']}" for s in doc["scopes"] if s["state"] in ("failed", "refused")]
-    found += [f"{i['name']}: {i['reason']}" for i in doc["items"] if i["status"] in ("failed", "refused")]
-    return [f"{phase.name}: {_cut(f)}" for f in found]
+    scopes = {s["name"] for s in doc["scopes"] if s["state"] in ("failed", "refused")}
+    found = [f"{s['name']}: {s['reason']}" for s in doc["scopes"] if s["name"] in scopes]
+    # An item of a failed scope fails for the scope's reason, said once above.
+    found += [
+        f"{i['name']}: {i['reason']}"
+        for i in doc["items"]
+        if i["status"] in ("failed", "refused") and i.get("scope") not in scopes
+    ]
+    return [_cut(f"{phase.name}: {f}") for f in found]
 
 
-def _cut(text: str, width: int = 110) -> str:
+def _cut(text: str, width: int = 108) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 3] + "..."
 

@@ -72,7 +72,11 @@ def test_the_demo_ends_with_what_changed_and_failed_per_job_and_the_exit_codes()
         phase(
             "wrong cluster",
             ["nodegroups", "--cluster", "research"],
-            envelope("nodegroups", [], [scope("research", "failed", refused)]),
+            envelope(
+                "nodegroups",
+                [{**group("research-h100", "failed", f"not judged: {refused}"), "scope": "research"}],
+                [scope("research", "failed", refused)],
+            ),
             code=1,
             expected=(1,),
         ),
@@ -87,6 +91,7 @@ def test_the_demo_ends_with_what_changed_and_failed_per_job_and_the_exit_codes()
             code=1,
         ),
     ]
+    # The wrong cluster's group fails for its scope's reason: said once.
     assert overall_summary(phases, 66.04) == [
         "== overall: 5 runs of 3 jobs in 66.0 s",
         "  validate: 1 run, exit 0",
@@ -98,3 +103,11 @@ def test_the_demo_ends_with_what_changed_and_failed_per_job_and_the_exit_codes()
         "    failed: cloud-quotas again: a100: Failed",
         "  UNEXPECTED exit codes: cloud-quotas again=1",
     ]
+
+
+def test_a_long_failure_reason_is_cut_to_a_terminal_line() -> None:
+    reason = "the API at http://127.0.0.1:41241 is cluster notebooks, not research. " * 4
+    run = phase("quotas", ["quotas"], envelope("quotas", [], [scope("research", "failed", reason)]), code=1)
+    (failed,) = [line for line in overall_summary([run], 1.0) if "failed:" in line]
+    assert len(failed) <= 120
+    assert failed.endswith("...")
