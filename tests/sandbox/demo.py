@@ -545,7 +545,12 @@ def _what_failed(phase: Phase, doc: dict[str, Any] | None) -> list[str]:
     if doc is None:
         return [] if phase.code == 0 else [f"{phase.name}: exit {phase.code}, no report"]
     scopes = {s["name"] for s in doc["scopes"] if s["state"] in ("failed", "refused")}
-    found = [f"{s['name']}: {s['reason']}" for s in doc["scopes"] if s["name"] in scopes]
+    # A scope's reason often names it already ("cluster research: refused ..."): not twice.
+    found = [
+        s["reason"] if str(s["reason"]).startswith(f"{s['kind']} {s['name']}:") else f"{s['name']}: {s['reason']}"
+        for s in doc["scopes"]
+        if s["name"] in scopes
+    ]
     # An item of a failed scope fails for the scope's reason, said once above.
     found += [
         f"{i['name']}: {i['reason']}"
@@ -555,7 +560,7 @@ def _what_failed(phase: Phase, doc: dict[str, Any] | None) -> list[str]:
     return [_cut(f"{phase.name}: {f}") for f in found]
 
 
-def _cut(text: str, width: int = 108) -> str:
+def _cut(text: str, width: int = 150) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 3] + "..."
 

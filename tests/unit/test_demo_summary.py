@@ -66,7 +66,7 @@ def test_no_nothing_to_change_after_a_failed_namespace_quota() -> None:
 
 
 def test_the_demo_ends_with_what_changed_and_failed_per_job_and_the_exit_codes() -> None:
-    refused = "refused before reading anything: its API says it is notebooks"
+    refused = "cluster research: refused before reading anything: its API says it is notebooks"
     phases = [
         phase("validate", ["validate", "policy.yaml"], "policy.yaml: valid"),
         phase(
@@ -97,7 +97,7 @@ def test_the_demo_ends_with_what_changed_and_failed_per_job_and_the_exit_codes()
         "  validate: 1 run, exit 0",
         "  nodegroups: 3 runs, exit 1, 0, 0",
         "    changed: evening: 6 applied",
-        f"    failed: wrong cluster: research: {refused}",
+        f"    failed: wrong cluster: {refused}",  # the reason names the scope: not twice
         "  cloud-quotas: 1 run, exit 1 (expected 0)",
         "    changed: nothing",
         "    failed: cloud-quotas again: a100: Failed",
@@ -106,8 +106,8 @@ def test_the_demo_ends_with_what_changed_and_failed_per_job_and_the_exit_codes()
 
 
 def test_a_long_failure_reason_is_cut_to_a_terminal_line() -> None:
-    reason = "the API at http://127.0.0.1:41241 is cluster notebooks, not research. " * 4
+    reason = "the API at http://127.0.0.1:41241 is cluster notebooks, not research. " * 5
     run = phase("quotas", ["quotas"], envelope("quotas", [], [scope("research", "failed", reason)]), code=1)
     (failed,) = [line for line in overall_summary([run], 1.0) if "failed:" in line]
-    assert len(failed) <= 120
+    assert len(failed) <= len("    failed: ") + 150
     assert failed.endswith("...")
