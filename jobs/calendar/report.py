@@ -25,7 +25,14 @@ def _when(at: datetime | None) -> str:
 
 def _avoided(group: GroupCalendar) -> str:
     value = group.gpu_hours_avoided_per_week
-    return "n/a (set gpusPerNode and up)" if value is None else f"{value:,.0f}"
+    if value is None:
+        # Exactly what is missing: "up" alone would not say it is the working size.
+        return (
+            "n/a (set "
+            + " and ".join(group.avoided_needs)
+            + (", the working size)" if "up" in group.avoided_needs else ")")
+        )
+    return f"{value:,.0f}"
 
 
 def to_json(calendar: Calendar, diff: PolicyDiff | None = None) -> str:
@@ -42,6 +49,7 @@ def to_json(calendar: Calendar, diff: PolicyDiff | None = None) -> str:
                 "timezone": g.timezone,
                 "upHoursPerWeek": g.up_hours_per_week,
                 "gpuHoursAvoidedPerWeek": g.gpu_hours_avoided_per_week,
+                "gpuHoursAvoidedNeeds": list(g.avoided_needs),  # the policy fields it lacks, when null
                 "changes": [{"at": c.at.isoformat(), "state": c.state, "reason": c.reason} for c in g.changes],
             }
             for g in calendar.groups

@@ -9,8 +9,16 @@ from typing import Any
 
 from jobs import errors
 from jobs.core.policy import Policy
-from jobs.core.policy_diff import NamespaceChange, PolicyDiff, Week, diff_policies, namespace_changes, reference_week
-from jobs.diff import report
+from jobs.core.policy_diff import (
+    NamespaceChange,
+    PolicyDiff,
+    Week,
+    diff_policies,
+    namespace_changes,
+    quota_target_changes,
+    reference_week,
+)
+from jobs.diff import cloud, report
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import load_policy
 from jobs.runner import identity_refusal
@@ -37,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also read each cluster's namespaces (read-only: every cluster with a kubeContext, or --cluster through"
         " the current context) and list those whose quota changes",
+    )
+    parser.add_argument(
+        "--cloud-quotas",
+        action="store_true",
+        help="also read the node groups that changed cloud quota targets count, and their shapes (read-only), to give"
+        " those targets in the quota's unit (vCPU, GPUs) instead of nodes",
     )
 
 
@@ -72,6 +86,25 @@ def with_namespaces(
     return replace(diff, namespaces=tuple(changes), namespaces_read=tuple(read)), failed
 
 
+def with_cloud_quotas(before: Policy, after: Policy, diff: PolicyDiff, log: Any) -> tuple[PolicyDiff, int]:
+    """The diff with its derived cloud quota targets in the quota's unit; and how many entries could not be read."""
+    # The cloud SDKs only when asked, and only those of the clouds the changed entries name.
+    from jobs.adapters.settings import AdapterSettings  # noqa: PLC0415
+    from jobs.commands.cloud_quotas import quota_cloud  # noqa: PLC0415
+
+    settings = AdapterSettings.from_env()
+    clouds: dict[str, cloud.ShapeReader] = {}
+
+    def reader(name: str) -> cloud.ShapeReader:
+        if name not in clouds:
+            clouds[name] = quota_cloud(name, settings)
+        return clouds[name]
+
+    read, failed = cloud.read_conversions(before, after, diff.quota_targets, reader, log)
+    targets = quota_target_changes(before, after, diff.cluster, read)
+    return replace(diff, quota_targets=targets, quota_targets_read=True), failed
+
+
 def run(args: argparse.Namespace, log: Any) -> Outcome:
     before, after = load_policy(args.base), load_policy(args.change)
     cluster = args.cluster or None
@@ -83,6 +116,9 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
     failed = 0
     if args.namespaces:
         diff, failed = with_namespaces(before, after, diff, week, cluster, log)
+    if args.cloud_quotas and diff.quota_targets:
+        diff, unread = with_cloud_quotas(before, after, diff, log)
+        failed += unread
     print(_RENDER[args.output](diff, args.base, args.change), end="")
     log.info(
         "diff.done",
@@ -91,8 +127,9 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
         quota_changes=len(diff.quotas),
         sections_changed=[s.name for s in diff.sections],
         namespaces_changed=sum(len(n.namespaces) for n in diff.namespaces),
+        cloud_quota_targets_changed=[c.name for c in diff.quota_targets],
     )
-    # A cluster that could not be read is a failed item: the diff shown is missing its namespaces.
+    # A cluster or a quota's groups that could not be read is a failed item: the diff shown is missing them.
     return Outcome(
         ExitCode.ITEM_FAILED if failed else ExitCode.OK,
         planned=len(diff.schedules) + len(diff.quotas) + len(diff.node_group_fields),

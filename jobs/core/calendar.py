@@ -44,10 +44,23 @@ class GroupCalendar:
 
     @property
     def gpu_hours_avoided_per_week(self) -> float | None:
-        """GPU-hours a week not paid for, against the same group always on at its working size."""
-        if self.group.gpus_per_node is None or self.group.up is None:
+        """GPU-hours a week not paid for, against the same group always on at its working size (None: the policy
+        lacks what it takes, ``avoided_needs``)."""
+        if self.up_hours_per_week >= HOURS_PER_WEEK:
+            return 0.0  # up all week (alwaysOn, or held up): nothing avoided, whatever its size
+        up, gpus = self.group.up, self.group.gpus_per_node
+        if up is None or gpus is None:  # avoided_needs names which
             return None
-        return (HOURS_PER_WEEK - self.up_hours_per_week) * self.group.up.desired * self.group.gpus_per_node
+        return (HOURS_PER_WEEK - self.up_hours_per_week) * up.desired * gpus
+
+    @property
+    def avoided_needs(self) -> tuple[str, ...]:
+        """The policy fields the GPU-hours avoided still need (empty: known); a group up all week needs none."""
+        if self.up_hours_per_week >= HOURS_PER_WEEK:
+            return ()
+        return tuple(
+            name for name, value in (("gpusPerNode", self.group.gpus_per_node), ("up", self.group.up)) if value is None
+        )
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,19 @@ figures whenever CI runs.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo
 
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from jobs.core.cloud_quotas import GroupSize, Shape, demand_of
 from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule
+from jobs.core.policy_cloud_quotas import CloudQuota, NodeGroupsTarget
 from jobs.core.quotas import NamespaceInfo, compile_quotas, same_hard
 from jobs.core.resolved import schedule_fields, view_of
 
@@ -120,6 +126,36 @@ class FieldChange:
     def kind(self) -> Kind:
         return "added" if self.before is MISSING else "removed" if self.after is MISSING else "changed"
 
+    @property
+    def unit(self) -> str | None:
+        """``%`` for a number the policy documents as a percent (``sweep.idlePods.below: 5``), else None."""
+        return field_unit(self.path)
+
+
+def field_unit(path: str) -> str | None:
+    """The unit of the policy field at ``path`` (list items in brackets), from its model: ``%`` for a plain number
+    whose description starts with "percent" (a ``Percent`` string carries its own ``%``)."""
+    model: Any = Policy
+    info: FieldInfo | None = None
+    for key in re.sub(r"\[[^\]]*\]", "", path).split("."):
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(fields, dict):
+            return None
+        info = next((f for name, f in fields.items() if (f.alias or name) == key), None)
+        if info is None:
+            return None
+        model = _model_in(info.annotation)
+    if info is None or not (info.description or "").startswith("percent") or info.annotation not in (int, float):
+        return None
+    return "%"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, through Optional, tuples, lists and Annotated (None: a plain value)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in get_args(annotation) if (m := _model_in(a)) is not None), None)
+
 
 @dataclass(frozen=True)
 class QuotaChange:
@@ -141,6 +177,47 @@ class Section:
 
 
 @dataclass(frozen=True)
+class DerivedTarget:
+    """A cloud quota's target that follows node groups (``target: {nodeGroups}``): each at its working maximum."""
+
+    nodes: tuple[tuple[str, int | None], ...]  # (group, up.max; None: no up, its live max size counts)
+    value: int | None = None  # in the quota's unit, once the groups' shapes were read from the cloud
+    unit: str | None = None  # "vCPU", "GPU"
+    demand: str | None = None  # how it was counted: "training-a100: 12 x p4d.24xlarge x 96 vCPU = 1152"
+    error: str | None = None  # why it could not be converted
+    max: int | None = None  # the entry's max: the job never asks for more
+
+    @property
+    def capped(self) -> bool:
+        return self.value is not None and self.max is not None and self.value > self.max
+
+
+@dataclass(frozen=True)
+class QuotaTargetChange:
+    """A cloud quota whose derived target changes because a node group's working maximum (or the list) changes."""
+
+    name: str
+    where: str  # "aws eu-west-1"
+    before: DerivedTarget | None  # None: no such entry, or a target that does not follow node groups
+    after: DerivedTarget | None
+
+    @property
+    def delta(self) -> int | None:
+        """After minus before in the quota's unit, when both sides were converted (or one is absent)."""
+        sides = [s for s in (self.before, self.after) if s is not None]
+        if any(s.value is None for s in sides) or len({s.unit for s in sides}) > 1:
+            return None
+        return (self.after.value if self.after and self.after.value else 0) - (
+            self.before.value if self.before and self.before.value else 0
+        )
+
+
+#: Per cloud quota entry, what the cloud says of its node groups (live shape, zones, capacity; or why unreadable) and
+#: of their shapes in the quota's unit: what converts a working maximum into the quota's unit.
+Conversion = tuple[Mapping[str, GroupSize | str], Mapping[str, Shape | str]]
+
+
+@dataclass(frozen=True)
 class PolicyDiff:
     week: Week
     cluster: str | None
@@ -151,10 +228,19 @@ class PolicyDiff:
     sections: tuple[Section, ...]  # every other section that changed, in the policy's order
     namespaces: tuple[NamespaceChange, ...] = ()  # with namespaces read from clusters: those whose quota changes
     namespaces_read: tuple[tuple[str, int], ...] = ()  # (cluster, namespaces read) when they were read
+    quota_targets: tuple[QuotaTargetChange, ...] = ()  # cloud quotas whose derived target changes
+    quota_targets_read: bool = False  # their groups' shapes were read from the cloud (values in the quota's unit)
 
     @property
     def empty(self) -> bool:
-        return not (self.schedules or self.node_group_fields or self.quotas or self.sections or self.namespaces)
+        return not (
+            self.schedules
+            or self.node_group_fields
+            or self.quotas
+            or self.sections
+            or self.namespaces
+            or self.quota_targets
+        )
 
 
 def diff_policies(before: Policy, after: Policy, week: Week, cluster: str | None = None) -> PolicyDiff:
@@ -187,6 +273,7 @@ def diff_policies(before: Policy, after: Policy, week: Week, cluster: str | None
         ),
         quotas=tuple(_quota_changes(before.namespace_quotas, after.namespace_quotas, cluster)),
         sections=tuple(sections),
+        quota_targets=quota_target_changes(before, after, cluster),
     )
 
 
@@ -223,6 +310,59 @@ def _totals(old: Mapping[str, tuple[str, GroupHours]], new: Mapping[str, tuple[s
 
     a, b = side([h for _, h in old.values()]), side([h for _, h in new.values()])
     return Totals((a[0], b[0]), (a[1], b[1]), (a[2], b[2]), (a[3], b[3]))
+
+
+# --- cloud quota targets that follow node groups -------------------------------------------------------------------
+
+
+def quota_target_changes(
+    before: Policy, after: Policy, cluster: str | None = None, read: Mapping[str, Conversion] | None = None
+) -> tuple[QuotaTargetChange, ...]:
+    """The cloud quotas whose target follows node groups and changes with them: a pull request that raises a group's
+    ``up.max`` raises the quota request too, and says so. ``read``: per entry, the cloud's data that converts the
+    working maxima into the quota's unit (without it the maxima are shown in nodes). ``cluster``: entries that count
+    a group of that cluster."""
+    old = {e.name: e for e in before.cloud_quotas}
+    new = {e.name: e for e in after.cloud_quotas}
+    changes = []
+    for name in list(old) + [n for n in new if n not in old]:
+        conversion = (read or {}).get(name)
+        was = _derived(before, old.get(name), conversion)
+        now = _derived(after, new.get(name), conversion)
+        if was == now:
+            continue
+        if cluster is not None and not any(
+            n in {g.name for g in p.groups_in(cluster)}
+            for p, side in ((before, was), (after, now))
+            if side is not None
+            for n, _ in side.nodes
+        ):
+            continue
+        entry = new.get(name) or old[name]
+        changes.append(QuotaTargetChange(name, f"{entry.cloud} {entry.where}", was, now))
+    return tuple(changes)
+
+
+def _derived(policy: Policy, entry: CloudQuota | None, conversion: Conversion | None) -> DerivedTarget | None:
+    if entry is None or not isinstance(entry.target, NodeGroupsTarget):
+        return None
+    sizes = {g.name: g.up.max for g in policy.node_groups if g.up is not None}
+    nodes = tuple((n, sizes.get(n)) for n in entry.target.node_groups)
+    derived = DerivedTarget(nodes, max=entry.max)
+    if conversion is None:
+        return derived
+    live, shapes = conversion
+    # The job's own count (jobs.cloud_quotas): the policy's up.max where it gives one, else the live max size.
+    at_max = {
+        n: found.at_policy_max(up_max) if isinstance(found, GroupSize) and up_max is not None else found
+        for n, up_max in nodes
+        if (found := live.get(n)) is not None
+    }
+    demand = demand_of(entry, at_max, shapes)
+    if demand.error is not None:
+        return replace(derived, error=demand.error)
+    units = {p.shape.unit for p in demand.parts}
+    return replace(derived, value=demand.value, unit=units.pop() if len(units) == 1 else None, demand=demand.text())
 
 
 # --- the structural diff -------------------------------------------------------------------------------------------

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from jobs.core.policy_diff import (
     MISSING,
+    DerivedTarget,
     FieldChange,
     GroupHours,
     NamespaceChange,
     PolicyDiff,
     QuotaChange,
+    QuotaTargetChange,
     ScheduleChange,
 )
 
@@ -50,9 +53,15 @@ def label(change: ScheduleChange) -> str:
     return " (new)" if change.before is None else " (removed)" if change.after is None else ""
 
 
-def value_text(value: Any) -> str:
+def value_text(value: Any, unit: str | None = None) -> str:
+    """A policy value as a reviewer reads it: ``5%`` for a percent given as 5 (the model reads it as 5.0), ``2.5%``
+    where it is not whole."""
     if value is MISSING:
         return "(absent)"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and unit is not None:
+        return f"{value}{unit}"
     text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
     return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 3] + "..."
 
@@ -92,6 +101,52 @@ def _sections(diff: PolicyDiff) -> list[tuple[str, Sequence[FieldChange]]]:
         out.append(("node group settings", diff.node_group_fields))
     out += [(s.name, s.changes) for s in diff.sections]
     return out
+
+
+def target_text(side: DerivedTarget | None) -> str:
+    """``768 vCPU`` once converted; before that each group's working maximum in nodes."""
+    if side is None:
+        return "-"
+    if side.value is not None:
+        cap = f" (capped at max {side.max:,})" if side.capped else ""
+        return f"{side.value:,} {side.unit or ''}".rstrip() + cap
+    return ", ".join(f"{n} up.max {m}" if m is not None else f"{n} live max size" for n, m in side.nodes)
+
+
+def _nodes(side: DerivedTarget | None) -> int | None:
+    if side is None:
+        return 0
+    return None if any(m is None for _, m in side.nodes) else sum(m or 0 for _, m in side.nodes)
+
+
+def target_delta(change: QuotaTargetChange) -> str:
+    delta = change.delta
+    if delta is None:
+        # Not converted: the change in nodes at up.max, where every group gives one.
+        was, now = _nodes(change.before), _nodes(change.after)
+        return "n/a" if was is None or now is None else f"{signed(now - was)} nodes"
+    unit = next((s.unit for s in (change.after, change.before) if s is not None and s.unit), "")
+    return f"{signed(delta)} {unit}".rstrip()
+
+
+def target_how(change: QuotaTargetChange, read: bool) -> str:
+    side = change.after or change.before
+    assert side is not None  # a change has a side
+    if side.error is not None:
+        return f"not converted: {side.error}"
+    if side.demand is not None:
+        return side.demand
+    return "in nodes (--cloud-quotas converts)" if not read else ""
+
+
+def targets_note(read: bool) -> str:
+    counted = "A target of `{nodeGroups}` counts each group at up.max (its live max size without up)"
+    if read:
+        return f"{counted}, in the quota's unit from the shapes the cloud reports."
+    return (
+        f"{counted}. With --cloud-quotas the diff reads the groups' shapes (read-only) and gives the targets in the"
+        " quota's unit: vCPU on AWS and Azure, GPUs on GCP."
+    )
 
 
 # --- markdown ------------------------------------------------------------------------------------------------------
@@ -147,13 +202,33 @@ def _namespaces_markdown(diff: PolicyDiff, heading: str) -> list[str]:
 
 def _fields_markdown(title: str, changes: Sequence[FieldChange], heading: str) -> list[str]:
     out = [f"{heading} {title[0].upper()}{title[1:]}", "", "| setting | before | after |", "|---|---|---|"]
-    out += [f"| {_code(c.path)} | {_cell(value_text(c.before))} | {_cell(value_text(c.after))} |" for c in changes]
+    out += [
+        f"| {_code(c.path)} | {_cell(value_text(c.before, c.unit))} | {_cell(value_text(c.after, c.unit))} |"
+        for c in changes
+    ]
     return [*out, ""]
+
+
+def _targets_markdown(diff: PolicyDiff, heading: str) -> list[str]:
+    out = [
+        f"{heading} Cloud quota targets that follow node groups (`cloudQuotas`)",
+        "",
+        "| quota | account | before | after | change | counted |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    out += [
+        f"| {_code(c.name)} | {_cell(c.where)} | {_cell(target_text(c.before))} | {_cell(target_text(c.after))}"
+        f" | {target_delta(c)} | {_cell(target_how(c, diff.quota_targets_read))} |"
+        for c in diff.quota_targets
+    ]
+    return [*out, "", targets_note(diff.quota_targets_read).replace("--cloud-quotas", "`--cloud-quotas`"), ""]
 
 
 def changes_markdown(diff: PolicyDiff, heading: str = "####") -> list[str]:
     """Every section that changed (the calendar's markdown appends these too, a level lower)."""
     out = schedule_markdown(diff, heading)
+    if diff.quota_targets:
+        out += _targets_markdown(diff, heading)
     if diff.quotas:
         out += _quota_markdown(diff.quotas, heading)
     if diff.namespaces_read:
@@ -228,6 +303,24 @@ def schedule_text(diff: PolicyDiff) -> list[str]:
 
 def changes_text(diff: PolicyDiff) -> list[str]:
     out = schedule_text(diff)
+    if diff.quota_targets:
+        out += ["", "cloud quota targets that follow node groups:"]
+        rows = [["quota", "account", "before", "after", "change", "counted"]]
+        rows += [
+            [
+                c.name,
+                c.where,
+                target_text(c.before),
+                target_text(c.after),
+                target_delta(c),
+                target_how(c, diff.quota_targets_read),
+            ]
+            for c in diff.quota_targets
+        ]
+        out += [
+            *_table(rows, right=(2, 3, 4)),
+            *textwrap.wrap(targets_note(diff.quota_targets_read), 116, initial_indent="  ", subsequent_indent="  "),
+        ]
     if diff.quotas:
         out += ["", "namespace quotas:"]
         out += _table(
@@ -242,7 +335,8 @@ def changes_text(diff: PolicyDiff) -> list[str]:
     for title, changes in _sections(diff):
         out += ["", f"{title}:"]
         out += _table(
-            [["setting", "before", "after"]] + [[c.path, value_text(c.before), value_text(c.after)] for c in changes]
+            [["setting", "before", "after"]]
+            + [[c.path, value_text(c.before, c.unit), value_text(c.after, c.unit)] for c in changes]
         )
     return out
 
@@ -270,6 +364,7 @@ def _field_doc(change: FieldChange) -> dict[str, Any]:
         "kind": change.kind,
         "before": None if change.before is MISSING else change.before,
         "after": None if change.after is MISSING else change.after,
+        **({"unit": change.unit} if change.unit else {}),
     }
 
 
@@ -312,6 +407,30 @@ def to_doc(diff: PolicyDiff) -> dict[str, Any]:
             for n in diff.namespaces
         ],
         "namespacesRead": dict(diff.namespaces_read),
+        "cloudQuotaTargets": [
+            {
+                "name": c.name,
+                "account": c.where,
+                "before": _target_doc(c.before),
+                "after": _target_doc(c.after),
+                "delta": c.delta,
+            }
+            for c in diff.quota_targets
+        ],
+        "cloudQuotaTargetsRead": diff.quota_targets_read,
+    }
+
+
+def _target_doc(side: DerivedTarget | None) -> dict[str, Any] | None:
+    if side is None:
+        return None
+    return {
+        "nodeGroupsUpMax": dict(side.nodes),  # null: the group's live max size counts
+        "value": side.value,
+        "unit": side.unit,
+        "demand": side.demand,
+        "error": side.error,
+        "max": side.max,
     }
 
 

@@ -30,6 +30,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from jobs.core.policy import Policy
 from jobs.core.resolved import view_of
 from tests import envelope, forkserver
 from tests.sandbox import sweep_demo
@@ -377,7 +378,7 @@ def _requests(phase: Phase) -> str:
     return "  ".join(f"{k} {r}r/{w}w" for k, (r, w) in phase.requests.items())
 
 
-def render_night_phase(world: World, phase: Phase) -> list[str]:
+def render_night_phase(policy: Policy, phase: Phase) -> list[str]:
     where = " ".join(phase.argv[1:3]) if "--cluster" in phase.argv else "one run per cluster"
     lines = [f"== {phase.name}: nodegroups --at {phase.at.isoformat() if phase.at else '?'} ({where})"]
     lines[0] += f"   (exit {phase.code}, {phase.seconds:.1f} s)"
@@ -388,15 +389,17 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
     groups = envelope.items(report, "node group")
     acted = {g["name"]: g for g in groups if "message" in g}
     skipped = {g["name"]: g for g in groups if "warning" in g}
-    if not acted:
+    failed = [g for g in groups if g["status"] == "failed"] + [s for s in report["scopes"] if s["state"] == "failed"]
+    if not acted and not failed:
+        # Never above a failed row: "nothing to change" would read as "all is well".
         lines.append("  nothing to change: every node group is where the schedule wants it")
     lines.append(f"  {'group':<18} {'cluster':<10} {'nodes':<8} {'config before -> after':<30} status")
     shown = set(acted) | set(skipped)
     clusters = {c["name"] for c in report.get("scopes", ())} or {
-        world.policy.cluster_of(g).name for g in world.policy.node_groups if g.name in shown
+        policy.cluster_of(g).name for g in policy.node_groups if g.name in shown
     }
-    for group in world.policy.node_groups:
-        cluster = world.policy.cluster_of(group).name
+    for group in policy.node_groups:
+        cluster = policy.cluster_of(group).name
         if cluster not in clusters:
             continue
         before, after = phase.nodes.get(group.name, (0, 0))
@@ -415,7 +418,7 @@ def render_night_phase(world: World, phase: Phase) -> list[str]:
         else:
             # The schedule engine itself, not the calendar's up/down flips: a reason can change without a flip
             # (warming up -> in working hours).
-            desired = view_of(world.policy).group(group.name).schedule.desired(phase.at) if phase.at else None
+            desired = view_of(policy).group(group.name).schedule.desired(phase.at) if phase.at else None
             change = ""
             status = f"unchanged ({desired.state}: {desired.reason})" if desired else "unchanged"
         lines.append(f"  {group.name:<18} {cluster:<10} {nodes:<8} {change:<30} {status}")
@@ -460,7 +463,8 @@ def render_quota_phase(phase: Phase) -> list[str]:
                 lines.append(f"    ! {entry['namespace']}: {warning}")
         for warning in doc.get("warnings", ()):
             lines.append(f"    ! {warning}")
-    if not phase.writes():
+    failed = envelope.items(phase.report, "namespace quota", "failed")
+    if not phase.writes() and not failed and all(s["state"] != "failed" for s in phase.report["scopes"]):
         lines.append("  nothing to change: every namespace's quota is what the policy says (0 writes)")
     return lines
 
@@ -503,6 +507,90 @@ def show_sweep(world: World) -> list[Phase]:
         print("\n  their Deployment's replacements, once the deleted pods are gone (young: not judged until 2h old):")
         print("\n".join(shown["pods later"]))
     return phases
+
+
+# --- the overall summary -------------------------------------------------------------------------------------------
+
+
+def _envelope_of(phase: Phase) -> dict[str, Any] | None:
+    """The run's report envelope: its stdout, or (a one-off run) the envelope line of the Job's pod log."""
+    for line in [phase.stdout.strip(), *phase.stdout.splitlines()]:
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and "counts" in doc:
+                return doc
+    return None
+
+
+def _job_of(phase: Phase) -> str:
+    if phase.name.startswith("one-off"):
+        return phase.name  # kubectl create job: the CronJob's run, not a gpu-jobs process of the demo
+    return phase.argv[0] if phase.argv else phase.name
+
+
+def _what_changed(phase: Phase, doc: dict[str, Any] | None) -> str | None:
+    if doc is None:
+        return None
+    counts = doc["counts"]
+    if doc.get("dryRun"):
+        return f"{phase.name}: dry run, {counts['planned']} planned" if counts["planned"] else None
+    return f"{phase.name}: {counts['applied']} applied" if counts["applied"] else None
+
+
+def _what_failed(phase: Phase, doc: dict[str, Any] | None) -> list[str]:
+    """Each failed item and failed scope of the run (its reason, cut), or its exit code when it printed no report."""
+    if doc is None:
+        return [] if phase.code == 0 else [f"{phase.name}: exit {phase.code}, no report"]
+    scopes = {s["name"] for s in doc["scopes"] if s["state"] in ("failed", "refused")}
+    # A scope's reason often names it already ("cluster research: refused ..."): not twice.
+    found = [
+        s["reason"] if str(s["reason"]).startswith(f"{s['kind']} {s['name']}:") else f"{s['name']}: {s['reason']}"
+        for s in doc["scopes"]
+        if s["name"] in scopes
+    ]
+    # An item of a failed scope fails for the scope's reason, said once above.
+    found += [
+        f"{i['name']}: {i['reason']}"
+        for i in doc["items"]
+        if i["status"] in ("failed", "refused") and i.get("scope") not in scopes
+    ]
+    return [_cut(f"{phase.name}: {f}") for f in found]
+
+
+def _cut(text: str, width: int = 150) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def overall_summary(phases: list[Phase], seconds: float) -> list[str]:
+    """Per job, in the order first run: its runs' exit codes (each against what the demo expects), what they changed
+    and what failed. A failed item the demo expects (the wrong cluster, a quota the cloud would not grant) is listed
+    as failed all the same: the exit code says it, and the summary says why."""
+    jobs: dict[str, list[Phase]] = {}
+    for phase in phases:
+        jobs.setdefault(_job_of(phase), []).append(phase)
+    bad = [p for p in phases if not p.ok]
+    lines = [f"== overall: {len(phases)} runs of {len(jobs)} jobs in {seconds:.1f} s"]
+    for job, runs in jobs.items():
+        docs = [_envelope_of(p) for p in runs]
+        codes = ", ".join(
+            str(p.code) if p.ok else f"{p.code} (expected {'/'.join(map(str, p.expected))})" for p in runs
+        )
+        lines.append(f"  {job}: {len(runs)} run{'s' * (len(runs) != 1)}, exit {codes}")
+        changed = [c for p, d in zip(runs, docs, strict=True) if (c := _what_changed(p, d))]
+        if any(d is not None for d in docs):
+            lines.append(f"    changed: {'; '.join(changed) if changed else 'nothing'}")
+        failed = [f for p, d in zip(runs, docs, strict=True) for f in _what_failed(p, d)]
+        shown = failed[:6] + ([f"and {len(failed) - 6} more"] if len(failed) > 6 else [])
+        lines += [f"    failed: {f}" for f in shown]
+    if bad:
+        lines.append(f"  UNEXPECTED exit codes: {', '.join(f'{p.name}={p.code}' for p in bad)}")
+    else:
+        lines.append("  every exit code as expected (a failed item above is one the demo plays on purpose)")
+    return lines
 
 
 # --- main -------------------------------------------------------------------------------------------------------
@@ -566,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
         for phase in run_night(world, evening, morning):
             phases.append(phase)
             print()
-            print("\n".join(render_night_phase(world, phase)), flush=True)
+            print("\n".join(render_night_phase(world.policy, phase)), flush=True)
             if not phase.ok:
                 print("  stderr (last lines):\n" + "\n".join("    " + s for s in phase.stderr.splitlines()[-10:]))
         for phase in run_quotas(world, morning):
@@ -594,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         world.stop()
     bad = [p for p in phases if not p.ok]
+    print()
+    print("\n".join(overall_summary(phases, time.perf_counter() - began)))
     print(f"\ndemo finished in {time.perf_counter() - began:.1f} s", end="")
     print(f"; UNEXPECTED exit codes: {', '.join(f'{p.name}={p.code}' for p in bad)}" if bad else "")
     return 1 if bad else 0

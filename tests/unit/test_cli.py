@@ -242,3 +242,36 @@ def test_calendar_compare_counts_a_change_to_an_override(tmp_path: Path, capsys:
     delta = {c["name"]: c["delta"] for c in json.loads(capsys.readouterr().out)["compare"]}
     assert delta["training-a100"] > 0  # the override keeps it up four more days
     assert {name for name, d in delta.items() if d} == {"training-a100"}
+
+
+def test_calendar_gpu_hours_avoided_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An always-on group avoids 0 GPU-hours (size or not); a group without a figure names the field it lacks, and
+    text, markdown and JSON say the same."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        Path(EXAMPLE)
+        .read_text()
+        .replace("    gpusPerNode: 1\n    alwaysOn: true", "    alwaysOn: true")  # inference-l4: no size, always on
+        .replace("    gpusPerNode: 1\n    up: {min: 0, desired: 2, max: 6}", "    up: {min: 0, desired: 2, max: 6}")
+    )
+    argv = ["calendar", "--policy", str(policy), "--at", "2026-12-07T12:00:00+01:00", "--days", "1"]
+    assert main([*argv, "--output", "json"]) == 0
+    groups = {g["name"]: g for g in json.loads(capsys.readouterr().out)["nodeGroups"]}
+    figures = {n: (groups[n]["gpuHoursAvoidedPerWeek"], groups[n]["gpuHoursAvoidedNeeds"]) for n in groups}
+    assert figures["inference-l4"] == (0.0, [])
+    assert figures["research-h100"] == (None, ["up"])  # it sets gpusPerNode: only the working size is missing
+    assert figures["finetune-a100"] == (None, ["gpusPerNode"])
+    assert figures["training-a100"][0] > 0
+    assert main(argv) == 0
+    text = {block.split()[0]: block for block in capsys.readouterr().out.split("\n\n")}  # one block per group
+    assert "GPU-hours avoided vs always-on: 0\n" in text["inference-l4"]
+    assert "avoided vs always-on: n/a (set up, the working size)\n" in text["research-h100"]
+    assert "avoided vs always-on: n/a (set gpusPerNode)\n" in text["finetune-a100"]
+    assert "n/a (set gpusPerNode and up)" not in "".join(text.values())
+    assert main([*argv, "--output", "markdown"]) == 0
+    rows = {r.split("|")[1].strip(" `"): r.split("|")[-2].strip() for r in capsys.readouterr().out.splitlines()[4:11]}
+    assert (rows["inference-l4"], rows["research-h100"], rows["finetune-a100"]) == (
+        "0",
+        "n/a (set up, the working size)",
+        "n/a (set gpusPerNode)",
+    )

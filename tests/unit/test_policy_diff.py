@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -13,23 +14,29 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from jobs import errors
 from jobs.commands.validate import github_annotation
 from jobs.core.calendar import build_calendar, compare
-from jobs.core.policy import Policy
+from jobs.core.cloud_quotas import GroupSize, Shape
+from jobs.core.policy import NodeGroup, Policy
+from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.core.policy_diff import (
     MISSING,
+    Conversion,
     FieldChange,
     NamespaceChange,
     Week,
     diff_policies,
     group_hours,
     namespace_changes,
+    quota_target_changes,
     reference_week,
     structural_diff,
 )
 from jobs.core.quotas import NamespaceInfo
-from jobs.diff import report
+from jobs.diff import cloud, report
 from jobs.policy_file import Problem, parse_policy
+from tests.fakes import RecordingLog
 from tests.unit.policies import policy_from
 
 EXAMPLE = Path("gitops/policy.yaml").read_text()
@@ -329,3 +336,114 @@ def test_a_cluster_view_shows_only_that_clusters_groups() -> None:
     assert [c.name for c in diff.schedules] == ["training-a100"]
     assert [c.path for c in diff.node_group_fields] == ["nodeGroups[training-a100].up.desired"]
     assert diff.totals.groups == (2, 2)
+
+
+def test_a_percent_given_as_a_number_reads_as_a_percent() -> None:
+    """`below: 5` is a percent the model reads as 5.0: the diff says 5%, with a decimal only where it is not whole."""
+    after = example(
+        ("below: 5 ", "below: 7.5 "),
+        ("utilBelow: 1,", "utilBelow: 2,"),
+        ("maxActionsPerRun: 10", "maxActionsPerRun: 12"),
+    )
+    diff = diff_policies(BASE, after, ref())
+    text = report.to_text(diff)
+    assert "  sweep.idlePods.below           5%      7.5%\n" in text
+    assert "  sweep.leakedMemory.utilBelow   1%      2%\n" in text
+    assert "  sweep.limits.maxActionsPerRun  10      12\n" in text  # a count, not a percent
+    assert ".0" not in text
+    markdown = report.to_markdown(diff)
+    assert "| `sweep.idlePods.below` | 5% | 7.5% |" in markdown
+    assert "| `sweep.leakedMemory.utilBelow` | 1% | 2% |" in markdown
+    (section,) = json.loads(report.to_json(diff))["sections"].values()
+    assert section[0] == {"path": "sweep.idlePods.below", "kind": "changed", "before": 5, "after": 7.5, "unit": "%"}
+    assert "unit" not in section[2]
+
+
+# training-a100 (p4d.24xlarge, 96 vCPU, spot) is the one group p-spot-eu-west-1 counts.
+RAISED = ("up: {min: 0, desired: 4, max: 8}", "up: {min: 0, desired: 4, max: 12}")
+P4D = Shape("p4d.24xlarge", 96, "vCPU", family="P")
+READ: dict[str, Conversion] = {
+    "p-spot-eu-west-1": (
+        {"training-a100": GroupSize("training-a100", "p4d.24xlarge", 8, "spot")},
+        {"p4d.24xlarge": P4D},
+    )
+}
+
+
+def test_raising_up_max_shows_the_derived_cloud_quota_target_in_its_unit() -> None:
+    after = example(RAISED)
+    diff = replace(diff_policies(BASE, after, ref()), quota_targets=quota_target_changes(BASE, after, read=READ))
+    diff = replace(diff, quota_targets_read=True)
+    (change,) = diff.quota_targets
+    assert (change.name, change.where, change.delta) == ("p-spot-eu-west-1", "aws eu-west-1", 384)
+    text = report.to_text(diff)
+    assert "p-spot-eu-west-1  aws eu-west-1  768 vCPU  1,152 vCPU  +384 vCPU" in text
+    assert "training-a100: 12 x p4d.24xlarge x 96 vCPU = 1152" in text
+    markdown = report.to_markdown(diff)
+    assert (
+        "| `p-spot-eu-west-1` | aws eu-west-1 | 768 vCPU | 1,152 vCPU | +384 vCPU"
+        " | training-a100: 12 x p4d.24xlarge x 96 vCPU = 1152 |" in markdown
+    )
+    (doc,) = json.loads(report.to_json(diff))["cloudQuotaTargets"]
+    assert (doc["before"]["value"], doc["after"]["value"], doc["after"]["unit"], doc["delta"]) == (
+        768,
+        1152,
+        "vCPU",
+        384,
+    )
+    assert doc["after"]["nodeGroupsUpMax"] == {"training-a100": 12}
+
+
+def test_without_the_cloud_the_derived_target_shows_in_nodes() -> None:
+    diff = diff_policies(BASE, example(RAISED), ref())
+    (change,) = diff.quota_targets
+    assert change.delta is None
+    text = report.to_text(diff)
+    assert "training-a100 up.max 8  training-a100 up.max 12  +4 nodes  in nodes (--cloud-quotas converts)" in text
+    assert "+4 nodes" in report.to_markdown(diff)
+    # Nothing a target counts changes: no row; a group it does not count changes: no row either.
+    assert diff_policies(BASE, example(WIDER), ref()).quota_targets == ()
+    assert diff_policies(BASE, BASE, ref()).empty
+
+
+def test_a_derived_target_above_max_says_it_is_capped() -> None:
+    after = example(
+        RAISED, ("target: {nodeGroups: [training-a100]}", "target: {nodeGroups: [training-a100]}\n    max: 1000")
+    )
+    (change,) = quota_target_changes(BASE, after, read=READ)
+    assert report.target_text(change.after) == "1,152 vCPU (capped at max 1,000)"
+
+
+class FakeShapes:
+    """The read half of a quota adapter, as the cloud answers it."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def group(self, group: NodeGroup) -> GroupSize | str:
+        if self.fail:
+            raise errors.Unavailable("eks: connection reset")
+        return GroupSize(group.name, "p4d.24xlarge", 3, "spot")
+
+    def shapes(self, entry: CloudQuota, names: Sequence[str]) -> Mapping[str, Shape | str]:
+        self.asked.append((entry.name, tuple(names)))
+        return {"p4d.24xlarge": P4D}
+
+
+def test_the_cloud_read_converts_both_sides_and_an_unreadable_entry_says_why() -> None:
+    after = example(RAISED)
+    changes = diff_policies(BASE, after, ref()).quota_targets
+    fake = FakeShapes()
+    read, failed = cloud.read_conversions(BASE, after, changes, lambda _: fake, RecordingLog())
+    assert failed == 0
+    assert fake.asked == [("p-spot-eu-west-1", ("p4d.24xlarge",))]
+    (change,) = quota_target_changes(BASE, after, read=read)
+    assert (change.before and change.before.value, change.after and change.after.value) == (768, 1152)
+    log = RecordingLog()
+    read, failed = cloud.read_conversions(BASE, after, changes, lambda _: FakeShapes(fail=True), log)
+    assert (failed, log.names) == (1, ["diff.cloud_quota_unreadable"])
+    (change,) = quota_target_changes(BASE, after, read=read)
+    assert report.target_how(change, True) == (
+        "not converted: node group training-a100: cannot be read: eks: connection reset"
+    )
