@@ -614,6 +614,11 @@ class Karpenter:
             resources = {name: _format(name, used.get(name, Fraction(0))) for name in BASE_RESOURCES}
             resources.update({name: _format(name, value) for name, value in used.items() if name not in resources})
             status = {**(pool.get("status") or {}), "resources": resources, "nodes": int(used.get("nodes", 0))}
+            if "conditions" not in status:  # nodepool/readiness: Ready once its NodeClass is (always, here)
+                stamp = pool["metadata"]["creationTimestamp"]
+                status["conditions"] = [
+                    _condition(kind, "True", kind, stamp) for kind in ("NodeClassReady", "ValidationSucceeded", "Ready")
+                ]
             if status != pool.get("status"):
                 self.cluster.put({**pool, "status": status})
 

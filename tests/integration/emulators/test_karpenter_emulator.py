@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -416,6 +418,12 @@ def test_kubectl_reads_patches_and_deletes_karpenter_objects(kube: KubeHandle, k
     listed = _kubectl(kube, "get", "nodepools", "-o", "json")
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout)["items"][0]["status"]["nodes"] == 1
+    table = _kubectl(kube, "get", "nodeclaims")
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+    assert row.split()[1:3] == ["p5.48xlarge", "on-demand"]
+    assert row.split()[-2] == "True"
     patched = _kubectl(kube, "patch", "nodepool", "gpu", "--type", "merge", "-p", '{"spec":{"limits":{"cpu":"0"}}}')
     assert patched.returncode == 0, patched.stderr
     refused = _kubectl(kube, "patch", "nodepool", "gpu", "--type", "merge", "-p", '{"spec":{"limits":{"cpu":"x"}}}')
@@ -426,3 +434,73 @@ def test_kubectl_reads_patches_and_deletes_karpenter_objects(kube: KubeHandle, k
     assert deleted.returncode == 0, deleted.stderr
     assert "deleted" in deleted.stdout
     assert kube.get("nodeclaims", claim["metadata"]["name"], api_version=model.API_VERSION) is not None
+
+
+def test_deleting_a_pools_claims_by_label_holds_each_until_it_is_drained(
+    kube: KubeHandle, kube_client: Any, karpenter: model.Karpenter
+) -> None:
+    kube.cluster.pod_stop_s = 1
+    kube.create(model.nodepool("gpu", taints=[model.GPU_TAINT]))
+    kube.create(model.nodepool("other", taints=[model.GPU_TAINT], labels={"team": "b"}))
+    kube.create(model.pending_gpu_pod("a", gpus=8))
+    kube.create(model.pending_gpu_pod("b", gpus=8))
+    elsewhere = model.pending_gpu_pod("elsewhere", gpus=8)
+    elsewhere["spec"]["nodeSelector"] = {"team": "b"}  # only "other" labels its nodes so
+    kube.create(elsewhere)
+    karpenter.advance(60)
+    assert (len(karpenter.claims("gpu")), len(karpenter.claims("other"))) == (2, 1)
+    deleted = _custom(kube_client).delete_collection_cluster_custom_object(
+        GROUP, VERSION, "nodeclaims", label_selector="karpenter.sh/nodepool=gpu"
+    )
+    assert len(deleted["items"]) == 2
+    assert all(c["metadata"]["deletionTimestamp"] for c in karpenter.claims("gpu"))
+    karpenter.advance(31)
+    assert karpenter.claims("gpu") == []
+    (kept,) = karpenter.claims("other")
+    assert [n["metadata"]["name"] for n in kube.list("nodes")] == [kept["status"]["nodeName"]]
+
+
+def _token_call(kube: KubeHandle, token: str, method: str, path: str, body: Any = None) -> int:
+    request = urllib.request.Request(
+        f"{kube.url}{path}",
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_rbac_on_karpenter_resources_is_by_group_resource_and_verb(
+    kube: KubeHandle, karpenter: model.Karpenter
+) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-jobs"}})
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "runner", "namespace": "gpu-jobs"}})
+    rules = [
+        {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]},
+    ]
+    kube.create(
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r"}, "rules": rules}
+    )
+    kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "r"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+            "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": "gpu-jobs"}],
+        }
+    )
+    kube.create(model.nodepool("gpu", taints=[model.GPU_TAINT]))
+    kube.create(model.pending_gpu_pod("train", gpus=8))
+    (claim,) = karpenter.claims("gpu")
+    token = kube.emulator.issue_token("gpu-jobs", "runner")
+    pools, claims = "/apis/karpenter.sh/v1/nodepools", "/apis/karpenter.sh/v1/nodeclaims"
+    assert _token_call(kube, token, "PATCH", f"{pools}/gpu", {"spec": {"limits": {"cpu": "0"}}}) == 200
+    assert _token_call(kube, token, "DELETE", f"{pools}/gpu") == 403
+    assert _token_call(kube, token, "GET", f"{claims}/{claim['metadata']['name']}") == 403  # list, not get
+    assert _token_call(kube, token, "DELETE", f"{claims}/{claim['metadata']['name']}") == 200
