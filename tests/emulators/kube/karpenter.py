@@ -261,6 +261,38 @@ class Karpenter:
     def _pools(self) -> list[Json]:
         return list(self.cluster.ordered(resource_type("nodepools", API_VERSION)))
 
+    def seed_claim(self, pool: str, instance_type: str = "p5.48xlarge", *, registered: bool = True) -> Json:
+        """A claim of ``pool`` launched now, its Node already registered and Ready (as if it booted long ago), or
+        never registering: for seeding a world without waiting for a pending pod. Limits are not checked (the
+        claim predates them). Returns the stored claim."""
+        with self.cluster.lock:
+            stored = self.cluster.get("nodepools", pool, api_version=API_VERSION)
+            if stored is None:
+                raise KeyError(f"no NodePool {pool!r}")
+            it = next(t for t in self.catalogue if t.name == instance_type)
+            now = self.cluster.now()
+            claim = self._launch(stored, it, now)
+            name = claim["metadata"]["name"]
+            if not registered:
+                self.never_register.add(name)
+                return claim
+            node = self._node_for(claim, now)
+            self.cluster.create(node, manager="kubelet")
+            claim = self._registered(claim, node["metadata"]["name"], now)
+            self.cluster.settle()
+            return claim
+
+    def _registered(self, claim: Json, node_name: str, now: datetime) -> Json:
+        status, stamp = claim.get("status") or {}, timestamp(now)
+        updated = {**claim, "status": {**status, "nodeName": node_name}}
+        updated["status"]["conditions"] = [
+            _condition("Launched", "True", "Launched", status["conditions"][0]["lastTransitionTime"]),
+            _condition("Registered", "True", "Registered", stamp),
+            _condition("Initialized", "True", "Initialized", stamp),
+            _condition("Ready", "True", "Ready", stamp),
+        ]
+        return self.cluster.put(updated)
+
     # Provisioning ---------------------------------------------------------------------------------------------
 
     def _usage(self, pool: str) -> dict[str, Fraction]:
@@ -440,16 +472,7 @@ class Karpenter:
                     continue
                 node = self._node_for(claim, now)
                 self.cluster.create(node, manager="kubelet")
-                stamp = timestamp(now)
-                updated = {**claim, "status": {**status, "nodeName": node["metadata"]["name"]}}
-                updated["status"]["conditions"] = [
-                    _condition("Launched", "True", "Launched", status["conditions"][0]["lastTransitionTime"]),
-                    _condition("Registered", "True", "Registered", stamp),
-                    _condition("Initialized", "True", "Initialized", stamp),
-                    _condition("Ready", "True", "Ready", stamp),
-                ]
-                self.cluster.put(updated)
-                status = updated["status"]
+                status = self._registered(claim, node["metadata"]["name"], now)["status"]
             if self.cluster.stored(nodes, "", status["nodeName"]) is not None:
                 self._bind(meta["name"], status["nodeName"])
 
