@@ -37,6 +37,10 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
   DeleteOptions preconditions (uid, resourceVersion) are 409 on a mismatch, on a DELETE and on an eviction's
   ``deleteOptions`` (after its budget check, as the real server orders them), ``metadata.uid`` in a patch is 422. The
   seeding API's ``Cluster.delete`` removes at once (a force delete);
+- karpenter.sh/v1 NodePool and NodeClaim served from Karpenter's own CRD files (:mod:`.crd_schema`: pruning,
+  defaults, schema and CEL rules, quantities kept as sent, no strategic merge patch), finalizers on every kind but
+  pods and namespaces (``deletionTimestamp`` until the last one is removed), and a Karpenter model on the emulator's
+  clock (:mod:`.karpenter`, the ``karpenter`` fixture);
 - no garbage collection (deleting an owner leaves its dependents).
 
 Entry points: the ``kube`` / ``kube_client`` fixtures (:mod:`.fixtures`), :func:`.fixtures.start_kube` for a

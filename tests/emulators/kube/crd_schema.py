@@ -162,7 +162,8 @@ def check(schema: Json, value: Any, old: Any, path: str, has_old: bool) -> list[
                 (
                     "FieldValueInvalid",
                     path,
-                    f"Invalid value: {_shown(value)}: {path} in body should be at least {schema['minLength']} chars long",
+                    f"Invalid value: {_shown(value)}: {path} in body should be at least {schema['minLength']} "
+                    "chars long",
                 )
             )
     if isinstance(value, int) and not isinstance(value, bool):

@@ -19,19 +19,21 @@ What it follows, by source file (all under ``pkg/`` of kubernetes-sigs/karpenter
 - termination (``controllers/nodeclaim/lifecycle/termination.go``, ``controllers/node/termination/controller.go``,
   ``terminator/terminator.go``, ``utils/pod/scheduling.go``): a NodeClaim or its Node deleted through the API keeps
   ``karpenter.sh/termination`` until the model has tainted the node ``karpenter.sh/disrupted:NoSchedule`` and
-  drained it through the Eviction API (a PDB's 429 is retried on the next pass; non-daemon pods before DaemonSet
-  pods). A pod annotated ``karpenter.sh/do-not-disrupt: "true"`` is never evicted and stalls the drain. With
+  drained it through the Eviction API (a PDB's 429 is retried on the next pass). A pod annotated
+  ``karpenter.sh/do-not-disrupt: "true"`` is never evicted and stalls the drain. With
   ``spec.terminationGracePeriod`` on the claim, each pod is deleted at ``deadline - its
   terminationGracePeriodSeconds`` with the grace that remains (at least 1 s), PDBs and do-not-disrupt bypassed.
-  Drained, the Node and then the claim lose their finalizers and are gone; a claim with no Node goes at once;
+  Drained (or never registered), the instance takes ``instance_stop_s`` to stop (``awaitInstanceTermination``),
+  then the Node and the claim lose their finalizers and are gone;
 - the NodePool counter (``controllers/nodepool/counter/controller.go``, ``controllers/state/cluster.go``
   ``updateNodePoolResources``): ``status.resources`` is cpu, memory, pods, ephemeral-storage and nodes at 0 plus
   the capacity of the pool's claims not being deleted, ``status.nodes`` their count.
 
 Not modelled: consolidation, drift, expiry (``expireAfter``), disruption budgets (validated, not applied: the
 budgets gate Karpenter's own disruption, not a user's delete), static pools' provisioning (``spec.replicas`` is
-validated, no claims are made for it), topology, affinity beyond ``nodeSelector`` and required node affinity
-``In``, volume detachment, the cloud provider's capacity errors.
+validated, no claims are made for it), DaemonSet pods evicted after the others (all go together), topology,
+affinity beyond ``nodeSelector`` and required node affinity ``In``, volume detachment, the cloud provider's capacity
+errors, Events.
 """
 
 from __future__ import annotations

@@ -216,7 +216,10 @@ class Api:
             added = [f for f in meta.get("finalizers") or [] if f not in (old["metadata"].get("finalizers") or [])]
             if added:
                 shown = "[]string{" + ", ".join(f'"{f}"' for f in added) + "}"
-                why = f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {shown}"
+                why = (
+                    "Forbidden: no new finalizers can be added if the object is being deleted, "
+                    f"found new finalizers {shown}"
+                )
                 raise invalid(rt.kind, rt.group, meta["name"], [("FieldValueForbidden", "metadata.finalizers", why)])
             if not meta.get("finalizers") and not options.dry_run:
                 # The last finalizer is gone: the deletion that waited for it completes now.
