@@ -351,13 +351,65 @@ class Karpenter:
         return all(_tolerates(pod, taint) for taint in taints)
 
     def _pending(self) -> Iterator[Json]:
+        """Pods the scheduler has no node for (utils/pod IsProvisionable: not DaemonSet pods, not mirror pods)."""
         for pod in self.cluster.ordered(resource_type("pods")):
             spec, meta = pod.get("spec") or {}, pod["metadata"]
             if spec.get("nodeName") or meta.get("deletionTimestamp"):
                 continue
             if (pod.get("status") or {}).get("phase", "Pending") != "Pending":
                 continue
+            if any(o.get("kind") in ("DaemonSet", "Node") for o in meta.get("ownerReferences") or []):
+                continue
             yield pod
+
+    def _schedule(self, pod: Json) -> bool:
+        """kube-scheduler's part, minimally: bind a pending pod to a Ready, schedulable node that carries the labels
+        it selects, whose NoSchedule/NoExecute taints it tolerates, and whose allocatable its requests still fit.
+        Otherwise it is marked Unschedulable (``PodScheduled`` False), which is what Karpenter reacts to."""
+        pods_rt, wanted = resource_type("pods"), _requests(pod)
+        for node in self.cluster.ordered(resource_type("nodes")):
+            meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
+            if meta.get("deletionTimestamp") or spec.get("unschedulable"):
+                continue
+            if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []):
+                continue
+            labels = meta.get("labels") or {}
+            if not all(labels.get(key) in values for key, values in _pod_terms(pod)):
+                continue
+            taints = [t for t in spec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+            if not all(_tolerates(pod, taint) for taint in taints):
+                continue
+            free = {k: parse(v) for k, v in (status.get("allocatable") or {}).items()}
+            for other in self.cluster.ordered(pods_rt):
+                if (other.get("spec") or {}).get("nodeName") != meta["name"]:
+                    continue
+                if (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    continue
+                for k, v in _requests(other).items():
+                    free[k] = free.get(k, Fraction(0)) - v
+            if all(free.get(k, Fraction(0)) >= v for k, v in wanted.items()):
+                self._bind_pod(pod, meta["name"])
+                return True
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions):
+            unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+            kept = [c for c in conditions if c.get("type") != "PodScheduled"]
+            self.cluster.put({**pod, "status": {**pod.get("status", {}), "conditions": [*kept, unschedulable]}})
+        return False
+
+    def _bind_pod(self, pod: Json, node_name: str) -> None:
+        conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+        running = [
+            *conditions,
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "True"},
+        ]
+        bound = {
+            **pod,
+            "spec": {**pod["spec"], "nodeName": node_name},
+            "status": {**pod.get("status", {}), "phase": "Running", "conditions": running},
+        }
+        self.cluster.put(bound)
 
     def _provision(self, now: datetime) -> None:
         claims = {c["metadata"]["name"]: c for c in self._claims()}
@@ -368,6 +420,8 @@ class Karpenter:
             if nominated is not None and not nominated["metadata"].get("deletionTimestamp"):
                 continue
             self._nominated.pop(key, None)
+            if self._schedule(pod):
+                continue
             wanted = _requests(pod)
             for pool in pools:
                 if "replicas" in pool["spec"] or pool["metadata"].get("deletionTimestamp"):
@@ -505,12 +559,7 @@ class Karpenter:
             pod = self.cluster.stored(pods, *key)
             if pod is None or pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
                 continue
-            bound = {
-                **pod,
-                "spec": {**pod["spec"], "nodeName": node_name},
-                "status": {**pod["status"], "phase": "Running"},
-            }
-            self.cluster.put(bound)
+            self._bind_pod(pod, node_name)
 
     def _liveness(self, now: datetime) -> None:
         for claim in self._claims():

@@ -407,8 +407,7 @@ class Api:
                         deleted["metadata"]["generation"] += 1
                     if not options.dry_run:
                         deleted = copy.deepcopy(self.cluster.commit(rt, deleted))
-                if rt.custom:
-                    return deleted  # the apiextensions handler answers a pending deletion with the object
+                return deleted  # Store.Delete answers a deletion left pending with the object, for every kind
             else:
                 deleted = copy.deepcopy(obj)
                 if not options.dry_run:

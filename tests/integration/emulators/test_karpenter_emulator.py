@@ -504,3 +504,39 @@ def test_rbac_on_karpenter_resources_is_by_group_resource_and_verb(
     assert _token_call(kube, token, "DELETE", f"{pools}/gpu") == 403
     assert _token_call(kube, token, "GET", f"{claims}/{claim['metadata']['name']}") == 403  # list, not get
     assert _token_call(kube, token, "DELETE", f"{claims}/{claim['metadata']['name']}") == 200
+
+
+def test_a_pod_that_fits_a_node_with_room_is_bound_there_and_one_that_does_not_is_unschedulable(
+    kube: KubeHandle, kube_client: Any, karpenter: model.Karpenter
+) -> None:
+    kube.create(model.nodepool("gpu", limits={"nvidia.com/gpu": "8"}, taints=[model.GPU_TAINT]))
+    kube.create(model.pending_gpu_pod("first", gpus=6))
+    karpenter.advance(60)
+    (claim,) = karpenter.claims("gpu")  # a p5.48xlarge (8 GPUs) for a 6-GPU pod: the smallest that holds it
+    assert claim["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "p5.48xlarge"
+    core = client.CoreV1Api(kube_client)
+    created = core.create_namespaced_pod("default", model.pending_gpu_pod("second", gpus=2))
+    assert created.status.phase == "Pending"
+    second = core.read_namespaced_pod("second", "default")
+    assert second.spec.node_name == claim["status"]["nodeName"]  # the room left on the node: no new claim
+    core.create_namespaced_pod("default", model.pending_gpu_pod("third", gpus=1))
+    third = core.read_namespaced_pod("third", "default")
+    assert third.spec.node_name is None
+    scheduled = next(c for c in third.status.conditions if c.type == "PodScheduled")
+    assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
+    assert len(karpenter.claims("gpu")) == 1  # the GPU limit (8) is used up
+
+
+def test_a_node_delete_held_by_a_finalizer_answers_with_the_node(kube: KubeHandle, kube_client: Any) -> None:
+    node = seed.gpu_node("held")
+    node["metadata"]["finalizers"] = ["example.com/hold"]
+    kube.create(node)
+    answer = kube_client.rest_client.request(
+        "DELETE", f"{kube.url}/api/v1/nodes/held", headers={"Accept": "application/json"}
+    )
+    body = json.loads(answer.read())
+    assert (answer.status, body["kind"]) == (200, "Node")
+    assert body["metadata"]["deletionTimestamp"]
+    assert body["metadata"]["deletionGracePeriodSeconds"] == 0
+    client.CoreV1Api(kube_client).patch_node("held", {"metadata": {"finalizers": None}})
+    assert kube.get("nodes", "held") is None
