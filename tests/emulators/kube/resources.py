@@ -113,6 +113,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ),
     ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status", "scale"), (), False, ("all",)),
     ResourceType("apps", "v1", "StatefulSet", "statefulsets", True, ("sts",), ("status", "scale"), (), False, ("all",)),
+    # What placeholder pods (prewarm) name in priorityClassName; pods are not admitted against it (see __init__).
+    ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
     # Karpenter's custom resources (cluster-scoped), validated from their CRD files (see crd_schema).
     ResourceType(KARPENTER_GROUP, "v1", "NodePool", "nodepools", False, (), ("status",), (), False, ("karpenter",)),
     ResourceType(KARPENTER_GROUP, "v1", "NodeClaim", "nodeclaims", False, (), ("status",), (), False, ("karpenter",)),

@@ -518,11 +518,34 @@ def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
             causes.append(_invalid_value("spec", spec, "minAvailable and maxUnavailable cannot be both set"))
     elif rt.kind == "CronJob":
         causes += batch.cronjob_causes(obj)
+    elif rt.kind == "PriorityClass":
+        causes += _priority_class_causes(obj)
     elif rt.kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):
         causes.append(("FieldValueRequired", "roleRef", "Required value"))
     elif rt.kind == "Event" and rt.group == "" and not (obj.get("involvedObject") or {}).get("kind"):
         causes.append(("FieldValueRequired", "involvedObject.kind", "Required value"))
     return causes
+
+
+#: scheduling.HighestUserDefinablePriority: above it only the system- classes.
+_HIGHEST_USER_PRIORITY = 1_000_000_000
+
+
+def _priority_class_causes(obj: Json) -> list[Cause]:
+    """pkg/apis/scheduling/validation ValidatePriorityClass (the user-defined part)."""
+    name, value = (obj.get("metadata") or {}).get("name", ""), obj.get("value")
+    if name.startswith("system-"):
+        return [
+            (
+                "FieldValueForbidden",
+                "metadata.name",
+                "Forbidden: priority class names with 'system-' prefix are reserved",
+            )
+        ]
+    if isinstance(value, int) and value > _HIGHEST_USER_PRIORITY:
+        why = f"Forbidden: maximum allowed value of a user defined priority is {_HIGHEST_USER_PRIORITY}"
+        return [("FieldValueForbidden", "value", why)]
+    return []
 
 
 def validate_semantics(rt: ResourceType, obj: Json, old: Json | None = None) -> None:
@@ -546,6 +569,10 @@ def validate_semantics(rt: ResourceType, obj: Json, old: Json | None = None) -> 
         causes += batch.job_causes(obj, old)
     if rt.kind in apps.KINDS:
         causes += apps.causes(obj, old)
+    if old is not None and rt.kind == "PriorityClass":
+        for key in ("value", "preemptionPolicy"):
+            if obj.get(key) != old.get(key):
+                causes.append(("FieldValueForbidden", key, "Forbidden: may not be changed in an update."))
     if (
         old is not None
         and rt.kind in ("RoleBinding", "ClusterRoleBinding")

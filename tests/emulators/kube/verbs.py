@@ -563,6 +563,8 @@ def _reset_status_on_create(rt: ResourceType, obj: Json) -> None:
         batch.default_cronjob(obj)
     elif rt.kind in apps.KINDS:
         apps.default(obj)
+    elif rt.kind == "PriorityClass":
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif rt.custom and rt.has_status:
         obj.pop("status", None)  # a CR with a status subresource: status is the controller's
 

@@ -540,3 +540,30 @@ def test_a_node_delete_held_by_a_finalizer_answers_with_the_node(kube: KubeHandl
     assert body["metadata"]["deletionGracePeriodSeconds"] == 0
     client.CoreV1Api(kube_client).patch_node("held", {"metadata": {"finalizers": None}})
     assert kube.get("nodes", "held") is None
+
+
+def test_a_negative_priority_class_for_placeholder_pods_is_served_and_validated(kube_client: Any) -> None:
+    scheduling = client.SchedulingV1Api(kube_client)
+    created = scheduling.create_priority_class(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "gpu-jobs-placeholder"},
+            "value": -10,
+        }
+    )
+    assert (created.value, created.preemption_policy) == (-10, "PreemptLowerPriority")
+    with pytest.raises(ApiException) as changed:
+        scheduling.patch_priority_class("gpu-jobs-placeholder", {"value": -1})
+    assert changed.value.status == 422
+    assert _status(changed.value)["details"]["causes"][0]["field"] == "value"
+    with pytest.raises(ApiException) as reserved:
+        scheduling.create_priority_class(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "system-x"},
+                "value": 1,
+            }
+        )
+    assert reserved.value.status == 422
