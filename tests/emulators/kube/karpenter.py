@@ -58,6 +58,7 @@ API_VERSION = f"{GROUP}/v1"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+TERMINATION_TIME = "karpenter.sh/nodeclaim-termination-timestamp"
 DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
@@ -591,17 +592,32 @@ class Karpenter:
             claim = claims_by_node.get(node["metadata"]["name"])
             if node["metadata"].get("deletionTimestamp") and claim and not claim["metadata"].get("deletionTimestamp"):
                 self._delete("nodeclaims", claim["metadata"]["name"])
-        for claim in self._claims():
-            meta = claim["metadata"]
+        for listed in self._claims():
+            claim, meta = listed, listed["metadata"]
             if not meta.get("deletionTimestamp") or TERMINATION_FINALIZER not in (meta.get("finalizers") or []):
                 continue
+            grace = claim["spec"].get("terminationGracePeriod")
+            if grace and TERMINATION_TIME not in (meta.get("annotations") or {}):
+                # lifecycle/controller.go: the deadline the drain works to, on the claim for all to see.
+                deadline = _when(meta["deletionTimestamp"]) + _duration(grace)
+                annotations = {**(meta.get("annotations") or {}), TERMINATION_TIME: timestamp(deadline)}
+                claim = self.cluster.put({**claim, "metadata": {**meta, "annotations": annotations}})
+                meta = claim["metadata"]
             node_name = (claim.get("status") or {}).get("nodeName")
             node = self.cluster.stored(nodes, "", node_name) if node_name else None
             if node is not None and meta["name"] not in self._stopping and not self._drained(claim, node, now):
                 continue
             # awaitInstanceTermination: the instance is told to stop once, the finalizers come off when it is gone.
             # The drain ended when its last pod went, even if nobody looked then: time, not polls, moves it.
-            stopping = self._stopping.setdefault(meta["name"], min(now, self._drain_ends.pop(meta["name"], now)))
+            if meta["name"] not in self._stopping:
+                stopping = min(now, self._drain_ends.pop(meta["name"], now))
+                self._stopping[meta["name"]] = stopping
+                conditions = [
+                    *(claim.get("status") or {}).get("conditions", []),
+                    _condition("InstanceTerminating", "True", "InstanceTerminating", timestamp(stopping)),
+                ]
+                self.cluster.put({**claim, "status": {**claim.get("status", {}), "conditions": conditions}})
+            stopping = self._stopping[meta["name"]]
             if now < stopping + timedelta(seconds=self.instance_stop_s):
                 continue
             del self._stopping[meta["name"]]

@@ -322,7 +322,9 @@ def test_a_deleted_claim_drains_its_node_through_evictions_then_goes_with_it(
     karpenter.advance(5)  # the pod's containers stop
     assert kube.get("pods", "train") is None
     karpenter.advance(29)
-    assert kube.get("nodeclaims", name, api_version=model.API_VERSION) is not None  # instance shutting down
+    stopping = kube.get("nodeclaims", name, api_version=model.API_VERSION)
+    assert stopping is not None  # instance shutting down
+    assert {c["type"]: c["status"] for c in stopping["status"]["conditions"]}["InstanceTerminating"] == "True"
     karpenter.advance(1)
     assert kube.get("nodeclaims", name, api_version=model.API_VERSION) is None
     assert kube.get("nodes", node) is None
@@ -352,6 +354,13 @@ def test_do_not_disrupt_stalls_the_drain_until_the_termination_grace_period_forc
     pod["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
     kube.put(pod)
     _delete_claim(kube_client, name)
+    annotated = kube.get("nodeclaims", name, api_version=model.API_VERSION)
+    assert annotated is not None
+    deleted_at = annotated["metadata"]["deletionTimestamp"]
+    assert (
+        annotated["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"] == "2026-03-02T19:11:00Z"
+    )
+    assert deleted_at == "2026-03-02T19:01:00Z"
     karpenter.advance(569)  # deadline 600 s, pod grace 30 s: not yet due
     assert kube.get("pods", "train")["metadata"].get("deletionTimestamp") is None
     karpenter.advance(1)  # T = deadline - terminationGracePeriodSeconds: deleted with the 30 s left
