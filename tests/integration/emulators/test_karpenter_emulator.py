@@ -576,3 +576,12 @@ def test_a_negative_priority_class_for_placeholder_pods_is_served_and_validated(
             }
         )
     assert reserved.value.status == 422
+
+
+def test_a_lost_answer_on_a_limits_patch_still_changed_the_pool(kube: KubeHandle, kube_client: Any) -> None:
+    kube.create(model.nodepool("gpu", limits={"cpu": "1000"}))
+    kube.inject("patch nodepools", "lost")  # carried out, the answer never arrives: 504 to the client
+    with pytest.raises(ApiException) as caught:
+        _patch_pool(kube_client, "gpu", {"spec": {"limits": {"cpu": "0"}}})
+    assert caught.value.status == 504
+    assert _pool(kube_client, "gpu")["spec"]["limits"] == {"cpu": "0"}
