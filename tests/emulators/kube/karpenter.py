@@ -234,7 +234,7 @@ class Karpenter:
                 try:
                     while moment + STEP < target and self._under_way():
                         moment += STEP
-                        self.cluster.now = lambda at=moment: at  # type: ignore[misc]
+                        self.cluster.now = lambda at=moment: at
                         self.cluster.expire_pods()
                         self._pass(moment)
                 finally:
@@ -252,6 +252,11 @@ class Karpenter:
         )
 
     def _pass(self, now: datetime) -> None:
+        pods = resource_type("pods")
+        for key in list(self._nominated):  # a nominated pod deleted or placed another way waits for nothing
+            pod = self.cluster.stored(pods, *key)
+            if pod is None or (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+                del self._nominated[key]
         self._terminate(now)
         self._liveness(now)
         self._register(now)

@@ -585,3 +585,19 @@ def test_a_lost_answer_on_a_limits_patch_still_changed_the_pool(kube: KubeHandle
         _patch_pool(kube_client, "gpu", {"spec": {"limits": {"cpu": "0"}}})
     assert caught.value.status == 504
     assert _pool(kube_client, "gpu")["spec"]["limits"] == {"cpu": "0"}
+
+
+def test_a_claim_launched_for_a_pod_deleted_meanwhile_still_registers(
+    kube: KubeHandle, karpenter: model.Karpenter
+) -> None:
+    kube.create(model.nodepool("gpu", taints=[model.GPU_TAINT]))
+    kube.create(model.pending_gpu_pod("train", gpus=8))
+    (claim,) = karpenter.claims("gpu")
+    kube.cluster.delete("pods", "train", "default")
+    karpenter.advance(60)
+    (registered,) = karpenter.claims("gpu")  # an idle node now: what consolidation (not modelled) would remove
+    assert registered["metadata"]["name"] == claim["metadata"]["name"]
+    assert registered["status"]["nodeName"]
+    kube.create(model.pending_gpu_pod("next", gpus=8))
+    karpenter.advance(1)
+    assert kube.get("pods", "next")["spec"]["nodeName"] == registered["status"]["nodeName"]  # bound to the idle node
