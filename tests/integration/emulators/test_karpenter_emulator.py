@@ -601,3 +601,22 @@ def test_a_claim_launched_for_a_pod_deleted_meanwhile_still_registers(
     kube.create(model.pending_gpu_pod("next", gpus=8))
     karpenter.advance(1)
     assert kube.get("pods", "next")["spec"]["nodeName"] == registered["status"]["nodeName"]  # bound to the idle node
+
+
+def test_every_cel_rule_of_the_crd_files_has_its_python_twin() -> None:
+    from tests.emulators.kube import crd_schema
+
+    def rules(node: Any) -> list[str]:
+        found: list[str] = []
+        if isinstance(node, dict):
+            found += [v["rule"] for v in node.get("x-kubernetes-validations") or []]
+            for child in node.values():
+                found += rules(child)
+        elif isinstance(node, list):
+            for child in node:
+                found += rules(child)
+        return found
+
+    every = rules(crd_schema.schema_of(GROUP, "nodepools")) + rules(crd_schema.schema_of(GROUP, "nodeclaims"))
+    assert len(every) == 27  # 17 distinct rules
+    assert set(every) == set(crd_schema._RULES)  # and no twin without its rule
