@@ -55,11 +55,7 @@ def test_restoring_a_deployment_the_sweep_scaled_to_zero(kube: KubeHandle, tmp_p
     assert pods.scale_owner(pods.gpu_pods()[0]) == "Deployment ml/llm from 2"
     assert kube.get("Deployment", "llm", "ml", "apps/v1")["spec"]["replicas"] == 0  # type: ignore[index]
 
-    done = bash(
-        kube,
-        shell_block("docs/sweep.md", "**Restoring a Deployment (or StatefulSet) the sweep scaled to zero**"),
-        tmp_path,
-    )
+    done = bash(kube, shell_block("docs/sweep.md", "**Restoring a Deployment (or StatefulSet) the sweep scaled to zero**"), tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["deployment.apps/llm scaled", "deployment.apps/llm annotated"]
     deployment = kube.get("Deployment", "llm", "ml", "apps/v1")
