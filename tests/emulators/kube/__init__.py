@@ -16,8 +16,9 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
 - ResourceQuota admission and status for pods (GPUs only as ``requests.<name>``), PDB status and eviction;
 - quantities stored and returned in apimachinery's canonical form (``4000m`` -> ``4``, ``1024Mi`` -> ``1Gi``);
 - quota scopes for pods (``scopes`` and ``scopeSelector``: Terminating, NotTerminating, BestEffort, NotBestEffort,
-  PriorityClass, CrossNamespacePodAffinity); VolumeAttributesClass is refused with 422, PriorityClass objects are not
-  served (a pod's ``priorityClassName`` is not checked);
+  PriorityClass, CrossNamespacePodAffinity); VolumeAttributesClass is refused with 422; scheduling.k8s.io/v1 PriorityClass
+  objects are served and validated, but a pod's ``priorityClassName`` is not checked against them (no Priority
+  admission, no preemption);
 - apps/v1 deployments, replicasets, statefulsets (+ ``status``, ``scale`` as ``autoscaling/v1`` Scale) with minimal
   controllers (a Deployment's one ReplicaSet follows its replicas; ReplicaSets and StatefulSets create and gracefully
   delete pods to match, see :mod:`.apps`), and seeding of whole GPU workloads (:mod:`.workloads`);
@@ -37,6 +38,10 @@ The official ``kubernetes`` client and kubectl talk to it over real HTTP through
   DeleteOptions preconditions (uid, resourceVersion) are 409 on a mismatch, on a DELETE and on an eviction's
   ``deleteOptions`` (after its budget check, as the real server orders them), ``metadata.uid`` in a patch is 422. The
   seeding API's ``Cluster.delete`` removes at once (a force delete);
+- karpenter.sh/v1 NodePool and NodeClaim served from Karpenter's own CRD files (:mod:`.crd_schema`: pruning,
+  defaults, schema and CEL rules, quantities kept as sent, no strategic merge patch), finalizers on every kind but
+  pods and namespaces (``deletionTimestamp`` until the last one is removed), and a Karpenter model on the emulator's
+  clock (:mod:`.karpenter`, the ``karpenter`` fixture);
 - no garbage collection (deleting an owner leaves its dependents).
 
 Entry points: the ``kube`` / ``kube_client`` fixtures (:mod:`.fixtures`), :func:`.fixtures.start_kube` for a

@@ -90,6 +90,9 @@ class Cluster:
             #: What each pod's container printed (``kubectl logs``), written by whoever runs it (the sandbox's job
             #: executor); gone with the pod.
             self._pod_logs: dict[tuple[str, str], str] = {}
+            #: Controllers beyond the built-in ones (the Karpenter model, :mod:`.karpenter`), run by :meth:`settle`
+            #: on the emulator's clock: what is due happens before any observer looks.
+            self.controllers: list[Callable[[], None]] = []
             for name in DEFAULT_NAMESPACES:
                 self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
@@ -229,6 +232,11 @@ class Cluster:
         entry = self._pod_deadlines.get((namespace, name))
         return entry[1] if entry else None
 
+    def pod_gone_at(self, namespace: str, name: str) -> datetime | None:
+        """When a terminating pod's containers will have exited and it will be gone (None: not terminating)."""
+        entry = self._pod_deadlines.get((namespace, name))
+        return entry[2] if entry else None
+
     def expire_pods(self) -> None:
         """Remove the gracefully deleted pods whose containers have exited (their grace period passed, or
         ``pod_stop_s``). Called on every API request and every read through the seeding API, so no observer ever
@@ -249,9 +257,13 @@ class Cluster:
         """Everything due: pods past their grace period, the workload controllers (:mod:`.apps`), namespaces done
         terminating. Before every request is answered and every seeded read."""
         with self.lock:
+            for controller in self.controllers:
+                controller()  # first: a controller catching up on past time must see the pods of that time
             self.expire_pods()
             self.reconcile_workloads()
             self.finalize_namespaces()
+            for controller in self.controllers:
+                controller()
 
     def reconcile_workloads(self) -> None:
         """The Deployment, ReplicaSet and StatefulSet controllers, after any change (cheap when nothing changed or

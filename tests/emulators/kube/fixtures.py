@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import yaml
 
 from tests.emulators.base import FaultKind, Faults, RequestLog, RunningServer, start
 
+from . import karpenter as karpenter_model
 from . import workloads
 from .cluster import Cluster
 from .server import KubeEmulator
@@ -148,6 +150,13 @@ def kube(_kube_server: KubeHandle) -> KubeHandle:
     """A fresh, nearly empty cluster (default namespaces only), an empty request log, no faults, no RBAC limits."""
     _kube_server.reset()
     return _kube_server
+
+
+@pytest.fixture
+def karpenter(kube: KubeHandle) -> karpenter_model.Karpenter:
+    """The Karpenter model on the ``kube`` cluster, on emulated time (``karpenter.advance(s)``) starting at
+    2026-03-02 19:00 UTC; nodes boot in 60 s. Gone with the next test's reset."""
+    return karpenter_model.Karpenter(kube.cluster, start=datetime(2026, 3, 2, 19, 0, tzinfo=UTC))
 
 
 @pytest.fixture

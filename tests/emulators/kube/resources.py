@@ -37,12 +37,18 @@ class ResourceType:
         return "status" in self.subresources
 
     @property
+    def custom(self) -> bool:
+        """A custom resource: served from a CRD (pruned, defaulted, validated by its schema), not a built-in type."""
+        return self.group == KARPENTER_GROUP
+
+    @property
     def key(self) -> str:
         """Storage key: the group-qualified plural (``pods``, ``leases.coordination.k8s.io``)."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
+KARPENTER_GROUP = "karpenter.sh"
 _VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update")
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
@@ -107,6 +113,11 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ),
     ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status", "scale"), (), False, ("all",)),
     ResourceType("apps", "v1", "StatefulSet", "statefulsets", True, ("sts",), ("status", "scale"), (), False, ("all",)),
+    # What placeholder pods (prewarm) name in priorityClassName; pods are not admitted against it (see __init__).
+    ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
+    # Karpenter's custom resources (cluster-scoped), validated from their CRD files (see crd_schema).
+    ResourceType(KARPENTER_GROUP, "v1", "NodePool", "nodepools", False, (), ("status",), (), False, ("karpenter",)),
+    ResourceType(KARPENTER_GROUP, "v1", "NodeClaim", "nodeclaims", False, (), ("status",), (), False, ("karpenter",)),
     ResourceType(RBAC_GROUP, "v1", "Role", "roles", True),
     ResourceType(RBAC_GROUP, "v1", "RoleBinding", "rolebindings", True),
     ResourceType(RBAC_GROUP, "v1", "ClusterRole", "clusterroles", False),

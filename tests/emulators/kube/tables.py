@@ -188,6 +188,37 @@ COLUMNS: dict[str, list[Column]] = {
         _AGE,
     ],
     "statefulsets": [("Name", "string", 0, _name), ("Ready", "string", 0, _ready_of_desired), _AGE],
+    # The CRDs' additionalPrinterColumns (karpenter.sh_nodepools.yaml, karpenter.sh_nodeclaims.yaml, v1.14.1).
+    "nodepools": [
+        ("Name", "string", 0, _name),
+        ("NodeClass", "string", 0, lambda o, _: o["spec"]["template"]["spec"]["nodeClassRef"]["name"]),
+        ("Nodes", "string", 0, lambda o, _: str((o.get("status") or {}).get("nodes", ""))),
+        ("Ready", "string", 0, lambda o, _: _condition(o, "Ready")),
+        _AGE,
+        ("Weight", "integer", 1, lambda o, _: (o.get("spec") or {}).get("weight")),
+        ("CPU", "string", 1, lambda o, _: ((o.get("status") or {}).get("resources") or {}).get("cpu", "")),
+        ("Memory", "string", 1, lambda o, _: ((o.get("status") or {}).get("resources") or {}).get("memory", "")),
+    ],
+    "nodeclaims": [
+        ("Name", "string", 0, _name),
+        (
+            "Type",
+            "string",
+            0,
+            lambda o, _: (o["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type", ""),
+        ),
+        (
+            "Capacity",
+            "string",
+            0,
+            lambda o, _: (o["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type", ""),
+        ),
+        ("Zone", "string", 0, lambda o, _: (o["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", "")),
+        ("Node", "string", 0, lambda o, _: (o.get("status") or {}).get("nodeName", "")),
+        ("Ready", "string", 0, lambda o, _: _condition(o, "Ready")),
+        _AGE,
+        ("NodePool", "string", 1, lambda o, _: (o["metadata"].get("labels") or {}).get("karpenter.sh/nodepool", "")),
+    ],
     "configmaps": [
         ("Name", "string", 0, _name),
         ("Data", "string", 0, lambda o, _: str(len(o.get("data") or {}))),

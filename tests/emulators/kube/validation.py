@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
-from . import apps, batch
+from . import apps, batch, crd_schema
 from .errors import bad_request, invalid
 from .quantity import QuantityError, canonical, parse
 from .resources import ResourceType
@@ -59,6 +59,8 @@ def _dotted(path: list[Any]) -> str:
 
 def decode(rt: ResourceType, obj: Json, field_validation: str) -> list[str]:
     """Check ``obj`` against the schema, dropping unknown fields unless strict. Returns ``Warning`` texts."""
+    if rt.custom:
+        return crd_schema.decode(rt.group, rt.plural, rt.kind, obj, field_validation)
     warnings: list[str] = []
     cannot = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}'
     unknown: list[tuple[list[Any], str]] = []
@@ -93,6 +95,14 @@ def decode(rt: ResourceType, obj: Json, field_validation: str) -> list[str]:
 def check_seed(rt: ResourceType, obj: Json) -> None:
     """Seeded objects skip the API, so hold them to the whole schema (required fields included): a seed the
     typed client could not deserialize would otherwise fail far from its cause."""
+    if rt.custom:
+        defaulted = json.loads(json.dumps(obj))
+        crd_schema.default(crd_schema.schema_of(rt.group, rt.plural), defaulted)
+        try:
+            crd_schema.validate(rt.group, rt.plural, rt.kind, defaulted, None)
+        except Exception as error:
+            raise ValueError(f"seeded {rt.kind} {obj.get('metadata', {}).get('name')!r}: {error}") from error
+        return
     problems = [f"{_dotted(list(e.absolute_path)) or '<root>'}: {e.message}" for e in _validator(rt).iter_errors(obj)]
     if problems:
         raise ValueError(
@@ -243,7 +253,11 @@ def _resource_lists(rt: ResourceType, obj: Json) -> list[Json]:
 
 def canonicalise(rt: ResourceType, obj: Json) -> None:
     """Rewrite quantities as the real server stores and returns them (``resource.Quantity`` decodes the JSON and
-    re-encodes it: ``4000m`` -> ``4``). A value that does not parse is left for validation to refuse."""
+    re-encodes it: ``4000m`` -> ``4``). A value that does not parse is left for validation to refuse. A custom
+    resource keeps what was sent (the apiextensions-apiserver stores unstructured JSON), with its schema's defaults."""
+    if rt.custom:
+        crd_schema.default(crd_schema.schema_of(rt.group, rt.plural), obj)
+        return
     for mapping in _resource_lists(rt, obj):
         for key, value in mapping.items():
             with contextlib.suppress(QuantityError):
@@ -504,11 +518,34 @@ def _kind_causes(rt: ResourceType, obj: Json) -> list[Cause]:
             causes.append(_invalid_value("spec", spec, "minAvailable and maxUnavailable cannot be both set"))
     elif rt.kind == "CronJob":
         causes += batch.cronjob_causes(obj)
+    elif rt.kind == "PriorityClass":
+        causes += _priority_class_causes(obj)
     elif rt.kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):
         causes.append(("FieldValueRequired", "roleRef", "Required value"))
     elif rt.kind == "Event" and rt.group == "" and not (obj.get("involvedObject") or {}).get("kind"):
         causes.append(("FieldValueRequired", "involvedObject.kind", "Required value"))
     return causes
+
+
+#: scheduling.HighestUserDefinablePriority: above it only the system- classes.
+_HIGHEST_USER_PRIORITY = 1_000_000_000
+
+
+def _priority_class_causes(obj: Json) -> list[Cause]:
+    """pkg/apis/scheduling/validation ValidatePriorityClass (the user-defined part)."""
+    name, value = (obj.get("metadata") or {}).get("name", ""), obj.get("value")
+    if name.startswith("system-"):
+        return [
+            (
+                "FieldValueForbidden",
+                "metadata.name",
+                "Forbidden: priority class names with 'system-' prefix are reserved",
+            )
+        ]
+    if isinstance(value, int) and value > _HIGHEST_USER_PRIORITY:
+        why = f"Forbidden: maximum allowed value of a user defined priority is {_HIGHEST_USER_PRIORITY}"
+        return [("FieldValueForbidden", "value", why)]
+    return []
 
 
 def validate_semantics(rt: ResourceType, obj: Json, old: Json | None = None) -> None:
@@ -520,6 +557,11 @@ def validate_semantics(rt: ResourceType, obj: Json, old: Json | None = None) -> 
         else [("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")]
     )
     causes += _label_causes(meta.get("labels"))
+    if rt.custom:
+        if causes:
+            raise invalid(rt.kind, rt.group, name, causes)
+        crd_schema.validate(rt.group, rt.plural, rt.kind, obj, old)
+        return
     causes += _kind_causes(rt, obj)
     if old is not None and rt.kind == "Pod":
         causes += _pod_update_causes(old, obj)
@@ -527,6 +569,10 @@ def validate_semantics(rt: ResourceType, obj: Json, old: Json | None = None) -> 
         causes += batch.job_causes(obj, old)
     if rt.kind in apps.KINDS:
         causes += apps.causes(obj, old)
+    if old is not None and rt.kind == "PriorityClass":
+        for key in ("value", "preemptionPolicy"):
+            if obj.get(key) != old.get(key):
+                causes.append(("FieldValueForbidden", key, "Forbidden: may not be changed in an update."))
     if (
         old is not None
         and rt.kind in ("RoleBinding", "ClusterRoleBinding")
