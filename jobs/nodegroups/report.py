@@ -103,10 +103,11 @@ def _size(config: GroupConfig, kind: ProviderKind) -> str:
     or AKS group with its autoscaler off is a node count: its min and max are the autoscaler's bounds, unused (AKS
     reports none: ``0/3/0`` read as a max below the size). A stopped pool runs no node: it says what it starts with."""
     desired = "?" if config.desired is None else str(config.desired)
+    zone = " per zone" if config.zones > 1 else ""  # GKE counts per zone of the pool's locations
     if config.autoscaling or PROVIDERS[kind].autoscaler_by_tags:
-        text = f"{config.min}/{desired}/{config.max}" + (" autoscaled" if config.autoscaling else "")
+        text = f"{config.min}/{desired}/{config.max}{zone}" + (" autoscaled" if config.autoscaling else "")
     else:
-        text = f"{desired} node{'' if desired == '1' else 's'}"
+        text = f"{desired} node{'' if desired == '1' else 's'}{zone}"
     return f"stopped ({text} on start)" if config.stopped else text
 
 

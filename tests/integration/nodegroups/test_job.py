@@ -86,7 +86,7 @@ def test_the_text_report_shows_each_size_as_the_provider_keeps_it(fleet: Fleet) 
     rows = {line.split()[0]: line for line in evening.splitlines()[1:]}
     assert "1/3/8 autoscaled -> 0/0/1 " in rows["train"]
     assert "2/2/4 -> 0/0/0 " in rows["batch"]
-    assert "1/?/4 autoscaled -> 0 nodes " in rows["research"]
+    assert "1/?/4 per zone autoscaled -> 0 nodes per zone " in rows["research"]  # GKE: in each of its 2 zones
     assert "1/2/6 autoscaled -> 0 nodes " in rows["finetune"]
     assert "3 nodes -> stopped (3 nodes on start) " in rows["vision"]
     # As the schedule wants, each group as it is now.
@@ -94,7 +94,7 @@ def test_the_text_report_shows_each_size_as_the_provider_keeps_it(fleet: Fleet) 
     assert {r[0]: r[3].split("  ")[0] for r in quiet} == {
         "train": "0/0/1",
         "batch": "0/0/0",
-        "research": "0 nodes",
+        "research": "0 nodes per zone",
         "finetune": "0 nodes",
         "vision": "stopped (3 nodes on start)",
     }
