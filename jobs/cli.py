@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not logger:
         logs.configure("info")
         logger.append(logs.get_logger(job=next((a for a in argv if a in COMMANDS), None)))
-    return _finish(logger[0], outcome, started)
+    return _finish(logger[0], outcome, started, next((a for a in argv if a in COMMANDS), None))
 
 
 def _run(argv: list[str], logger: list[Any]) -> Outcome:
@@ -140,9 +140,10 @@ def _settings_error(log: Any, exc: SettingsError, dry_run: bool) -> Outcome:
     return Outcome(ExitCode.BAD_CONFIG, dry_run=dry_run)
 
 
-def _finish(log: Any, outcome: Outcome, started: float) -> int:
+def _finish(log: Any, outcome: Outcome, started: float, command: str | None) -> int:
     """The one ``run.summary``; from its first byte on the process exits with the code it states."""
     stopping.ignore()
+    stopped = stopping.received()
     log.info(
         "run.summary",
         dry_run=outcome.dry_run,
@@ -151,8 +152,59 @@ def _finish(log: Any, outcome: Outcome, started: float) -> int:
         failed=outcome.failed,
         skipped=outcome.skipped,
         exit_code=int(outcome.exit_code),
-        stopped=stopping.received(),
+        stopped=stopped,
         reason=outcome.reason,
         duration_s=round(time.monotonic() - started, 3),
+        summary=summary(command, outcome, stopped),
     )
     return int(outcome.exit_code)
+
+
+#: The commands whose counts are items of a plan (the others count files, objects, groups shown).
+JOBS = ("nodegroups", "quotas", "cloud-quotas", "sweep")
+#: What an exit code means, for a command whose counts say nothing of it (or a job that ended before its counts).
+MEANING = {
+    ExitCode.OK: "all good",
+    ExitCode.ITEM_FAILED: "failed (the error is logged above)",
+    ExitCode.BAD_CONFIG: "bad policy or configuration: nothing changed",
+    ExitCode.REFUSED: "refused: nothing changed",
+}
+#: How much of one failure's or refusal's words the sentence repeats (the report and the JSON have them whole).
+SAID = 120
+
+
+def _cut(text: str, limit: int = SAID) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def summary(command: str | None, outcome: Outcome, stopped: str | None) -> str:
+    """``run.summary``'s sentence, the last line of a pod's log a person reads: ``nodegroups: 5 planned, 4 applied,
+    1 failed (train: ...); exit 1``. A job says its counts, naming its first failure, and what else stopped it (the
+    limit, another run's Lease); another command what its exit code means."""
+    code = outcome.exit_code
+    said: list[str] = []
+    if command in JOBS:
+        counts = []
+        for word, n in (
+            ("planned", outcome.planned),
+            ("applied", outcome.applied),
+            ("failed", outcome.failed),
+            ("skipped", outcome.skipped),
+        ):
+            if n and word == "failed" and outcome.failures:
+                more = len(outcome.failures) - 1
+                counts.append(f"{n} failed ({_cut(outcome.failures[0])}{f', and {more} more' if more else ''})")
+            elif n:
+                counts.append(f"{n} {word}")
+        said += [", ".join(counts)] if counts else []
+        said += [_cut(note, 2 * SAID) for note in outcome.notes]
+    if outcome.reason:  # a run that ended before it did anything (a start-up stop names its signal)
+        said.append(outcome.reason)
+    elif stopped:
+        said.append(f"stopped by {stopped}")
+    if not said or (command not in JOBS and not outcome.reason) or code == ExitCode.BAD_CONFIG:
+        # Nothing counted says it: a job with nothing to do, a crash, a bad setting, a command that is no job.
+        plain = "nothing to change" if command in JOBS and code == ExitCode.OK else MEANING[code]
+        said.insert(0, plain)
+    head = (command or "gpu-jobs") + (" (dry run)" if outcome.dry_run else "")
+    return f"{head}: {'; '.join(said)}; exit {int(code)}"

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar, get_args
 
 from jobs.outcome import ExitCode, Outcome
-from jobs.report_text import headline, nothing_done, refused
+from jobs.report_text import headline, nothing_done, refused, run_refused
 from jobs.runner import ScopeReport, State, Tally
 from jobs.scopes import Scope
 
@@ -98,6 +98,9 @@ class ScopeResult:
     items: tuple[ItemResult, ...] = ()
     rows: tuple[str, ...] = ()  # the lines a person reads under the headline (the job's columns)
     warnings: tuple[str, ...] = ()  # about the scope as a whole (a quota over-commit)
+    #: The job's line when its plan changes nothing here (``nothing to change: ...``); the renderer prints it only
+    #: when nothing failed, so it never stands above a failed row.
+    nothing: str | None = None
 
 
 def result_of(
@@ -107,10 +110,13 @@ def result_of(
     rows: Sequence[str],
     *,
     warnings: Sequence[str] = (),
+    nothing: str | None = None,
 ) -> ScopeResult:
     """A scope's result from the runner's report and the job's items and rows."""
     e = envelope
-    return ScopeResult(job, e.scope, e.at, e.dry_run, e.state, e.reason, tuple(items), tuple(rows), tuple(warnings))
+    return ScopeResult(
+        job, e.scope, e.at, e.dry_run, e.state, e.reason, tuple(items), tuple(rows), tuple(warnings), nothing
+    )
 
 
 # --- the one tally ------------------------------------------------------------------------------------------------
@@ -132,11 +138,41 @@ def tally(result: ScopeResult) -> Tally:
     return Tally(c["planned"], c["applied"], c["failed"], c["skipped"], refused=result.state == "refused")
 
 
+def failures(results: Sequence[ScopeResult]) -> tuple[str, ...]:
+    """Every failed item as ``name: reason``, and each failed scope with no failed item of its own (the one failed
+    item ``counts`` makes of it), for the run's one-line summary."""
+    found: list[str] = []
+    for r in results:
+        own = [f"{i.name}: {i.reason or 'failed'}" for i in r.items if i.status == "failed"]
+        if r.state == "failed" and not own:
+            own = [f"{r.scope.name}: {r.reason or 'failed'}"]
+        found += own
+    return tuple(found)
+
+
+def notes(results: Sequence[ScopeResult]) -> tuple[str, ...]:
+    """What the run's one-line summary says beside its counts: the limit's refusal (once: the same words for every
+    scope of a run refused as a whole), and each scope another run holds (nothing done there)."""
+    refused = next((r.reason for r in results if r.state == "refused" and r.reason), None)
+    held = [
+        f"{r.scope.kind} {r.scope.name} left to the run holding its lease ({r.reason})"
+        for r in results
+        if r.state == "locked"
+    ]
+    return (*([f"refused: {refused}; nothing changed"] if refused else []), *held)
+
+
 # --- the one text renderer ----------------------------------------------------------------------------------------
 
 
-def scope_text(result: ScopeResult) -> str:
-    """A scope's block: the headline, what stopped it (another run's Lease, a failure, the limit), the job's rows."""
+def failed(result: ScopeResult) -> bool:
+    """Whether anything of the scope failed: the scope itself, or one of its items."""
+    return result.state == "failed" or any(i.status == "failed" for i in result.items)
+
+
+def scope_text(result: ScopeResult, *, refusal_said: bool = False) -> str:
+    """A scope's block: the headline, what stopped it (another run's Lease, a failure, the limit: unless the run
+    said it once above every scope), the job's rows."""
     lines = [headline(result.job, result.scope.kind, result.scope.name, result.at, result.dry_run)]
     locked = result.reason if result.state == "locked" else None
     error = result.reason if result.state == "failed" else None
@@ -144,16 +180,27 @@ def scope_text(result: ScopeResult) -> str:
         lines.append(stop)
         if not result.rows:  # never "nothing to do" beneath a failure
             return "\n".join(lines) + "\n"
-    if result.state == "refused" and result.reason:
+    if result.state == "refused" and result.reason and not refusal_said:
         lines.append(refused(result.reason))
+    if result.nothing and result.state != "locked" and not failed(result):
+        lines.append(f"  {result.nothing}")
     lines += result.rows
     lines += [f"  warning: {w}" for w in result.warnings]
     return "\n".join(lines) + "\n"
 
 
 def to_text(results: Sequence[ScopeResult], nothing: str) -> str:
-    """Every scope's block; ``nothing`` when the run had no scope."""
-    return "".join(scope_text(r) for r in results) if results else nothing + "\n"
+    """Every scope's block; ``nothing`` when the run had no scope. A refusal of the whole run (over the limit across
+    several scopes) is said once, above the scopes' plans, not under each of them."""
+    if not results:
+        return nothing + "\n"
+    reasons = {r.reason for r in results if r.state == "refused" and r.reason}
+    if len(results) < 2 or len(reasons) != 1:
+        return "".join(scope_text(r) for r in results)
+    first = results[0]
+    kinds = {r.scope.kind for r in results}
+    head = run_refused(first.job, first.at, first.dry_run, reasons.pop(), kinds.pop() if len(kinds) == 1 else "scope")
+    return head + "".join(scope_text(r, refusal_said=True) for r in results)
 
 
 # --- the one JSON envelope ----------------------------------------------------------------------------------------

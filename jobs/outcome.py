@@ -22,3 +22,5 @@ class Outcome:
     skipped: int = 0
     dry_run: bool = False
     reason: str | None = None  # why the run ended as it did, when no item says it (stopped during start-up)
+    failures: tuple[str, ...] = ()  # the failed items (or scopes) as "name: reason", for the summary's sentence
+    notes: tuple[str, ...] = ()  # what else the summary's sentence says: the limit's refusal, a Lease held elsewhere

@@ -1,5 +1,6 @@
-"""The parts of a job's text report that every job shares: the headline of a scope's block and the lines for a
-scope where nothing was done (another run holds the Lease, the scope failed, the plan was refused)."""
+"""The parts of a job's text report that every job shares: the headline of a scope's block, the lines for a
+scope where nothing was done (another run holds the Lease, the scope failed, the plan was refused) and the run's
+one refusal above every scope's plan."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def nothing_done(lock_holder: str | None, error: str | None = None) -> str | Non
 
 def refused(reason: str) -> str:
     return f"  REFUSED: {reason}. Nothing changed. The plan was:"
+
+
+def run_refused(job: str, at: datetime, dry_run: bool, reason: str, kind: str) -> str:
+    """The run's own block when the limit refused the plan of every scope at once: said once, above each scope's
+    plan (``kind``: cluster, account)."""
+    return f"{headline(job, kind, None, at, dry_run)}\n  REFUSED: {reason}. Nothing changed. Each {kind}'s plan was:\n"
 
 
 def sentence(text: str) -> str:

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
 from jobs.deadline import Deadline
-from jobs.envelope import ScopeResult, tally, to_json, to_text
+from jobs.envelope import ScopeResult, failures, notes, tally, to_json, to_text
 from jobs.lease import run_holder
 from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
@@ -145,4 +145,6 @@ class JobSpec:
             peak_rss_mib=peak_rss_mib(),
         )
         results = [self.view(e, run) for e in envelopes]
-        return results, outcome([tally(r) for r in results], dry_run=dry_run)
+        ended = outcome([tally(r) for r in results], dry_run=dry_run)
+        # What run.summary's sentence names: the failed items, the limit's refusal, a Lease held by another run.
+        return results, replace(ended, failures=failures(results), notes=notes(results))

@@ -15,6 +15,7 @@ from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup
 from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import Policy
+from jobs.core.providers import PROVIDERS, ProviderKind
 from jobs.envelope import ItemResult, ScopeResult
 from jobs.nodegroups.execute import GroupResult, describe_step_change
 from jobs.nodegroups.job import Envelope
@@ -84,17 +85,35 @@ def result(report: NodeGroupsReport) -> ScopeResult:
         report.reason,
         tuple(items(report)),
         tuple(rows(report)),
+        nothing=nothing(report),
     )
 
 
-def _size(config: GroupConfig) -> str:
+def nothing(report: NodeGroupsReport) -> str | None:
+    """The cluster's line when nothing changes there (the renderer leaves it out when anything failed)."""
+    if report.lock_holder or report.refused or report.results or report.skips:
+        return None
+    if any(o.failed for o in report.orphans):  # listed below, as failed
+        return None
+    return "nothing to change: every node group is where the schedule wants it"
+
+
+def _size(config: GroupConfig, kind: ProviderKind) -> str:
+    """A group's size as a person reads it: ``min/desired/max``, ``autoscaled`` where an autoscaler moves it. A GKE
+    or AKS group with its autoscaler off is a node count: its min and max are the autoscaler's bounds, unused (AKS
+    reports none: ``0/3/0`` read as a max below the size). A stopped pool runs no node: it says what it starts with."""
     desired = "?" if config.desired is None else str(config.desired)
-    text = f"{config.min}/{desired}/{config.max}"
-    if config.autoscaling:
-        text += " autoscaled"
-    if config.stopped:
-        text += " stopped"
-    return text
+    zone = " per zone" if config.zones > 1 else ""  # GKE counts per zone of the pool's locations
+    if config.autoscaling or PROVIDERS[kind].autoscaler_by_tags:
+        text = f"{config.min}/{desired}/{config.max}{zone}" + (" autoscaled" if config.autoscaling else "")
+    else:
+        text = f"{desired} node{'' if desired == '1' else 's'}{zone}"
+    return f"stopped ({text} on start)" if config.stopped else text
+
+
+def _kind_of(cloud: str) -> ProviderKind:
+    """The provider of a recorded group's cloud, for its size (AWS: EKS and ASG alike read min/desired/max)."""
+    return next(k for k, rules in PROVIDERS.items() if rules.cloud == cloud)
 
 
 def rows(report: NodeGroupsReport) -> list[str]:
@@ -103,29 +122,35 @@ def rows(report: NodeGroupsReport) -> list[str]:
     if report.lock_holder:
         return []
     lines: list[str] = []
-    if not report.refused and not report.results and not report.skips and not any(o.failed for o in report.orphans):
-        # Never above a failed, postponed or busy group: those are listed below instead.
-        lines.append("  nothing to change: every node group is where the schedule wants it")
     width = max([len(r.group) for r in report.results] + [len(o.group.name) for o in report.observed] + [10])
+    quiet = _quiet(report)
+    changes = {
+        r.group: f"{_size(r.action.before, r.action.kind)} -> {_size(r.action.after, r.action.kind)}"
+        for r in report.results
+        if r.action is not None
+    }
+    sizes = {o.group.name: _size(o.config, o.kind) for o in quiet if o.config is not None}
+    column = max([len(c) for c in (*changes.values(), *sizes.values())] + [34])
     for r in report.results:
         a = r.action
         if a is None:
             lines.append(f"  {r.group:<{width}}  {r.status:<8} {r.message}")
             continue
-        change = f"{_size(a.before)} -> {_size(a.after)}"
-        lines.append(f"  {r.group:<{width}}  {a.kind:<4} {a.direction:<5} {r.status:<8} {change:<34} {a.reason}")
+        change = changes[r.group]
+        lines.append(f"  {r.group:<{width}}  {a.kind:<4} {a.direction:<5} {r.status:<8} {change:<{column}} {a.reason}")
         if r.status == "failed":
             lines.append(f"  {'':<{width}}  error: {r.message}")
         for pod in a.evict:
             lines.append(f"  {'':<{width}}  drains {pod} on {pod.node}")
         for pod in a.doomed:
             lines.append(f"  {'':<{width}}  force: {pod} on {pod.node} goes down with its node")
-    quiet = _quiet(report)
     for o in quiet:
-        assert o.config is not None
-        lines.append(f"  {o.group.name:<{width}}  {o.kind:<4} {'ok':<14} {_size(o.config):<34} as the schedule wants")
+        size = sizes[o.group.name]
+        lines.append(f"  {o.group.name:<{width}}  {o.kind:<4} {'ok':<14} {size:<{column}} as the schedule wants")
     if report.results or quiet:
-        lines.append("  (sizes are min/desired/max; ? = the provider does not report it)")
+        lines.append(
+            "  (sizes are min/desired/max, or a node count where a GKE or AKS autoscaler is off; ? = not reported)"
+        )
     failed = [s for s in report.skips if s.failed]
     if failed:
         lines.append("  failed:")
@@ -159,7 +184,7 @@ def _orphans_text(orphans: Sequence[OrphanRecord]) -> list[str]:
         since = "down" if record.phase == "down" else f"phase {record.phase}"
         lines.append(
             f"    {o.identity.describe()}: {since}, recorded {record.recorded_at.isoformat()},"
-            f" restores {_size(record.config)} (ConfigMap {o.name})"
+            f" restores {_size(record.config, _kind_of(o.identity.cloud))} (ConfigMap {o.name})"
         )
         if not o.failed:
             lines.append(f"      {o.reason}; drop it with: {o.delete}")

@@ -14,7 +14,15 @@ def result(envelope: Envelope) -> ScopeResult:
     """The cluster's result for the one report: the runner's state, this job's items, rows and warnings."""
     report = report_of(envelope)
     warnings = () if report.error or report.lock_holder else report.warnings
-    return result_of("quotas", envelope, items(report), rows(report), warnings=warnings)
+    return result_of("quotas", envelope, items(report), rows(report), warnings=warnings, nothing=nothing(report))
+
+
+def nothing(report: QuotaReport) -> str | None:
+    """The cluster's line when no namespace's quota changes (the renderer leaves it out when anything failed)."""
+    if report.error or report.lock_holder or any(r.status != "unchanged" for r in report.results):
+        return None
+    n = len(report.results)
+    return f"nothing to change: {n} namespace{' has' if n == 1 else 's have'} the quota the policy says"
 
 
 def rows(report: QuotaReport) -> list[str]:
@@ -22,8 +30,6 @@ def rows(report: QuotaReport) -> list[str]:
         return []
     lines = []
     changing = [r for r in report.results if r.status != "unchanged"]
-    if not changing:
-        lines.append(f"  nothing to change: {len(report.results)} namespaces have the quota the policy says")
     width = max([len(r.entry.namespace) for r in changing] + [10])
     for r in changing:
         change = r.entry.change()

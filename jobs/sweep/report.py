@@ -3,6 +3,9 @@ per reported instance) and one item per pod, unallocated GPU and instance for th
 
 from __future__ import annotations
 
+import textwrap
+
+from jobs.core.untagged import GpuInstance
 from jobs.envelope import ItemResult, ItemStatus, ScopeResult
 from jobs.sweep.instances import InstanceReport
 from jobs.sweep.instances import Row as InstanceRow
@@ -11,6 +14,25 @@ from jobs.sweep.pods import Row as PodRow
 
 #: Pods and instances reported but left alone on purpose: skipped; any other one with nothing to do: unchanged.
 LEFT_ALONE = ("unknown", "young", "exempt", "snoozed", "member", "protected")
+
+#: The text report's widest line: a long line (a full resource path, a long reason) wraps under its columns.
+LINE_WIDTH = 120
+#: Members of one group shown by name before "and N more".
+MEMBERS_SHOWN = 3
+
+
+def fitted(line: str, indent: int) -> list[str]:
+    """``line`` within :data:`LINE_WIDTH`, the rest wrapped under column ``indent`` (where the reason starts), or
+    under a small indent where the columns before it are too wide to leave room."""
+    if len(line) <= LINE_WIDTH:
+        return [line]
+    head, rest = line[:indent], line[indent:]
+    under = indent if indent <= LINE_WIDTH - 40 else 6
+    wrapped = textwrap.wrap(rest, LINE_WIDTH - under, break_long_words=True, break_on_hyphens=False) or [""]
+    if under == indent:
+        return [head + wrapped[0], *(" " * under + more for more in wrapped[1:])]
+    return [*([head.rstrip()] if head.strip() else []), *(" " * under + more for more in wrapped)]
+
 
 # --- the pods part -----------------------------------------------------------------------------------------------
 
@@ -74,9 +96,7 @@ def pod_rows(report: PodsReport) -> list[str]:
         # An action not (yet) done says so: a dry run or a refused plan shows what is due, not what happened.
         state = f"{v.action} (due)" if row.state == "acted" and row.status != "applied" else row.state
         lines.append(f"  {where:<{width}}  {state:<12} {gpus:<7} {util}{memory}{done}")
-        lines.append(f"  {'':<{width}}  {row.message}")
-    if not report.rows and report.state not in ("locked", "failed"):
-        lines.append(f"  nothing to do: {report.judged} running GPU pods judged, none idle or marked")
+        lines += fitted(f"  {'':<{width}}  {row.message}", width + 4)
     if report.unallocated:
         nodes = ", ".join(f"{u.node} ({u.gpus})" for u in report.unallocated)
         lines.append(f"  unallocated GPUs (no pod holds them): {sum(u.gpus for u in report.unallocated)} on {nodes}")
@@ -119,22 +139,64 @@ def instance_items(report: InstanceReport) -> list[ItemResult]:
     ]
 
 
+def short_name(instance: GpuInstance) -> str:
+    """What a person calls the instance: its id where that is short (AWS ``i-0abc``), else its name (a GCP or Azure
+    id is a resource path of 100 to 250 characters; the JSON report keeps it whole)."""
+    return instance.id if "/" not in instance.id else instance.name
+
+
 def instance_rows(report: InstanceReport) -> list[str]:
-    """One line per reported instance."""
+    """One line per reported instance (wrapped past :data:`LINE_WIDTH`), then one block per group whose members are
+    reported (a scale set's 29 VMs are one fact: left alone, the group would replace them)."""
     if not report.rows:
         return [] if report.state in ("locked", "failed") else ["  no untagged GPU instances"]
-    lines = []
-    ids = max(len(r.plan.instance.id) for r in report.rows)
-    types = max(len(r.plan.instance.type) for r in report.rows)
+    members: dict[str, list[InstanceRow]] = {}
+    alone = []
     for row in report.rows:
+        group = row.plan.instance.group
+        if row.state == "member" and group is not None:
+            members.setdefault(group, []).append(row)
+        else:
+            alone.append(row)
+    lines = []
+    if alone:
+        ids = max(len(short_name(r.plan.instance)) for r in alone)
+        types = max(len(r.plan.instance.type) for r in alone)
+    for row in alone:
         instance = row.plan.instance
-        gpus = f"{instance.gpus} GPU" + ("s" if instance.gpus != 1 else "")
         state = row.state
         if state == "acted" and row.plan.write and (report.dry_run or report.state != "applied"):
             state = f"{row.plan.write} (due)"
-        named = f"{instance.name}: " if instance.name != instance.id else ""
-        lines.append(f"  {instance.id:<{ids}}  {instance.type:<{types}}  {gpus:<7} {state:<10} {named}{row.message}")
+        label = short_name(instance)
+        named = f"{instance.name}: " if instance.name not in (instance.id, label) else ""
+        line = f"  {label:<{ids}}  {instance.type:<{types}}  {_gpus(instance.gpus):<7} {state:<10} "
+        lines += fitted(f"{line}{named}{row.message}", len(line))
+    for group, rows in members.items():
+        lines += _members(group, rows)
     return lines
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" + ("s" if n != 1 else "")
+
+
+def _members(group: str, rows: list[InstanceRow]) -> list[str]:
+    """One group's reported members: what they are and lack, then a few of their names."""
+    first = rows[0].plan.instance
+    if len(rows) == 1:
+        head = f"  1 instance of {group} ({first.type}, {_gpus(first.gpus)})"
+    else:
+        types = sorted({r.plan.instance.type for r in rows})
+        kind = f"{types[0]}, {_gpus(first.gpus)} each" if len(types) == 1 else ", ".join(types)
+        head = f"  {len(rows)} instances of {group} ({kind})"
+    lacking = sorted({tag for r in rows for tag in r.plan.missing})
+    names = [short_name(r.plan.instance) for r in rows]
+    shown = names if len(names) <= MEMBERS_SHOWN + 1 else names[:MEMBERS_SHOWN]
+    more = f" and {len(names) - len(shown)} more" if len(shown) < len(names) else ""
+    return [
+        *fitted(head + (f", missing {', '.join(lacking)}" if lacking else ""), 4),
+        *fitted(f"    left alone (the group would replace one stopped on its own): {', '.join(shown)}{more}", 4),
+    ]
 
 
 # --- each part's scope result ------------------------------------------------------------------------------------
@@ -143,7 +205,10 @@ def instance_rows(report: InstanceReport) -> list[str]:
 def pods_result(report: PodsReport) -> ScopeResult:
     """A cluster's result; a cluster the plan refused to judge (no Prometheus) failed, whatever the runner saw."""
     items, rows = tuple(pod_items(report)), tuple(pod_rows(report))
-    return ScopeResult("sweep", report.scope, report.at, report.dry_run, report.state, report.reason, items, rows)
+    # The renderer leaves the line out when the cluster failed (a cluster the plan refused to judge included).
+    nothing = None if report.rows else f"nothing to do: {report.judged} running GPU pods judged, none idle or marked"
+    r = report
+    return ScopeResult("sweep", r.scope, r.at, r.dry_run, r.state, r.reason, items, rows, nothing=nothing)
 
 
 def instances_result(report: InstanceReport) -> ScopeResult:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cli import main
+from jobs.cli import main, summary
+from jobs.outcome import ExitCode, Outcome
 from tests import forkserver
 
 EXAMPLE = "gitops/policy.yaml"
@@ -35,6 +36,7 @@ def test_validate_good_policy_exits_0_and_logs_a_summary() -> None:
     assert summary["event"] == "run.summary"
     assert {k: summary[k] for k in ("job", "dry_run", "failed")} == {"job": "validate", "dry_run": False, "failed": 0}
     assert {"planned", "applied", "skipped", "duration_s"} <= summary.keys()
+    assert summary["summary"] == "validate: all good; exit 0"  # a sentence: the pod log's last line
 
 
 def test_validate_bad_policy_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:
@@ -275,3 +277,50 @@ def test_calendar_gpu_hours_avoided_names_what_is_missing(tmp_path: Path, capsys
         "n/a (set up, the working size)",
         "n/a (set gpusPerNode)",
     )
+@pytest.mark.parametrize(
+    ("command", "outcome", "stopped", "said"),
+    [
+        (
+            "nodegroups",
+            Outcome(ExitCode.ITEM_FAILED, 4, 2, 1, failures=("training-a100: not applied: 500 from the EKS API",)),
+            None,
+            "nodegroups: 4 planned, 2 applied, 1 failed (training-a100: not applied: 500 from the EKS API); exit 1",
+        ),
+        (
+            "sweep",
+            Outcome(ExitCode.ITEM_FAILED, 3, 1, 2, failures=("ml/a: x", "ml/b: y")),
+            "SIGTERM",
+            "sweep: 3 planned, 1 applied, 2 failed (ml/a: x, and 1 more); stopped by SIGTERM; exit 1",
+        ),
+        (
+            "quotas",
+            Outcome(ExitCode.REFUSED, 9, dry_run=True, notes=("refused: over the limit of 5; nothing changed",)),
+            None,
+            "quotas (dry run): 9 planned; refused: over the limit of 5; nothing changed; exit 3",
+        ),
+        ("quotas", Outcome(), None, "quotas: nothing to change; exit 0"),
+        ("quotas", Outcome(ExitCode.ITEM_FAILED), None, "quotas: failed (the error is logged above); exit 1"),
+        (
+            "quotas",
+            Outcome(ExitCode.ITEM_FAILED, reason="stopped by SIGINT during start-up: nothing was changed"),
+            "SIGINT",
+            "quotas: stopped by SIGINT during start-up: nothing was changed; exit 1",
+        ),
+        (
+            "validate",
+            Outcome(ExitCode.BAD_CONFIG, 2, failed=1),
+            None,
+            "validate: bad policy or configuration: nothing changed; exit 2",
+        ),
+        (None, Outcome(ExitCode.BAD_CONFIG), None, "gpu-jobs: bad policy or configuration: nothing changed; exit 2"),
+    ],
+)
+def test_the_summary_is_one_sentence_with_the_counts_the_first_failure_and_the_exit_code(
+    command: str | None, outcome: Outcome, stopped: str | None, said: str
+) -> None:
+    assert summary(command, outcome, stopped) == said
+
+
+def test_the_summary_cuts_a_long_failure_short() -> None:
+    long = Outcome(ExitCode.ITEM_FAILED, 1, failed=1, failures=("train: " + "x" * 5000,))
+    assert len(summary("nodegroups", long, None)) < 200

@@ -4,6 +4,7 @@ results made by hand (every job's own items are checked against the sandbox in t
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import jsonschema
@@ -15,6 +16,8 @@ from jobs.envelope import (
     ItemResult,
     ScopeResult,
     counts,
+    failures,
+    notes,
     schema,
     scope_text,
     tally,
@@ -97,3 +100,63 @@ def test_the_envelope_is_one_line_with_the_same_keys_and_the_exit_code() -> None
         "reason": "Created the GPU quota",
         "rule": "x",
     }
+
+
+NOTHING = "nothing to change: 3 namespaces have the quota the policy says"
+
+
+@pytest.mark.parametrize(
+    ("state", "items", "reason"),
+    [
+        ("failed", (), "cluster ml-prod cannot be read"),
+        ("failed", (ItemResult("namespace quota", "c/gpu-quota", "unchanged"),), "the Lease could not be taken"),
+        ("applied", (ItemResult("namespace quota", "b/gpu-quota", "failed", "500 from the API", write=True),), None),
+        ("locked", (), "other-run"),
+    ],
+)
+def test_nothing_to_change_is_never_said_above_a_failure(
+    state: State, items: tuple[ItemResult, ...], reason: str | None
+) -> None:
+    scope = replace(result(state, items, reason), nothing=NOTHING)
+    assert "nothing to change" not in scope_text(scope)
+    assert "nothing to change" not in to_text([scope, replace(scope, scope=cluster("research"))], "")
+
+
+def test_nothing_to_change_is_said_once_under_the_headline_when_it_holds() -> None:
+    quiet = replace(result("planned", (ItemResult("namespace quota", "c/gpu-quota", "unchanged"),)), nothing=NOTHING)
+    assert scope_text(quiet).splitlines()[1:] == [f"  {NOTHING}", "  c/gpu-quota unchanged"]
+
+
+def test_a_run_refused_across_scopes_says_so_once_above_each_scopes_plan() -> None:
+    why = "the plan changes 2 namespace quotas across 3 clusters, more than the limit of 1 per run"
+    changing = result("refused", (ItemResult("namespace quota", "a/gpu-quota", "refused", write=True),), why)
+    quiet = [replace(result("refused", (), why), scope=cluster(name), nothing=NOTHING) for name in ("b", "c")]
+    held = replace(result("locked", (), "other-run"), scope=cluster("d"))
+    lines = to_text([changing, *quiet, held], "").splitlines()
+    assert lines == [
+        "gpu-jobs quotas at 2026-12-02T15:00:00+00:00",
+        f"  REFUSED: {why}. Nothing changed. Each cluster's plan was:",
+        "gpu-jobs quotas in cluster ml-prod at 2026-12-02T15:00:00+00:00",
+        "  a/gpu-quota refused",
+        "gpu-jobs quotas in cluster b at 2026-12-02T15:00:00+00:00",
+        f"  {NOTHING}",
+        "gpu-jobs quotas in cluster c at 2026-12-02T15:00:00+00:00",
+        f"  {NOTHING}",
+        "gpu-jobs quotas in cluster d at 2026-12-02T15:00:00+00:00",
+        "  another run holds the lease (other-run): nothing done",
+    ]
+    # One scope refused on its own keeps the refusal in its block.
+    assert scope_text(changing).splitlines()[1] == f"  REFUSED: {why}. Nothing changed. The plan was:"
+    assert to_text([changing], "") == scope_text(changing)
+
+
+def test_the_runs_failures_and_notes_name_each_failed_item_and_what_else_stopped_it() -> None:
+    why = "the plan changes 9 namespace quotas, more than the limit of 1 per run"
+    run = [
+        result(),
+        replace(result("failed", (), "cluster research cannot be read"), scope=cluster("research")),
+        replace(result("locked", (), "other-run"), scope=cluster("d")),
+    ]
+    assert failures(run) == ("b/gpu-quota: 500 from the API", "research: cluster research cannot be read")
+    assert notes(run) == ("cluster d left to the run holding its lease (other-run)",)
+    assert notes([result("refused", (), why)]) == (f"refused: {why}; nothing changed",)

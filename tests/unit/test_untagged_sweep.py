@@ -301,3 +301,40 @@ def test_the_sections_scopes_are_account_scopes() -> None:
     )
     assert extra_scopes(extra) == (SCOPE, account("aws", "eu-west-1"), account("gcp", "ml"))
     assert extra_scopes(section()) == ()
+
+
+def azure_vm(name: str, **changes: Any) -> GpuInstance:
+    """An Azure VM as the adapter reads it: its id the full resource path (about 150 to 250 characters)."""
+    rg = "rg-machine-learning-platform-production-westeurope"
+    path = f"/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/{rg}/providers/Microsoft.Compute"
+    vm = GpuInstance(
+        "azure", "sub", f"{path}/virtualMachines/{name}", name, "westeurope", "Standard_NC24ads_A100_v4", 1, "running"
+    )
+    return replace(vm, **changes)
+
+
+def test_the_text_keeps_lines_short_and_says_a_groups_untagged_members_once() -> None:
+    """29 untagged VMs of one scale set are one fact (left alone: the group would replace them), with a few names;
+    no line is longer than 120 characters (short names in the text, the full resource paths in the JSON)."""
+    members = [azure_vm(f"aks-gpu-{i:02d}", group="scale set aks-gpu-31415926-vmss") for i in range(29)]
+    alone = azure_vm("notebook-of-someone-with-a-rather-long-virtual-machine-name")
+    report = sweep(world(alone, *members), dry_run=True)
+
+    lines = instance_lines(report)
+    assert max(len(line) for line in lines) <= 120, "\n".join(lines)
+    assert lines[1].split()[:2] == [
+        "notebook-of-someone-with-a-rather-long-virtual-machine-name",
+        "Standard_NC24ads_A100_v4",
+    ]
+    text = "\n".join(lines[1:])
+    assert "/subscriptions/" not in text
+    assert lines[3:] == [
+        "  29 instances of scale set aks-gpu-31415926-vmss (Standard_NC24ads_A100_v4, 1 GPU each), missing owner",
+        "    left alone (the group would replace one stopped on its own): aks-gpu-00, aks-gpu-01, aks-gpu-02 and 26 more",
+    ]
+    assert sum("aks-gpu-" in line for line in lines) == 2
+    # The JSON keeps every member, by its full id.
+    items = instance_rows(report)
+    assert sorted((i["name"], i["state"]) for i in items) == sorted(
+        [(alone.id, "marked"), *((m.id, "member") for m in members)]
+    )

@@ -52,6 +52,7 @@ def test_dry_run_from_the_environment(fleet: Fleet, tmp_path: Path) -> None:
     code, summary, out = gpu_jobs(fleet, tmp_path, GPU_JOBS_DRY_RUN="true")
     assert (code, counts(summary)) == (0, ("nodegroups", True, 5, 0, 0, 0))
     assert "dry run: nothing changed" in out
+    assert summary["summary"] == "nodegroups (dry run): 5 planned; exit 0"
     assert fleet.cloud_writes() == 0
 
 
@@ -61,6 +62,7 @@ def test_a_real_run_then_a_second_one(fleet: Fleet, tmp_path: Path) -> None:
     code, summary, out = gpu_jobs(fleet, tmp_path)
     assert (code, counts(summary)) == (0, ("nodegroups", False, 0, 0, 0, 0))
     assert "nothing to change" in out
+    assert summary["summary"] == "nodegroups: nothing to change; exit 0"
 
 
 def test_one_failed_group_exits_1_and_the_others_are_done(fleet: Fleet, tmp_path: Path) -> None:
@@ -68,12 +70,20 @@ def test_one_failed_group_exits_1_and_the_others_are_done(fleet: Fleet, tmp_path
     code, summary, out = gpu_jobs(fleet, tmp_path)
     assert (code, counts(summary)) == (1, ("nodegroups", False, 5, 4, 1, 1))
     assert "error:" in out
+    # The pod log's last line a person reads: the counts, the failed group and why, the exit code.
+    (error,) = [line.split("error: ", 1)[1] for line in out.splitlines() if "error: " in line]
+    assert summary["summary"] == f"nodegroups: 5 planned, 4 applied, 1 failed (train: {error}); exit 1"
 
 
 def test_a_plan_over_the_change_limit_is_refused_with_exit_3(fleet: Fleet, tmp_path: Path) -> None:
     code, summary, out = gpu_jobs(fleet, tmp_path, "--max-changes", "2")
     assert (code, summary["exit_code"], summary["planned"]) == (3, 3, 5)
     assert "REFUSED: the plan changes 5 node groups across 3 clusters, more than the limit of 2" in out
+    assert out.count("REFUSED") == 1  # once for the run, above each cluster's plan
+    assert summary["summary"].startswith(
+        "nodegroups: 5 planned; refused: the plan changes 5 node groups across 3 clusters, more than the limit of 2"
+    )
+    assert summary["summary"].endswith("; nothing changed; exit 3")
     assert fleet.cloud_writes() == 0
     # The reviewer sees what was refused, not an empty plan.
     code, _, out = gpu_jobs(fleet, tmp_path, "--max-changes", "2", "--output", "json")
@@ -94,6 +104,9 @@ def test_a_held_lease_exits_0_and_changes_nothing_in_that_cluster(fleet: Fleet, 
         in out
     )
     assert len(fleet.azure.log.writes()) == 0  # aks-ml's two pools untouched; the other clusters went down
+    assert summary["summary"] == (
+        "nodegroups: 3 planned, 3 applied; cluster aks-ml left to the run holding its lease (manual-run); exit 0"
+    )
 
 
 def test_bad_settings_exit_2(fleet: Fleet, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
-from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, _Log, gpu_pod, make_fleet, run
+from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, _Log, gpu_pod, make_fleet, run, text
 
 pytestmark = pytest.mark.integration
 
@@ -76,6 +76,31 @@ def test_a_second_run_plans_nothing_and_writes_nothing(fleet: Fleet) -> None:
     fleet.clear_logs()
     assert fleet.run(MORNING).results == ()
     assert fleet.all_writes() == 0
+
+
+def test_the_text_report_shows_each_size_as_the_provider_keeps_it(fleet: Fleet) -> None:
+    """min/desired/max where they hold (EKS, ASG, an autoscaled pool); a node count where a GKE or AKS autoscaler is
+    off, never its unused bounds (an AKS manual pool reports none: ``0/3/0`` read as a max below the size); a stopped
+    AKS pool says what it starts with."""
+    evening = text(fleet.run(EVENING))
+    rows = {line.split()[0]: line for line in evening.splitlines()[1:]}
+    assert "1/3/8 autoscaled -> 0/0/1 " in rows["train"]
+    assert "2/2/4 -> 0/0/0 " in rows["batch"]
+    assert "1/?/4 per zone autoscaled -> 0 nodes per zone " in rows["research"]  # GKE: in each of its 2 zones
+    assert "1/2/6 autoscaled -> 0 nodes " in rows["finetune"]
+    assert "3 nodes -> stopped (3 nodes on start) " in rows["vision"]
+    # As the schedule wants, each group as it is now.
+    quiet = [line.split(maxsplit=3) for line in text(fleet.run(EVENING)).splitlines() if "  ok  " in line]
+    assert {r[0]: r[3].split("  ")[0] for r in quiet} == {
+        "train": "0/0/1",
+        "batch": "0/0/0",
+        "research": "0 nodes per zone",
+        "finetune": "0 nodes",
+        "vision": "stopped (3 nodes on start)",
+    }
+    morning = text(fleet.run(MORNING))
+    assert "stopped (3 nodes on start) -> 3 nodes " in morning
+    assert "0 nodes -> 1/2/6 autoscaled " in morning
 
 
 def test_dry_run_plans_and_writes_nothing(fleet: Fleet) -> None:
