@@ -500,10 +500,10 @@ def _act() -> Verdict:
     ],
 )
 def test_recheck_refuses_a_pod_that_changed(now_pod: PodInfo | None, words: str) -> None:
-    why = recheck(_act(), now_pod, idle().exempt, NOW)
+    why = recheck(_act(), now_pod, idle(), NOW)
     assert why is not None
     assert words in why
 
 
 def test_recheck_goes_ahead_on_the_same_pod() -> None:
-    assert recheck(_act(), pod(annotations={IDLE_SINCE_ANNOTATION: "2026-12-02T10:00:00Z"}), idle().exempt, NOW) is None
+    assert recheck(_act(), pod(annotations={IDLE_SINCE_ANNOTATION: "2026-12-02T10:00:00Z"}), idle(), NOW) is None

@@ -392,7 +392,7 @@ def test_the_json_envelope_is_one_line() -> None:
     due = next(p for p in document["items"] if p["kind"] == "pod" and p["pod"] == "due")
     assert set(due) == {
         "kind", "scope", "name", "status", "reason",
-        "cluster", "namespace", "pod", "gpus", "utilization", "memoryUsed", "idleReason", "state", "action",
+        "cluster", "namespace", "pod", "gpus", "utilization", "memoryUsed", "idleReason", "state", "action", "snooze",
     }  # fmt: skip
     assert (due["cluster"], due["state"], due["action"], due["utilization"]) == ("ml-prod", "acted", "delete", 0.3)
 
