@@ -54,6 +54,10 @@ def cloud_quota_record(entry: str) -> str:
 IDLE_SINCE_ANNOTATION = "gpu-jobs/idle-since"
 IDLE_REASON_ANNOTATION = "gpu-jobs/idle-reason"
 KEEP_ALIVE_UNTIL_ANNOTATION = "gpu-jobs/keep-alive-until"
+# A snooze beyond sweep.idlePods.maxSnooze: the cap the sweep set when it first saw that keep-alive-until value, and
+# the value it caps. The durable anchor that makes the snooze end (a cap recomputed from each run's now never would).
+KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION = "gpu-jobs/keep-alive-capped-until"
+KEEP_ALIVE_CAPPED_ASKED_ANNOTATION = "gpu-jobs/keep-alive-capped-asked"
 SCALED_FROM_ANNOTATION = "gpu-jobs/scaled-from-replicas"
 SWEEP_MARK_TAG = "gpu-jobs-sweep"
 SWEEP_PODS_LEASE = "gpu-jobs-sweep-pods"

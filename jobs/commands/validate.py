@@ -71,7 +71,7 @@ def _sweep(policy: Policy) -> str:
     if sweep.idle_pods is not None:
         pods = sweep.idle_pods
         what = "annotate" if pods.action == "annotate" else f"{pods.action} after {pods.grace_period}"
-        parts.append(f"idle pods below {pods.below:g}% for {pods.window}: {what}")
+        parts.append(f"idle pods below {pods.below:g}% for {pods.window}: {what}, snoozes at most {pods.max_snooze}")
     if sweep.untagged_instances is not None:
         inst = sweep.untagged_instances
         what = "tag only" if inst.action == "tag-only" else f"{inst.action} after {inst.grace_period}"

@@ -16,7 +16,13 @@ from typing import Final, Literal
 
 from jobs.core.policy_sweep import GPU_UTIL, GR_ENGINE_ACTIVE, Exempt, IdlePods, LabelNames, LeakedMemory, PodAction
 from jobs.core.timespec import ECHO_LIMIT, quoted
-from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION, KEEP_ALIVE_UNTIL_ANNOTATION
+from jobs.labels import (
+    IDLE_REASON_ANNOTATION,
+    IDLE_SINCE_ANNOTATION,
+    KEEP_ALIVE_CAPPED_ASKED_ANNOTATION,
+    KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION,
+    KEEP_ALIVE_UNTIL_ANNOTATION,
+)
 
 FB_USED: Final = "DCGM_FI_DEV_FB_USED"
 FB_FREE: Final = "DCGM_FI_DEV_FB_FREE"
@@ -24,7 +30,7 @@ MIG_INSTANCE_LABEL: Final = "GPU_I_ID"
 
 PodState = Literal["marked", "acted", "unmarked", "exempt", "snoozed", "young", "unknown"]
 IdleReason = Literal["idle", "leaked-memory"]
-Write = Literal["mark", "unmark", "act"]
+Write = Literal["mark", "unmark", "cap", "act"]
 
 
 @dataclass(frozen=True)
@@ -284,6 +290,7 @@ class Verdict:
     event: tuple[str, str, bool] | None = None  # (reason, message, warning) after the write
     mark: str | None = None  # the idle-since annotation the plan saw (acts check it again)
     failure: str | None = None  # found at planning: the item fails without a write (an owner that cannot scale)
+    snooze: Snooze | None = None  # a person's snooze as applied (in the future, or capped)
 
     @property
     def counts(self) -> bool:
@@ -416,19 +423,61 @@ def exemption(pod: PodInfo, exempt: Exempt) -> str | None:
     return None
 
 
-def snooze(pod: PodInfo, now: datetime) -> tuple[datetime | None, str | None]:
-    """(until, None) when snoozed into the future; (None, why) when the annotation is unparseable; else (None,
-    None): no snooze, or one that has passed."""
+@dataclass(frozen=True)
+class Snooze:
+    """A person's ``gpu-jobs/keep-alive-until`` as the sweep applies it: until the asked time, or until the cap."""
+
+    until: datetime  # when it ends
+    asked: str  # the annotation's value, as written
+    capped: datetime | None = None  # the cap (``until``) when the asked time is beyond it
+    record: Mapping[str, str] | None = None  # the cap to write now: first seen (None: recorded already, or no cap)
+
+
+def snooze(pod: PodInfo, now: datetime, max_snooze: timedelta) -> tuple[Snooze | None, str | None]:
+    """(snooze, None) for a snooze in the future, or a capped one (ended or not); (None, why) when the annotation is
+    unparseable; else (None, None): no snooze, or one that has passed.
+
+    The cap is ``maxSnooze`` from when the sweep first saw that value, recorded on the pod: a cap of "now +
+    maxSnooze" recomputed every run would never end. The record names the value it caps, so a new value is a new
+    (visible, again capped) snooze, and the same value set again is not. A record beyond now + maxSnooze (the policy
+    lowered it) is capped again."""
     text = pod.annotations.get(KEEP_ALIVE_UNTIL_ANNOTATION)
     if text is None:
         return None, None
-    until = parse_time(text)
-    if until is None:
+    asked = parse_time(text)
+    if asked is None:
         return None, (
             f"{KEEP_ALIVE_UNTIL_ANNOTATION}={quoted(text, ECHO_LIMIT)} is not an RFC 3339 time with an offset:"
             " treated as exempt until it is fixed"
         )
-    return (until, None) if until > now else (None, None)
+    limit = parse_time(stamp(now + max_snooze))  # to the second, as recorded: a dry run shows what a run writes
+    assert limit is not None
+    recorded = None
+    if pod.annotations.get(KEEP_ALIVE_CAPPED_ASKED_ANNOTATION) == text:
+        recorded = parse_time(pod.annotations.get(KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION))
+    if recorded is not None and recorded <= limit:
+        return (Snooze(recorded, text, recorded) if recorded < asked else Snooze(asked, text)), None
+    if asked <= limit:
+        return (Snooze(asked, text), None) if asked > now else (None, None)
+    record = {KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION: stamp(limit), KEEP_ALIVE_CAPPED_ASKED_ANNOTATION: text}
+    return Snooze(limit, text, limit, record), None
+
+
+def snoozed(s: Snooze, idle: IdlePods) -> str:
+    """The report's words for a snooze in force."""
+    if s.capped is None:
+        return f"snoozed until {_minute(s.until)} ({KEEP_ALIVE_UNTIL_ANNOTATION})"
+    asked = parse_time(s.asked)
+    shown = _minute(asked) if asked is not None else quoted(s.asked, ECHO_LIMIT)
+    return f"snoozed until {_minute(s.until)} (capped by sweep.idlePods.maxSnooze {idle.max_snooze}; asked {shown})"
+
+
+def _capped_event(s: Snooze, idle: IdlePods, marked: bool) -> str:
+    then = "; the idle mark is removed" if marked else ""
+    return (
+        f"{KEEP_ALIVE_UNTIL_ANNOTATION}={quoted(s.asked, ECHO_LIMIT)} is beyond sweep.idlePods.maxSnooze"
+        f" ({idle.max_snooze}): snoozed until {_minute(s.until)} only, then judged as usual{then}"
+    )
 
 
 def judge_pod(
@@ -447,7 +496,7 @@ def judge_pod(
     seen = Verdict(pod, "unknown", "", j.utilization, j.memory_used, j.reason)
     marked = pod.annotations.get(IDLE_SINCE_ANNOTATION)
     why = exemption(pod, idle.exempt)
-    until, unparseable = snooze(pod, now)
+    asleep, unparseable = snooze(pod, now, idle.max_snooze_td)
     if why is not None or unparseable is not None:
         message = why or unparseable or ""
         if marked is not None:
@@ -458,14 +507,22 @@ def judge_pod(
                 seen, state="exempt", message=message, write="unmark", annotations=_UNMARK, event=event, mark=marked
             )
         return replace(seen, state="exempt", message=message) if j.reason is not None else None
-    if until is not None:
-        message = f"snoozed until {_minute(until)} ({KEEP_ALIVE_UNTIL_ANNOTATION})"
+    if asleep is not None and asleep.until > now:
+        seen = replace(seen, snooze=asleep)
+        message = snoozed(asleep, idle)
+        if asleep.record is not None:  # first seen beyond the cap: recorded (whether idle or not), said once
+            notes = {**asleep.record, **(_UNMARK if marked is not None else {})}
+            event = ("GpuSnoozeCapped", _capped_event(asleep, idle, marked is not None), True)
+            return replace(
+                seen, state="snoozed", message=message, write="cap", annotations=notes, event=event, mark=marked
+            )
         if marked is not None:
             event = ("GpuIdleSnoozed", f"{message}: the idle mark is removed", False)
             return replace(
                 seen, state="snoozed", message=message, write="unmark", annotations=_UNMARK, event=event, mark=marked
             )
         return replace(seen, state="snoozed", message=message) if j.reason is not None else None
+    seen = replace(seen, snooze=asleep)  # a capped snooze that has ended: judged as usual, the report says so
     if pod.started is not None and pod.started > now - idle.window_td:
         message = f"started {_minute(pod.started)}, less than {idle.window} ago: too little data"
         return replace(seen, state="young", message=message) if j.reason is not None else None
@@ -479,7 +536,16 @@ def judge_pod(
         return replace(
             seen, state="unmarked", message=message, write="unmark", annotations=_UNMARK, event=event, mark=marked
         )
-    return _idle(replace(seen, action=idle.action, mark=marked), j, idle, leaked, now)
+    verdict = _idle(replace(seen, action=idle.action, mark=marked), j, idle, leaked, now)
+    if asleep is not None and verdict.write == "mark" and verdict.event is not None:
+        # The first warning after a capped snooze ended says why the person's later time did not hold.
+        note = (
+            f" (the snooze {KEEP_ALIVE_UNTIL_ANNOTATION}={quoted(asleep.asked, ECHO_LIMIT)} ended"
+            f" {_minute(asleep.until)}: capped by sweep.idlePods.maxSnooze {idle.max_snooze})"
+        )
+        reason, text, warn = verdict.event
+        verdict = replace(verdict, message=verdict.message + note, event=(reason, text + note, warn))
+    return verdict
 
 
 def _idle(seen: Verdict, j: Judgement, idle: IdlePods, leaked: LeakedMemory | None, now: datetime) -> Verdict:
@@ -541,7 +607,7 @@ def plan_pods(
     )
 
 
-def recheck(verdict: Verdict, pod: PodInfo | None, exempt: Exempt, now: datetime) -> str | None:
+def recheck(verdict: Verdict, pod: PodInfo | None, idle: IdlePods, now: datetime) -> str | None:
     """Why the pod read again before a write is no longer the one planned for (None: go ahead)."""
     planned = verdict.pod
     where = f"{planned.namespace}/{planned.name}"
@@ -553,15 +619,20 @@ def recheck(verdict: Verdict, pod: PodInfo | None, exempt: Exempt, now: datetime
         return f"{where} is being deleted"
     if pod.phase != "Running":
         return f"{where} is {pod.phase} now, not Running"
+    if verdict.write == "cap":  # the cap belongs to the value the plan saw (a removed mark is harmless)
+        asked = verdict.snooze.asked if verdict.snooze is not None else None
+        if pod.annotations.get(KEEP_ALIVE_UNTIL_ANNOTATION) != asked:
+            return f"{where}'s {KEEP_ALIVE_UNTIL_ANNOTATION} changed since it was judged"
+        return None
     if verdict.write == "unmark":  # snoozed, busy again, exempt: removing our own mark
         if pod.annotations.get(IDLE_SINCE_ANNOTATION) is None:
             return f"{where} carries no idle mark any more"
         return None
-    why = exemption(pod, exempt)
+    why = exemption(pod, idle.exempt)
     if why is not None:
         return f"{where} is exempt now ({why})"
-    until, unparseable = snooze(pod, now)
-    if unparseable is not None or until is not None:
+    asleep, unparseable = snooze(pod, now, idle.max_snooze_td)
+    if unparseable is not None or (asleep is not None and asleep.until > now):
         return f"{where} was snoozed meanwhile ({KEEP_ALIVE_UNTIL_ANNOTATION})"
     if pod.annotations.get(IDLE_SINCE_ANNOTATION) != verdict.mark:
         return f"{where}'s idle mark changed since it was judged"

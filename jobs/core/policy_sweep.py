@@ -15,7 +15,7 @@ from typing import Final, Literal
 from pydantic import Field, StrictInt, model_validator
 
 from jobs.core.limits import ChangeLimit
-from jobs.core.policy_fields import Duration, Model, NamespacePattern, Percent, percent
+from jobs.core.policy_fields import Duration, Model, NamespacePattern, Percent, WindowDuration, percent
 from jobs.core.timespec import parse_duration
 
 #: The DCGM metrics that can say whether a GPU works: an integer percent (not emitted for MIG slices), or the
@@ -48,6 +48,12 @@ class IdlePods(Model):
     grace_period: Duration = "30m"
     action: PodAction = "annotate"
     exempt: Exempt = Exempt()
+    # A person's gpu-jobs/keep-alive-until is honoured for at most this long from when the sweep first sees it: a
+    # forgotten "2099" snooze ends. Never "no cap": a pod that must never be swept is exempted instead. Up to 31d
+    # (WindowDuration's limit): a fortnight's holiday fits, where settings stop at 7d.
+    max_snooze: WindowDuration = Field(
+        default="7d", description="how long a keep-alive-until snooze lasts at most, from when first seen; <= 31d"
+    )
 
     @property
     def window_td(self) -> timedelta:
@@ -56,6 +62,10 @@ class IdlePods(Model):
     @property
     def grace(self) -> timedelta:
         return parse_duration(self.grace_period)
+
+    @property
+    def max_snooze_td(self) -> timedelta:
+        return parse_duration(self.max_snooze)
 
     @model_validator(mode="after")
     def _window_long_enough(self) -> IdlePods:

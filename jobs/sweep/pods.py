@@ -82,6 +82,8 @@ class PodResult:
 SCALED_FROM = f"its {SCALED_FROM_ANNOTATION} annotation has the replicas it had"
 #: The Event reason of an action, per action.
 ACTED = {"delete": "GpuIdlePodDeleted", "scale-owner": "GpuIdleOwnerScaledToZero"}
+#: The log event of an annotation write, per write.
+DONE = {"mark": "sweep.marked", "unmark": "sweep.unmarked", "cap": "sweep.snooze_capped"}
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ class SweepPodsWork(ScopeWork[Observation, SweepPodsPlan, Verdict, PodResult]):
         where = f"{pod.namespace}/{pod.name}"
         try:
             now_pod = self.backoff.call(lambda: self.ports.pods.pod(pod.namespace, pod.name))
-            changed = recheck(item, now_pod, self.idle.exempt, self.now)
+            changed = recheck(item, now_pod, self.idle, self.now)
             if changed is not None:
                 self.log.info("sweep.pod_changed", namespace=pod.namespace, pod=pod.name, reason=changed)
                 return PodResult(item, "skipped", f"nothing done: {changed}")
@@ -169,7 +171,7 @@ class SweepPodsWork(ScopeWork[Observation, SweepPodsPlan, Verdict, PodResult]):
         except CloudError as exc:
             self.log.error(f"sweep.{item.write}_failed", namespace=pod.namespace, pod=pod.name, error=str(exc))
             return PodResult(item, "failed", str(exc))
-        self.log.info(f"sweep.{item.write}ed", namespace=pod.namespace, pod=pod.name, message=item.message)
+        self.log.info(DONE[item.write or ""], namespace=pod.namespace, pod=pod.name, message=item.message)
         if item.event is not None:
             reason, message, warning = item.event
             self._emit(now_pod, reason, message, warning=warning)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+from jobs.core.idle_pods import stamp
 from jobs.core.untagged import GpuInstance
 from jobs.envelope import ItemResult, ItemStatus, ScopeResult
 from jobs.sweep.instances import InstanceReport
@@ -47,6 +48,14 @@ def _pod_status(row: PodRow) -> ItemStatus:
     return "skipped" if row.state in LEFT_ALONE else "unchanged"
 
 
+def _snooze(row: PodRow) -> dict[str, str | None] | None:
+    """A person's snooze as applied: until when, the value asked, and the cap that shortened it (or null)."""
+    s = row.verdict.snooze
+    if s is None:
+        return None
+    return {"until": stamp(s.until), "asked": s.asked, "cappedBy": "sweep.idlePods.maxSnooze" if s.capped else None}
+
+
 def pod_items(report: PodsReport) -> list[ItemResult]:
     cluster = report.scope.name
     found = [
@@ -66,6 +75,7 @@ def pod_items(report: PodsReport) -> list[ItemResult]:
                 "idleReason": row.verdict.reason,
                 "state": row.state,
                 "action": row.verdict.action,
+                "snooze": _snooze(row),
             },
         )
         for row in report.rows

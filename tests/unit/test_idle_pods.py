@@ -29,7 +29,13 @@ from jobs.core.idle_pods import (
     selector,
 )
 from jobs.core.policy_sweep import IdlePods, LabelNames, LeakedMemory
-from jobs.labels import IDLE_REASON_ANNOTATION, IDLE_SINCE_ANNOTATION, KEEP_ALIVE_UNTIL_ANNOTATION
+from jobs.labels import (
+    IDLE_REASON_ANNOTATION,
+    IDLE_SINCE_ANNOTATION,
+    KEEP_ALIVE_CAPPED_ASKED_ANNOTATION,
+    KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION,
+    KEEP_ALIVE_UNTIL_ANNOTATION,
+)
 
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
 OLD = NOW - timedelta(hours=5)  # started long before the window
@@ -382,6 +388,118 @@ def test_unparseable_snooze_is_exempt_with_the_reason(text: str) -> None:
     assert "is not an RFC 3339 time with an offset" in verdict.message
 
 
+# --- snoozes end: sweep.idlePods.maxSnooze (7d by default) ---------------------------------------------------------
+
+FOREVER = "2099-01-01T00:00:00+01:00"  # a forgotten snooze
+CAP = "2026-12-09T15:00:00Z"  # NOW + 7d: the cap first seen at NOW
+CAPPED = {KEEP_ALIVE_UNTIL_ANNOTATION: FOREVER, KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION: CAP,
+          KEEP_ALIVE_CAPPED_ASKED_ANNOTATION: FOREVER}  # fmt: skip
+
+
+def test_a_snooze_within_the_cap_is_as_asked_and_writes_nothing() -> None:
+    notes = {KEEP_ALIVE_UNTIL_ANNOTATION: "2026-12-09T14:59:00Z"}  # a minute short of NOW + 7d
+    verdict = plan([pod(annotations=notes)], [on(0.4)])["train-0"]
+    assert (verdict.state, verdict.write) == ("snoozed", None)
+    assert verdict.message == "snoozed until 2026-12-09T14:59Z (gpu-jobs/keep-alive-until)"
+    assert verdict.snooze is not None
+    assert verdict.snooze.capped is None
+
+
+def test_a_snooze_beyond_the_cap_is_recorded_once_with_a_warning_event() -> None:
+    verdict = plan([pod(annotations={KEEP_ALIVE_UNTIL_ANNOTATION: FOREVER})], [on(0.4)])["train-0"]
+    assert (verdict.state, verdict.write) == ("snoozed", "cap")
+    assert verdict.message == (
+        "snoozed until 2026-12-09T15:00Z (capped by sweep.idlePods.maxSnooze 7d; asked 2098-12-31T23:00Z)"
+    )
+    assert verdict.annotations == {KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION: CAP, KEEP_ALIVE_CAPPED_ASKED_ANNOTATION: FOREVER}
+    assert verdict.event == (
+        "GpuSnoozeCapped",
+        'gpu-jobs/keep-alive-until="2099-01-01T00:00:00+01:00" is beyond sweep.idlePods.maxSnooze (7d): snoozed until'
+        " 2026-12-09T15:00Z only, then judged as usual",
+        True,
+    )
+    assert not verdict.counts  # a record, not an action: no change limit spent
+
+
+def test_a_busy_pod_gets_its_cap_recorded_too() -> None:
+    """The cap counts from when the value was first seen, not from when the pod later goes idle."""
+    verdict = plan([pod(annotations={KEEP_ALIVE_UNTIL_ANNOTATION: FOREVER})], [on(70)])["train-0"]
+    assert (verdict.state, verdict.write, verdict.reason) == ("snoozed", "cap", None)
+
+
+def test_a_marked_pod_beyond_the_cap_loses_its_mark_in_the_same_write() -> None:
+    notes = {KEEP_ALIVE_UNTIL_ANNOTATION: FOREVER, IDLE_SINCE_ANNOTATION: "2026-12-02T14:00:00Z"}
+    verdict = plan([pod(annotations=notes)], [on(0.4)])["train-0"]
+    assert verdict.write == "cap"
+    assert verdict.annotations == {
+        KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION: CAP,
+        KEEP_ALIVE_CAPPED_ASKED_ANNOTATION: FOREVER,
+        IDLE_SINCE_ANNOTATION: None,
+        IDLE_REASON_ANNOTATION: None,
+    }
+    assert verdict.event is not None
+    assert verdict.event[1].endswith("then judged as usual; the idle mark is removed")
+
+
+@pytest.mark.parametrize(
+    ("later", "state", "write"),
+    [
+        (timedelta(days=1), "snoozed", None),  # the recorded cap holds: no new cap, no write, no second Event
+        (timedelta(days=7), "marked", "mark"),  # the cap reached: judged as usual, a fresh warning
+        (timedelta(days=30), "marked", "mark"),  # a late run: the same
+    ],
+)
+def test_the_snooze_really_ends_at_the_recorded_cap(later: timedelta, state: str, write: str | None) -> None:
+    verdict = plan([pod(annotations=CAPPED)], [on(0.4)], now=NOW + later)["train-0"]
+    assert (verdict.state, verdict.write) == (state, write)
+    assert verdict.snooze is not None
+    assert verdict.snooze.until == datetime(2026, 12, 9, 15, tzinfo=UTC)  # stable across runs
+
+
+def test_the_warning_after_a_capped_snooze_says_why_it_ended() -> None:
+    verdict = plan([pod(annotations=CAPPED)], [on(0.4)], now=NOW + timedelta(days=7, minutes=15))["train-0"]
+    assert verdict.event is not None
+    tail = (
+        ' (the snooze gpu-jobs/keep-alive-until="2099-01-01T00:00:00+01:00" ended 2026-12-09T15:00Z: capped by'
+        " sweep.idlePods.maxSnooze 7d)"
+    )
+    assert verdict.message.endswith(tail)
+    assert verdict.event[1].endswith(tail)
+
+
+def test_a_new_value_is_a_new_snooze_and_the_same_value_again_is_not() -> None:
+    later = NOW + timedelta(days=8)
+    again = plan([pod(annotations=CAPPED)], [on(0.4)], now=later)["train-0"]
+    assert again.state == "marked"  # removed and set again to the same value: still ended
+    renewed = {**CAPPED, KEEP_ALIVE_UNTIL_ANNOTATION: "2100-01-01T00:00:00Z"}
+    verdict = plan([pod(annotations=renewed)], [on(0.4)], now=later)["train-0"]
+    assert (verdict.state, verdict.write) == ("snoozed", "cap")  # a person's new answer, capped again, said again
+    assert verdict.annotations[KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION] == "2026-12-17T15:00:00Z"
+
+
+def test_a_lowered_max_snooze_caps_a_recorded_cap_again() -> None:
+    verdict = plan([pod(annotations=CAPPED)], [on(0.4)], idle(maxSnooze="1d"))["train-0"]
+    assert verdict.write == "cap"
+    assert verdict.annotations[KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION] == "2026-12-03T15:00:00Z"
+    assert "capped by sweep.idlePods.maxSnooze 1d" in verdict.message
+
+
+def test_an_unreadable_cap_record_is_recorded_again_from_now() -> None:
+    notes = {**CAPPED, KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION: "soon"}
+    verdict = plan([pod(annotations=notes)], [on(0.4)], now=NOW + timedelta(days=1))["train-0"]
+    assert (verdict.write, verdict.annotations[KEEP_ALIVE_CAPPED_UNTIL_ANNOTATION]) == ("cap", "2026-12-10T15:00:00Z")
+
+
+def test_a_malformed_snooze_is_reported_as_before_whatever_the_cap() -> None:
+    notes = {KEEP_ALIVE_UNTIL_ANNOTATION: "next year", KEEP_ALIVE_CAPPED_ASKED_ANNOTATION: "next year"}
+    verdict = plan([pod(annotations=notes)], [on(0.4)], idle(maxSnooze="1h"))["train-0"]
+    assert (verdict.state, verdict.write) == ("exempt", None)
+    assert verdict.message == (
+        'gpu-jobs/keep-alive-until="next year" is not an RFC 3339 time with an offset: treated as exempt until it is'
+        " fixed"
+    )
+
+
 def test_deleting_and_not_running_pods_are_ignored() -> None:
     pods = [pod("gone", deleting=True), pod("pending", phase="Pending"), pod()]
     util = [on(0.2, "GPU-1", "gone"), on(0.2, "GPU-2", "pending"), on(0.2, "GPU-3")]
@@ -500,10 +618,25 @@ def _act() -> Verdict:
     ],
 )
 def test_recheck_refuses_a_pod_that_changed(now_pod: PodInfo | None, words: str) -> None:
-    why = recheck(_act(), now_pod, idle().exempt, NOW)
+    why = recheck(_act(), now_pod, idle(), NOW)
     assert why is not None
     assert words in why
 
 
+def test_recheck_of_a_cap_needs_the_value_it_was_planned_for() -> None:
+    planned = plan([pod(annotations={KEEP_ALIVE_UNTIL_ANNOTATION: FOREVER})], [on(0.4)])["train-0"]
+    changed = pod(annotations={KEEP_ALIVE_UNTIL_ANNOTATION: "2026-12-03T00:00:00Z"})
+    assert "keep-alive-until changed since it was judged" in (recheck(planned, changed, idle(), NOW) or "")
+    assert recheck(planned, pod(annotations={KEEP_ALIVE_UNTIL_ANNOTATION: FOREVER}), idle(), NOW) is None
+
+
+def test_recheck_lets_an_act_go_ahead_once_a_capped_snooze_ended() -> None:
+    notes = {**CAPPED, IDLE_SINCE_ANNOTATION: "2026-12-09T16:00:00Z"}
+    later = NOW + timedelta(days=7, hours=2)
+    acted = plan([pod(annotations=notes)], [on(0.4)], now=later)["train-0"]
+    assert acted.write == "act"
+    assert recheck(acted, pod(annotations=notes), idle(), later) is None
+
+
 def test_recheck_goes_ahead_on_the_same_pod() -> None:
-    assert recheck(_act(), pod(annotations={IDLE_SINCE_ANNOTATION: "2026-12-02T10:00:00Z"}), idle().exempt, NOW) is None
+    assert recheck(_act(), pod(annotations={IDLE_SINCE_ANNOTATION: "2026-12-02T10:00:00Z"}), idle(), NOW) is None

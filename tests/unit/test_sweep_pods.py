@@ -392,7 +392,7 @@ def test_the_json_envelope_is_one_line() -> None:
     due = next(p for p in document["items"] if p["kind"] == "pod" and p["pod"] == "due")
     assert set(due) == {
         "kind", "scope", "name", "status", "reason",
-        "cluster", "namespace", "pod", "gpus", "utilization", "memoryUsed", "idleReason", "state", "action",
+        "cluster", "namespace", "pod", "gpus", "utilization", "memoryUsed", "idleReason", "state", "action", "snooze",
     }  # fmt: skip
     assert (due["cluster"], due["state"], due["action"], due["utilization"]) == ("ml-prod", "acted", "delete", 0.3)
 
@@ -410,6 +410,42 @@ def test_a_quiet_cluster_says_nothing_to_do() -> None:
     kube = MemoryPods(gpu_pod("busy"))
     section = run(sweep(MemoryMetrics({UTIL: [util(70, "busy", "GPU-3")]}), kube))
     assert "nothing to do: 1 running GPU pods judged, none idle or marked" in to_text([section])
+
+
+def test_a_snooze_beyond_max_snooze_is_capped_reported_and_said_once() -> None:
+    metrics, kube = world()
+    kube.pods[("ml", "due")] = gpu_pod("due", {**MARKED, "gpu-jobs/keep-alive-until": "2099-01-01T00:00:00Z"})
+    planned = run(sweep(metrics, kube), dry_run=True)
+    assert "gpu-jobs/keep-alive-capped-until" not in kube.pods[("ml", "due")].annotations  # a dry run writes nothing
+    assert not [c for c in kube.calls if c.startswith("annotate")]
+    section = run(sweep(metrics, kube))
+    shown = "snoozed until 2026-12-09T15:00Z (capped by sweep.idlePods.maxSnooze 7d; asked 2099-01-01T00:00Z)"
+    for done in (planned, section):
+        row = next(r for r in done.pods if r["pod"] == "due")
+        assert (row["state"], row["reason"]) == ("snoozed", shown)
+        assert row["snooze"] == {
+            "until": "2026-12-09T15:00:00Z",
+            "asked": "2099-01-01T00:00:00Z",
+            "cappedBy": "sweep.idlePods.maxSnooze",
+        }
+    lines = to_text([section]).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  ml/due "))
+    assert "snoozed" in lines[at]
+    assert lines[at + 1].strip() == shown
+    notes = kube.pods[("ml", "due")].annotations
+    assert notes["gpu-jobs/keep-alive-capped-until"] == "2026-12-09T15:00:00Z"
+    assert notes["gpu-jobs/keep-alive-until"] == "2099-01-01T00:00:00Z"  # a person's answer stays as written
+    assert IDLE_SINCE_ANNOTATION not in notes
+    (event,) = [e for e in kube.events if e[0] == "ml/due"]
+    assert event[1:] == (
+        "GpuSnoozeCapped",
+        'gpu-jobs/keep-alive-until="2099-01-01T00:00:00Z" is beyond sweep.idlePods.maxSnooze (7d): snoozed until'
+        " 2026-12-09T15:00Z only, then judged as usual; the idle mark is removed",
+        True,
+    )
+    again = run(sweep(metrics, kube))  # the next run: the cap recorded, nothing written, no second Event
+    assert next(r for r in again.pods if r["pod"] == "due")["reason"] == shown
+    assert len([e for e in kube.events if e[0] == "ml/due"]) == 1
 
 
 def test_a_snooze_removes_the_mark_and_says_until_when() -> None:

@@ -59,12 +59,20 @@ def test_the_issue_example_is_valid_and_reads_as_written() -> None:
         "auto",
     )
     assert pods.exempt.namespaces == ("serving",)
+    assert (pods.max_snooze, pods.max_snooze_td) == ("7d", timedelta(days=7))  # the default: snoozes end
     assert sweep.leaked_memory is not None
     assert sweep.leaked_memory.memory_ratio == Fraction(9, 10)
     instances = sweep.untagged_instances
     assert instances.scopes[0].accounts == ("us-east-1",)
     assert (instances.grace, instances.action) == (timedelta(hours=24), "stop")
     assert sweep.limits.limit == ChangeLimit(count=10, percent=20.0)
+
+
+def test_max_snooze_reads_as_written() -> None:
+    sweep = parse_policy(HEAD + "sweep:\n  idlePods: {maxSnooze: 36h}\n", "policy.yaml").sweep
+    assert sweep is not None
+    assert sweep.idle_pods is not None
+    assert sweep.idle_pods.max_snooze_td == timedelta(hours=36)
 
 
 def test_the_limits_allow_whichever_is_fewer() -> None:
@@ -109,6 +117,9 @@ def test_explicit_label_names() -> None:
         ("sweep:\n  limits: {maxActionsPerRun: -1}\n", "policy.yaml:4: sweep.limits.maxActionsPerRun"),
         ("sweep:\n  limits: {maxPercentPerRun: lots}\n", "policy.yaml:4: sweep.limits.maxPercentPerRun"),
         ("sweep:\n  idlePods: {treshold: 5}\n", "policy.yaml:4: sweep.idlePods.treshold"),
+        ("sweep:\n  idlePods: {maxSnooze: forever}\n", "policy.yaml:4: sweep.idlePods.maxSnooze"),
+        ("sweep:\n  idlePods: {maxSnooze: 40d}\n", "policy.yaml:4: sweep.idlePods.maxSnooze"),
+        ("sweep:\n  idlePods: {maxSnooze: 0m}\n", "policy.yaml:4: sweep.idlePods.maxSnooze"),
     ],
 )
 def test_problems_name_file_line_and_path(section: str, expected: str) -> None:

@@ -5,7 +5,7 @@ adapter, so the record is the one the job writes)."""
 from __future__ import annotations
 
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -43,8 +43,9 @@ def test_answering_a_warning_without_a_pull_request(kube: KubeHandle, tmp_path: 
     assert done.stdout.splitlines() == ["pod/train-0 annotated", "pod/train-0 annotated"]
     (pod,) = KubePods(kube.api_client()).gpu_pods()
     assert pod.annotations[KEEP_ALIVE_ANNOTATION] == "true"
-    until, unparseable = snooze(pod, datetime(2026, 12, 2, tzinfo=UTC))
-    assert (until, unparseable) == (datetime(2026, 12, 4, 17, tzinfo=UTC), None)  # the job reads it as typed
+    asleep, unparseable = snooze(pod, datetime(2026, 12, 2, tzinfo=UTC), timedelta(days=7))
+    assert asleep is not None
+    assert (asleep.until, asleep.capped, unparseable) == (datetime(2026, 12, 4, 17, tzinfo=UTC), None, None)  # the job reads it as typed
     assert pod.annotations[KEEP_ALIVE_UNTIL_ANNOTATION] == "2026-12-04T18:00:00+01:00"
 
 
