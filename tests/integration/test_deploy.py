@@ -1076,11 +1076,10 @@ def rendered_allow_list(target: str, job: str = "nodegroups") -> set[tuple[str, 
     ``(verb, resource)`` allow-list."""
     objects = render(target)
     account = pod_spec(objects, job)["serviceAccountName"]
-    rules = {
-        **granted(bound_roles(objects, account, "ClusterRoleBinding")),
-        **granted(bound_roles(objects, account, "RoleBinding")),
-    }
-    return {(verb, resource) for (_, resource), verbs in rules.items() for verb in verbs}
+    # Both kinds may grant verbs on one resource (events: in its namespace and, for pods', cluster-wide): a union.
+    bindings = ("ClusterRoleBinding", "RoleBinding")
+    rules = [granted(bound_roles(objects, account, kind)) for kind in bindings]
+    return {(verb, resource) for kind in rules for (_, resource), verbs in kind.items() for verb in verbs}
 
 
 @pytest.mark.integration

@@ -96,3 +96,13 @@ def test_a_dry_run_reports_what_would_be_warned_and_writes_nothing(fleet: Fleet,
     assert sorted((w.pod.name, status) for w, status in report.warnings) == [("nb-0", "planned"), ("train-0", "planned")]
     assert (warnings(fleet), fleet.all_writes()) == ([], 0)
     assert document(report)["exitCode"] == 0
+
+
+def test_the_shipped_rbac_is_enough_to_warn_once(fleet: Fleet, warned: Policy) -> None:
+    from tests.integration.test_deploy import rendered_allow_list
+
+    fleet.kube.allow_only(*rendered_allow_list("production/aws"))
+    fleet.run(BEFORE_END, policy=warned)
+    second = fleet.run(BEFORE_END.replace(minute=50), policy=warned)
+    assert len(warnings(fleet)) == 2
+    assert second.warnings == ()  # it could list the Events the first run created
