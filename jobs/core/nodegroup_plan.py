@@ -203,19 +203,23 @@ def _warnings(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> list[PodWa
     at = desired.next_change
     if desired.state != "up" or at is None or at - now > settings.warn_before:
         return []
-    message = _warning_text(rg.name, at, settings, og.pods)
     due = ((p, warning_event(p, at)) for p in og.pods)
-    return [PodWarning(rg.name, p, at, message, name) for p, name in due if f"{p.namespace}/{name}" not in og.warned]
+    return [
+        PodWarning(rg.name, p, at, _warning_text(rg.name, at, settings, og.pods, p), name)
+        for p, name in due
+        if f"{p.namespace}/{name}" not in og.warned
+    ]
 
 
-def _warning_text(group: str, at: datetime, settings: GroupSettings, pods: tuple[GpuPod, ...]) -> str:
+def _warning_text(group: str, at: datetime, settings: GroupSettings, pods: tuple[GpuPod, ...], pod: GpuPod) -> str:
     """What a person reads under ``kubectl describe pod``: which group, when, what happens to running work, and how
     to keep it."""
     when = at.strftime("%a %Y-%m-%d %H:%M %Z")
     kept = [p for p in pods if not p.evictable]
     keep = (
-        f"to keep it up while this pod runs: kubectl annotate pod <pod> {KEEP_ALIVE_ANNOTATION}=true (the group then"
-        " stays up until every such pod ends), or an override in the policy (state: up, until)"
+        f"to keep it up while this pod runs: kubectl -n {pod.namespace} annotate pod {pod.name}"
+        f" {KEEP_ALIVE_ANNOTATION}=true (the group then stays up until every such pod ends), or an override in the"
+        " policy (state: up, until)"
     )
     if kept:
         fate = f"it stays up while pods that must not be evicted run ({', '.join(map(str, kept))})"

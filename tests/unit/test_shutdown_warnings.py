@@ -53,9 +53,9 @@ def test_each_running_gpu_pod_is_warned_within_warn_before_of_the_window_end() -
     assert found[0].at.utcoffset() is not None and found[0].at.tzname() == "CET"  # in the policy's timezone
     assert found[0].message == (
         "Node group train-a100 goes down at Tue 2026-12-01 20:00 CET: onBusy wait: GPU pods still running then keep"
-        " it up for at most 2h, then they are evicted; to keep it up while this pod runs: kubectl annotate pod <pod>"
-        " gpu-jobs/keep-alive=true (the group then stays up until every such pod ends), or an override in the policy"
-        " (state: up, until)"
+        " it up for at most 2h, then they are evicted; to keep it up while this pod runs: kubectl -n team-a annotate"
+        " pod train-0 gpu-jobs/keep-alive=true (the group then stays up until every such pod ends), or an override in"
+        " the policy (state: up, until)"
     )
 
 

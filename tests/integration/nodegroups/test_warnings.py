@@ -93,7 +93,10 @@ def test_no_event_without_warn_before(fleet: Fleet) -> None:
 
 def test_a_dry_run_reports_what_would_be_warned_and_writes_nothing(fleet: Fleet, warned: Policy) -> None:
     report = fleet.run(BEFORE_END, policy=warned, dry_run=True)
-    assert sorted((w.pod.name, status) for w, status in report.warnings) == [("nb-0", "planned"), ("train-0", "planned")]
+    assert sorted((w.pod.name, status) for w, status in report.warnings) == [
+        ("nb-0", "planned"),
+        ("train-0", "planned"),
+    ]
     assert (warnings(fleet), fleet.all_writes()) == ([], 0)
     assert document(report)["exitCode"] == 0
 
@@ -106,3 +109,23 @@ def test_the_shipped_rbac_is_enough_to_warn_once(fleet: Fleet, warned: Policy) -
     second = fleet.run(BEFORE_END.replace(minute=50), policy=warned)
     assert len(warnings(fleet)) == 2
     assert second.warnings == ()  # it could list the Events the first run created
+
+
+def test_kubectl_describe_pod_shows_the_warning(fleet: Fleet, warned: Policy) -> None:
+    import subprocess
+
+    from tests.integration.emulators.test_kube_batch import KUBECTL
+
+    fleet.run(BEFORE_END, policy=warned)
+    described = subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(fleet.kube.kubeconfig), "-n", "team-a", "describe", "pod", "train-0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert described.returncode == 0, described.stderr
+    events = described.stdout.split("Events:", 1)[1]
+    print(events)  # what a person sees (pytest -s)
+    assert "Warning  ShutdownWarning" in events
+    assert "Node group train goes down at Tue 2026-12-01 20:00 CET" in " ".join(events.split())
