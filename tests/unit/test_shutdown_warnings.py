@@ -50,7 +50,8 @@ def test_each_running_gpu_pod_is_warned_within_warn_before_of_the_window_end() -
     found = warnings(policy(), BEFORE_END)
     assert [w.pod for w in found] == [TRAIN, NOTEBOOK]
     assert {w.at for w in found} == {SHUTDOWN}
-    assert found[0].at.utcoffset() is not None and found[0].at.tzname() == "CET"  # in the policy's timezone
+    assert found[0].at.utcoffset() is not None
+    assert found[0].at.tzname() == "CET"
     assert found[0].message == (
         "Node group train-a100 goes down at Tue 2026-12-01 20:00 CET: onBusy wait: GPU pods still running then keep"
         " it up for at most 2h, then they are evicted; to keep it up while this pod runs: kubectl -n team-a annotate"
@@ -100,7 +101,8 @@ def test_the_shutdown_time_is_dst_correct() -> None:
     """Sun 2026-10-25 Europe/Berlin goes from CEST to CET at 03:00: 20:00 that evening is 19:00 UTC, not 18:00."""
     p = policy(days="daily")
     found = warnings(p, datetime.fromisoformat("2026-10-25T18:40:00+00:00"))  # 19:40 CET
-    assert found and found[0].at.astimezone(UTC) == datetime.fromisoformat("2026-10-25T19:00:00+00:00")
+    assert found
+    assert found[0].at.astimezone(UTC) == datetime.fromisoformat("2026-10-25T19:00:00+00:00")
     assert "Sun 2026-10-25 20:00 CET" in found[0].message
     # At 18:40 UTC the day before (20:40 CEST) the window had already ended: nothing to warn of.
     assert warnings(p, datetime.fromisoformat("2026-10-24T18:40:00+00:00")) == ()
