@@ -31,8 +31,20 @@ class Events(Protocol):
         ...
 
 
+class OnceEvents(Events, Protocol):
+    """Events that announce something once: a later run that says the same thing again adds nothing."""
+
+    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> None:
+        """Record ``message`` on ``ref`` as the Event ``name`` (in ``ref``'s namespace), unless an Event of that name
+        is already there. Never raises."""
+        ...
+
+
 class NoEvents:
     """Where no cluster is there to hold Events (a dry run, a cloud account with no record cluster)."""
 
     def emit(self, ref: ObjectRef, reason: str, message: str, type: EventType = "Normal") -> None:
+        return None
+
+    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> None:
         return None

@@ -10,6 +10,8 @@ import sys
 from typing import Any
 
 from jobs.core.policy import Policy
+from jobs.core.resolved import view_of
+from jobs.core.timespec import format_duration
 from jobs.deadline import NODEGROUPS_DEADLINE_S
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import PolicyError, Problem, policy_paths, read_policy
@@ -58,8 +60,16 @@ def _counts(policy: Policy) -> str:
     return (
         f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
         f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')},"
-        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_sweep(policy)}"
+        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_warned(policy)}{_sweep(policy)}"
     )
+
+
+def _warned(policy: Policy) -> str:
+    """Which node groups warn their running GPU pods before going down (``warnBefore``), and how long ahead."""
+    leads = sorted({format_duration(w) for g in view_of(policy).groups if (w := g.settings.warn_before)})
+    count = sum(1 for g in view_of(policy).groups if g.settings.warn_before)
+    groups = f"{count} node group{'' if count == 1 else 's'} warn{'s' if count == 1 else ''}"
+    return f"; {groups} running GPU pods {' or '.join(leads)} before shutdown" if count else ""
 
 
 def _sweep(policy: Policy) -> str:

@@ -16,9 +16,10 @@ the last step is done the phase becomes ``down``; after a restore, ``up``. A rec
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
@@ -26,12 +27,16 @@ from jobs.core.group_record import Record
 from jobs.core.nodegroups import Moves, Step, moves
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
-from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, ResolvedGroup, view_of
+from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, GroupSettings, ResolvedGroup, view_of
+from jobs.core.timespec import format_duration
 from jobs.errors import Busy
+from jobs.labels import KEEP_ALIVE_ANNOTATION
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "DEFAULT_MAX_DELAY"]
 #: The Event reason of a restore the provider accepted but could not deliver (stockout, quota).
 RESTORE_NOT_DELIVERED = "RestoreNotDelivered"
+#: The Event reason of a warning on a running GPU pod that its group goes down soon (``warnBefore``).
+SHUTDOWN_WARNING = "ShutdownWarning"
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,28 @@ class ObservedGroup:
     # The budgets that blocked the group's last drain, as they are now: namespace/name -> disruptionsAllowed
     # (None: the budget is gone). Read only when the record says a drain gave up.
     budgets: tuple[tuple[str, int | None], ...] = ()
+    # The shutdown warnings its pods already carry: ``namespace/name`` of each Event (see ``warning_event``).
+    warned: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class PodWarning:
+    """A Warning Event to put on a running GPU pod: its group goes down at ``at``. ``event`` is the Event's name,
+    one per pod (uid) and shutdown instant, so a later run finds it and never adds another."""
+
+    group: str
+    pod: GpuPod
+    at: datetime  # in the group's timezone
+    message: str
+    event: str
+
+
+def warning_event(pod: GpuPod, at: datetime) -> str:
+    """The name of the one warning Event of ``pod`` (followed by uid: a replacement is warned on its own) for the
+    shutdown at ``at``. Event names are DNS subdomains of at most 253 characters."""
+    digest = hashlib.sha256(f"{pod.uid}/{at.astimezone(UTC).isoformat()}".encode()).hexdigest()[:16]
+    suffix = f".shutdown-{digest}"
+    return pod.name[: 253 - len(suffix)] + suffix
 
 
 @dataclass(frozen=True)
@@ -123,10 +150,11 @@ class GroupSkip:
 class NodeGroupPlan:
     actions: tuple[GroupAction, ...]
     skips: tuple[GroupSkip, ...]
+    warnings: tuple[PodWarning, ...] = ()  # Events to announce a shutdown: not changes (no limit, no exit code)
 
     @property
     def writes(self) -> bool:
-        return bool(self.actions) or any(s.save_record or s.event for s in self.skips)
+        return bool(self.actions or self.warnings) or any(s.save_record or s.event for s in self.skips)
 
     @property
     def failures(self) -> tuple[GroupSkip, ...]:
@@ -141,8 +169,10 @@ def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: da
     resolved = view_of(policy).by_name
     actions: list[GroupAction] = []
     skips: list[GroupSkip] = []
+    warnings: list[PodWarning] = []
     for og in observed:
         rg = resolved[og.group.name]
+        warnings += _warnings(rg, og, now)
         outcome = _decide(rg, og, now)
         if og.config is not None and og.config.busy and _leaves_busy(outcome):
             # Someone else's update is running (a console change, an upgrade): converge on the next run rather
@@ -159,7 +189,51 @@ def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: da
             actions.append(outcome)
         elif isinstance(outcome, GroupSkip):
             skips.append(outcome)
-    return NodeGroupPlan(tuple(actions), tuple(skips))
+    return NodeGroupPlan(tuple(actions), tuple(skips), tuple(warnings))
+
+
+def _warnings(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> list[PodWarning]:
+    """A warning for each running GPU pod of a group that goes down within its ``warnBefore``, that does not carry
+    it yet. The schedule engine says when the group next goes down (DST and holidays included); a group it keeps
+    up (alwaysOn, a system pool) or that cannot be read warns nobody."""
+    settings = rg.settings
+    if not settings.warn_before or not og.pods or og.config is None or og.config.system or og.nodes_error:
+        return []
+    desired = rg.schedule.desired(now)
+    at = desired.next_change
+    if desired.state != "up" or at is None or at - now > settings.warn_before:
+        return []
+    due = ((p, warning_event(p, at)) for p in og.pods)
+    return [
+        PodWarning(rg.name, p, at, _warning_text(rg.name, at, settings, og.pods, p), name)
+        for p, name in due
+        if f"{p.namespace}/{name}" not in og.warned
+    ]
+
+
+def _warning_text(group: str, at: datetime, settings: GroupSettings, pods: tuple[GpuPod, ...], pod: GpuPod) -> str:
+    """What a person reads under ``kubectl describe pod``: which group, when, what happens to running work, and how
+    to keep it."""
+    when = at.strftime("%a %Y-%m-%d %H:%M %Z")
+    kept = [p for p in pods if not p.evictable]
+    keep = (
+        f"to keep it up while this pod runs: kubectl -n {pod.namespace} annotate pod {pod.name}"
+        f" {KEEP_ALIVE_ANNOTATION}=true (the group then stays up until every such pod ends), or an override in the"
+        " policy (state: up, until)"
+    )
+    if kept:
+        fate = f"it stays up while pods that must not be evicted run ({', '.join(map(str, kept))})"
+    elif settings.on_busy == "wait":
+        then = {"drain": "they are evicted", "force": "they go down with their nodes", "stay": "it stays up"}
+        fate = (
+            f"onBusy wait: GPU pods still running then keep it up for at most {format_duration(settings.max_delay)},"
+            f" then {then[settings.after_delay]}"
+        )
+    elif settings.on_busy == "drain":
+        fate = "onBusy drain: GPU pods still running then are evicted"
+    else:
+        fate = "onBusy force: GPU pods still running then go down with their nodes"
+    return f"Node group {group} goes down at {when}: {fate}; {keep}"
 
 
 def _leaves_busy(outcome: GroupAction | GroupSkip | None) -> bool:

@@ -66,7 +66,7 @@ def _check_clock(value: str) -> str:
     return value
 
 
-#: The longest warmUp, maxDelay and drainTimeout: each is about one night or weekend, never weeks.
+#: The longest warmUp, warnBefore, maxDelay and drainTimeout: each is about one night or weekend, never weeks.
 MAX_SETTING_DURATION = timedelta(days=7)
 
 
@@ -163,6 +163,8 @@ Clock = Annotated[str, AfterValidator(_check_clock), WithJsonSchema({"type": "st
 _DURATION_SCHEMA = {"type": "string", "pattern": r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$", "examples": ["15m", "8h"]}
 Duration = Annotated[str, AfterValidator(_check_duration), WithJsonSchema(_DURATION_SCHEMA)]
 WarmUp = Annotated[str, AfterValidator(_check_warm_up), WithJsonSchema(_DURATION_SCHEMA)]
+# A lead time like warmUp: "0s" switches a default off for one group.
+WarnBefore = Annotated[str, AfterValidator(_check_warm_up), WithJsonSchema(_DURATION_SCHEMA)]
 WindowDuration = Annotated[str, AfterValidator(_check_window_duration), WithJsonSchema(_DURATION_SCHEMA)]
 Cron = Annotated[str, AfterValidator(_check_cron), WithJsonSchema({"type": "string", "examples": ["0 22 * * 1-5"]})]
 AwareDatetime = Annotated[

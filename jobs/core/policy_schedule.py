@@ -18,6 +18,7 @@ from jobs.core.policy_fields import (
     PolicyDate,
     Timezone,
     WarmUp,
+    WarnBefore,
     WindowDuration,
 )
 from jobs.core.timespec import ECHO_LIMIT, parse_clock
@@ -96,6 +97,10 @@ class Schedule(Model):
         default=None, description="with onBusy wait, once maxDelay has passed: drain (default), force, or stay up"
     )
     drain_timeout: Duration | None = Field(default=None, description="how long evictions may take (default 10m)")
+    warn_before: WarnBefore | None = Field(
+        default=None,
+        description="a Warning Event on each running GPU pod this long before the group goes down (0s or unset: none)",
+    )
 
 
 class Defaults(Schedule):

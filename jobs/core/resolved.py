@@ -42,6 +42,7 @@ class GroupSettings:
     max_delay: timedelta
     after_delay: Literal["drain", "force", "stay"]
     drain_timeout: timedelta
+    warn_before: timedelta = timedelta(0)  # how long before a shutdown its GPU pods are warned (0: never)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ def _settings(defaults: Defaults, group: NodeGroup, warm_up: timedelta) -> Group
         max_delay=parse_duration(max_delay, MAX_SETTING_DURATION) if max_delay else DEFAULT_MAX_DELAY,
         after_delay=group.after_delay or defaults.after_delay or "drain",
         drain_timeout=parse_duration(drain_timeout, MAX_SETTING_DURATION) if drain_timeout else DEFAULT_DRAIN_TIMEOUT,
+        # A group's own warnBefore, "0s" included, replaces the default's (None falls back), as warmUp does.
+        warn_before=warm_up_of(group.warn_before if group.warn_before is not None else defaults.warn_before),
     )
 
 

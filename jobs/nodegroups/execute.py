@@ -14,12 +14,21 @@ from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.group_record import DrainBlock, Record
-from jobs.core.nodegroup_plan import RESTORE_NOT_DELIVERED, BudgetRefused, GpuPod, GroupAction, GroupSkip
+from jobs.core.nodegroup_plan import (
+    RESTORE_NOT_DELIVERED,
+    SHUTDOWN_WARNING,
+    BudgetRefused,
+    GpuPod,
+    GroupAction,
+    GroupSkip,
+    PodWarning,
+)
 from jobs.core.nodegroups import Step, step_applied
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
 from jobs.core.resolved import view_of
 from jobs.errors import Busy, CloudError, DeadlineReached, NotDelivered, OutcomeUnknown, Stopped, Unavailable
+from jobs.events import ObjectRef
 from jobs.nodegroups.observe import cluster_key
 from jobs.nodegroups.ports import NodeGroupCloud
 from jobs.nodegroups.settings import NodeGroupsSettings, Ports
@@ -38,6 +47,7 @@ class GroupResult:
     status: Status
     message: str
     action: GroupAction | None = None
+    warning: PodWarning | None = None  # a shutdown warning on a pod, not the group's own result
 
 
 def describe_step_change(action: GroupAction) -> str:
@@ -148,6 +158,16 @@ class Executor:
         if skip.event is not None:
             self.event(skip.group, skip.event, skip.reason, warning=True)
         return GroupResult(skip.group, "skipped", skip.reason)
+
+    def warn(self, warning: PodWarning) -> GroupResult:
+        """The Warning Event on the pod, named for the pod and the shutdown: a run that finds it there adds none.
+        An Event is a courtesy: it never fails the group (``emit_once`` does not raise)."""
+        self.fence("warn")
+        pod = warning.pod
+        ref = ObjectRef("Pod", pod.name, pod.namespace, pod.uid)
+        self.ports.events.emit_once(ref, warning.event, SHUTDOWN_WARNING, warning.message, "Warning")
+        self.log.info("nodegroup.warned", node_group=warning.group, pod=pod.key, at=warning.at.isoformat())
+        return GroupResult(warning.group, "applied", warning.message, warning=warning)
 
     def _settled(self, group: NodeGroup, cloud: NodeGroupCloud) -> GroupConfig:
         """The group's live configuration once no update is running on it (the lost write may still be)."""

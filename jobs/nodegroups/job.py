@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from jobs.core.nodegroup_plan import GroupAction, GroupSkip, NodeGroupPlan, plan_nodegroups
+from jobs.core.nodegroup_plan import GroupAction, GroupSkip, NodeGroupPlan, PodWarning, plan_nodegroups
 from jobs.core.policy import Policy
 from jobs.lease import RunLock
 from jobs.nodegroups.execute import Executor, GroupResult
@@ -23,7 +23,7 @@ from jobs.nodegroups.observe import Observation, observe
 from jobs.nodegroups.settings import NodeGroupsSettings, Ports
 from jobs.runner import ScopeReport, ScopeWork, Witness
 
-Item = GroupAction | GroupSkip
+Item = GroupAction | GroupSkip | PodWarning
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,10 @@ class NodeGroupsPlan:
     @property
     def items(self) -> tuple[Item, ...]:
         """Each action, and each skip that writes (a record of when a shutdown was first postponed, an Event): a
-        plan with no items has nothing to write and never takes the Lease."""
-        return (*self.plan.actions, *(s for s in self.plan.skips if s.save_record is not None or s.event))
+        plan with no items has nothing to write and never takes the Lease. Each shutdown warning not given yet is
+        an item too (an Event), never a change: ``changes`` does not count it."""
+        skips = (s for s in self.plan.skips if s.save_record is not None or s.event)
+        return (*self.plan.actions, *skips, *self.plan.warnings)
 
     @property
     def changes(self) -> int:
@@ -85,13 +87,16 @@ class NodeGroupsWork(ScopeWork[Observation, NodeGroupsPlan, Item, GroupResult]):
         executor = self._executor(fence)
         if isinstance(item, GroupAction):
             return executor.apply(item)
+        if isinstance(item, PodWarning):
+            return executor.warn(item)
         return executor.skip(item)
 
     def failed(self, item: Item, message: str, error: BaseException | None = None) -> GroupResult:
         if error is not None and isinstance(item, GroupAction):  # it raised part way: a Warning Event says so
             return self._executor().failed(item, error, message)
         self.log.error("nodegroup.failed", node_group=item.group, error=message)  # not done: a stop, a deadline
-        return GroupResult(item.group, "failed", message, item if isinstance(item, GroupAction) else None)
+        warning = item if isinstance(item, PodWarning) else None
+        return GroupResult(item.group, "failed", message, item if isinstance(item, GroupAction) else None, warning)
 
 
 Envelope = ScopeReport[NodeGroupsPlan, GroupResult]

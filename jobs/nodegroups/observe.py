@@ -85,10 +85,31 @@ def observe(
         return replace(observed, budgets=budgets)
 
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
-        observed = tuple(pool.map(one, groups))
+        observed = _with_warnings(policy, ports, settings, tuple(pool.map(one, groups)), log)
         unmanaged = _unmanaged(policy, ports, groups, pool, log) if discover and settings.only is None else ()
     orphans = _orphans(policy, ports, settings) if discover and settings.only is None else ()
     return Observation(observed, unmanaged, orphans)
+
+
+def _with_warnings(
+    policy: Policy, ports: Ports, settings: NodeGroupsSettings, observed: tuple[ObservedGroup, ...], log: Any
+) -> tuple[ObservedGroup, ...]:
+    """Each group with the shutdown warnings its pods already carry: read (one list) only where a group that warns
+    has GPU pods running. Unreadable is not fatal: the Events are named per pod and shutdown, so a warning sent
+    again meets its first one (AlreadyExists) and adds nothing."""
+    if not any(og.pods and view_of(policy).group(og.group.name).settings.warn_before for og in observed):
+        return observed
+    try:
+        found = settings.backoff.call(ports.cluster.shutdown_warnings)
+    except CloudError as exc:
+        log.warning("nodegroup.warnings_unreadable", error=str(exc))
+        return observed
+
+    def mine(og: ObservedGroup) -> frozenset[str]:
+        prefixes = tuple(f"{p.namespace}/{p.name[:200]}" for p in og.pods)
+        return frozenset(name for name in found if name.startswith(prefixes))
+
+    return tuple(replace(og, warned=mine(og)) if og.pods else og for og in observed)
 
 
 def _orphans(policy: Policy, ports: Ports, settings: NodeGroupsSettings) -> tuple[OrphanRecord, ...]:

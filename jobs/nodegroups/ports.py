@@ -49,6 +49,10 @@ class Cluster(Protocol):
         """Pods that request GPUs and are not finished (Pending with a node, or Running)."""
         ...
 
+    def shutdown_warnings(self) -> frozenset[str]:
+        """``namespace/name`` of each shutdown warning Event this job put on a pod and the cluster still keeps."""
+        ...
+
     def cordon(self, node: str) -> None:
         """Mark the node unschedulable, and mark it as the job's cordon (durable: a crash does not forget it)."""
         ...

@@ -11,13 +11,13 @@ from functools import partial
 from typing import Any
 
 from jobs.core.group_config import GroupConfig
-from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup
+from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup, PodWarning
 from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import Policy
 from jobs.core.providers import PROVIDERS, ProviderKind
 from jobs.envelope import ItemResult, ScopeResult
-from jobs.nodegroups.execute import GroupResult, describe_step_change
+from jobs.nodegroups.execute import GroupResult, Status, describe_step_change
 from jobs.nodegroups.job import Envelope
 from jobs.nodegroups.observe import selected_groups
 from jobs.nodegroups.settings import NodeGroupsSettings
@@ -41,6 +41,7 @@ class NodeGroupsReport:
     orphans: tuple[OrphanRecord, ...] = ()  # records of groups the policy no longer names
     state: State = "planned"  # the runner's
     reason: str | None = None
+    warnings: tuple[tuple[PodWarning, Status], ...] = ()  # shutdown warnings on pods, with what became of each
 
 
 def report_of(envelope: Envelope, policy: Policy, settings: NodeGroupsSettings) -> NodeGroupsReport:
@@ -62,6 +63,9 @@ def report_of(envelope: Envelope, policy: Policy, settings: NodeGroupsSettings) 
     if envelope.state == "locked":
         # Nothing done here: the run holding the Lease reports the orphan records, this one does not fail on them.
         return report(lock_holder=envelope.reason, orphans=())
+    if envelope.state in ("refused", "failed", "planned"):
+        status: Status = envelope.state
+        report = partial(report, warnings=tuple((w, status) for w in plan.warnings))
     if envelope.state == "refused":
         results = tuple(GroupResult(a.group, "refused", describe_step_change(a), a) for a in plan.actions)
         return report(results, plan.skips, unmanaged, refused=envelope.reason)
@@ -71,7 +75,9 @@ def report_of(envelope: Envelope, policy: Policy, settings: NodeGroupsSettings) 
     if envelope.state == "planned":
         results = tuple(GroupResult(a.group, "planned", describe_step_change(a), a) for a in plan.actions)
         return report(results, plan.skips, unmanaged)
-    return report(tuple(r for r in envelope.results if r.status != "skipped"), plan.skips, unmanaged)
+    warned = tuple((r.warning, r.status) for r in envelope.results if r.warning is not None)
+    results = tuple(r for r in envelope.results if r.status != "skipped" and r.warning is None)
+    return report(results, plan.skips, unmanaged, warnings=warned)
 
 
 def result(report: NodeGroupsReport) -> ScopeResult:
@@ -158,6 +164,11 @@ def rows(report: NodeGroupsReport) -> list[str]:
     if len(failed) < len(report.skips):
         lines.append("  skipped:")
         lines += [f"    {s.group}: {s.reason}" for s in report.skips if not s.failed]
+    if report.warnings:
+        lines.append("  warned before shutdown (a Warning Event on each pod):")
+        for w, status in report.warnings:
+            when = w.at.strftime("%a %H:%M %Z")
+            lines.append(f"    {w.pod} on {w.pod.node}  {status:<8} {w.group} goes down at {when}")
     if report.unmanaged:
         lines.append("  GPU node groups in the clouds with no schedule in the policy:")
         lines += [f"    {u.cloud} {'/'.join(u.locator.values())} ({u.instance_type})" for u in report.unmanaged]
@@ -273,4 +284,19 @@ def items(report: NodeGroupsReport) -> list[ItemResult]:
         )
         for u in report.unmanaged
     ]
+    found += [_warning(w, status, where) for w, status in report.warnings]
     return found + [_orphan(o) for o in report.orphans]
+
+
+def _warning(w: PodWarning, status: Status, where: str | None) -> ItemResult:
+    """A shutdown warning: a write (an Event), never a change of the group (no limit; an Event never fails)."""
+    detail = {
+        "cluster": where,
+        "nodeGroup": w.group,
+        "namespace": w.pod.namespace,
+        "pod": w.pod.name,
+        "node": w.pod.node,
+        "shutdownAt": w.at.isoformat(),
+        "event": w.event,
+    }
+    return ItemResult("warning", str(w.pod), status, w.message, write=True, detail=detail)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from jobs.core.providers import ProviderKind
 from jobs.deadline import Deadline
-from jobs.events import Events
+from jobs.events import OnceEvents
 from jobs.lease import RunLock
 from jobs.nodegroups.ports import Cluster, NodeGroupCloud, RecordStore
 from jobs.retry import Backoff
@@ -42,5 +42,5 @@ class Ports:
     cluster: Cluster
     records: RecordStore
     lock: RunLock
-    events: Events
+    events: OnceEvents  # on the group's record; shutdown warnings on pods, once each
     witness: Witness | None = None  # which cluster ``cluster`` reaches (jobs.runner)

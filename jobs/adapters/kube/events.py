@@ -42,7 +42,17 @@ class KubeEvents:
                 "event.failed", kind=ref.kind, namespace=ref.namespace, name=ref.name, reason=reason, error=str(exc)
             )
 
-    def _create(self, ref: ObjectRef, reason: str, message: str, type: EventType) -> None:
+    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> None:
+        try:
+            self._create(ref, reason, message, type, name)
+        except errors.Conflict:  # AlreadyExists: announced by an earlier run, and once is the point
+            self.log.debug("event.exists", namespace=ref.namespace, name=name, reason=reason)
+        except errors.CloudError as exc:
+            self.log.warning(
+                "event.failed", kind=ref.kind, namespace=ref.namespace, name=ref.name, reason=reason, error=str(exc)
+            )
+
+    def _create(self, ref: ObjectRef, reason: str, message: str, type: EventType, name: str | None = None) -> None:
         # ``involvedObject.uid`` is what ``kubectl describe`` selects Events by: without it an Event is listed by
         # ``kubectl get events`` but never shown under the object (an object that is gone has no uid to give).
         namespace = ref.namespace or "default"  # a cluster-scoped object's Events go to "default", as kubectl's do
@@ -55,7 +65,7 @@ class KubeEvents:
         event = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "metadata": {"name": name or f"{ref.name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
             "involvedObject": involved,
             "reason": reason,
             # Every job's Events come here, so each message is made a sentence once (``kubectl describe`` shows it

@@ -13,7 +13,7 @@ from urllib.parse import quote
 from jobs import errors
 from jobs.adapters.kube.client import STRATEGIC_MERGE_PATCH, ApiClient, json_pages, request
 from jobs.adapters.kube.rbac import Grant
-from jobs.core.nodegroup_plan import BudgetRefused, GpuPod, NodeInfo
+from jobs.core.nodegroup_plan import SHUTDOWN_WARNING, BudgetRefused, GpuPod, NodeInfo
 from jobs.labels import CORDONED_BY_ANNOTATION, GPU_RESOURCE_PREFIXES, KEEP_ALIVE_ANNOTATION, SAFE_TO_EVICT_ANNOTATION
 
 RBAC = (
@@ -22,6 +22,9 @@ RBAC = (
     Grant("", "pods/eviction", ("create",), "cluster"),  # `onBusy: drain` evicts, so PodDisruptionBudgets hold
     # After a drain gave up: whether a budget that refused it allows another number now (then it is tried again).
     Grant("policy", "poddisruptionbudgets", ("get",), "cluster"),
+    # `warnBefore`: the Warning Event on each running GPU pod (in its namespace) before its group goes down, and the
+    # ones already given, so a later run adds none (kube/events.py writes them).
+    Grant("", "events", ("list", "create"), "cluster"),
 )
 
 # What the API server says when a budget refuses an eviction (pkg/registry/core/pod/storage/eviction.go).
@@ -67,6 +70,12 @@ class KubeCluster:
     def gpu_pods(self) -> list[GpuPod]:
         listing = json_pages(self.api, "list pods", "/api/v1/pods", fieldSelector=_RUNNING_OR_PENDING)
         return [found for found in map(gpu_pod, listing) if found is not None]
+
+    def shutdown_warnings(self) -> frozenset[str]:
+        # Narrowed by the server to this job's warnings: a cluster's other Events are never paged through.
+        selector = f"reason={SHUTDOWN_WARNING},reportingComponent=gpu-jobs/nodegroups"
+        listing = json_pages(self.api, "list events", "/api/v1/events", fieldSelector=selector)
+        return frozenset(f"{e['metadata']['namespace']}/{e['metadata']['name']}" for e in listing)
 
     def cordon(self, node: str) -> None:
         mark = {"metadata": {"annotations": {CORDONED_BY_ANNOTATION: "nodegroups"}}, "spec": {"unschedulable": True}}
