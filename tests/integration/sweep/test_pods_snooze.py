@@ -6,7 +6,7 @@ the backfilled series cover hours, not weeks."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +14,18 @@ import pytest
 
 from tests.emulators.kube.cluster import timestamp
 from tests.emulators.kube.fixtures import KubeHandle
-from tests.emulators.prometheus.fixtures import PrometheusFactory
 from tests.emulators.prometheus.server import PrometheusServer
 from tests.envelope import items
 from tests.integration.cli import CliRun, run_cli
-from tests.integration.sweep.test_pods import POLICY, WORKLOADS, pod_annotations, seed
+from tests.integration.sweep import test_pods
+from tests.integration.sweep.test_pods import POLICY, pod_annotations
 
 pytestmark = pytest.mark.integration
 
 CAPPED_POLICY = POLICY.replace("    action: delete\n", "    action: delete\n    maxSnooze: 20m\n")
 
 
-@pytest.fixture
-def world(kube: KubeHandle, prometheus_factory: PrometheusFactory) -> tuple[KubeHandle, PrometheusServer]:
-    now = datetime.now(UTC).replace(microsecond=0)
-    server = prometheus_factory(WORKLOADS, now, window=timedelta(hours=3))
-    seed(kube, now)
-    return kube, server
+world = test_pods.world  # the same seeded cluster and DCGM series as test_pods.py
 
 
 def sweep(
