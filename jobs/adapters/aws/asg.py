@@ -5,7 +5,16 @@ policy's nodeSelector picks them."""
 
 from __future__ import annotations
 
-from jobs.adapters.aws.autoscaling import READS, TAG_WRITES, Asg, AutoScaling, check_sizes, discovery, launched
+from jobs.adapters.aws.autoscaling import (
+    READS,
+    TAG_WRITES,
+    Asg,
+    AutoScaling,
+    check_sizes,
+    discovery,
+    launched,
+    no_power_state,
+)
 from jobs.adapters.aws.session import AwsClients, call
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
@@ -48,11 +57,7 @@ class AsgNodeGroups:
     def apply(self, group: NodeGroup, step: Step) -> None:
         target = _target(group)
         if isinstance(step, SetPower):
-            raise Invalid(
-                f"{group.name}: power state is not a concept of Auto Scaling groups",
-                operation="SetPower",
-                code="Unsupported",
-            )
+            raise no_power_state(group.name, "Auto Scaling groups")
         if isinstance(step, SetSize):
             self._resize(target, step)
             return

@@ -154,6 +154,11 @@ class AutoScaling:
         )
 
 
+def no_power_state(group: str, what: str) -> Invalid:
+    """The refusal of a power-state step (AKS ``strategy: stop``) on a kind that has none."""
+    return Invalid(f"{group}: power state is not a concept of {what}", operation="SetPower", code="Unsupported")
+
+
 def launched(asg: Mapping[str, Any]) -> int:
     """An ASG's instances that exist or are booting (not those terminating)."""
     return sum(1 for i in asg.get("Instances") or [] if str(i.get("LifecycleState", "")).startswith(_LAUNCHED_STATES))

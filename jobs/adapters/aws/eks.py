@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobs.adapters.aws.autoscaling import READS, TAG_WRITES, Asg, AutoScaling, check_sizes, launched
+from jobs.adapters.aws.autoscaling import READS, TAG_WRITES, Asg, AutoScaling, check_sizes, launched, no_power_state
 from jobs.adapters.aws.session import AwsClients, call, paged
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.polling import poll_until
@@ -115,11 +115,7 @@ class EksNodeGroups:
     def apply(self, group: NodeGroup, step: Step) -> None:
         target = _target(group)
         if isinstance(step, SetPower):
-            raise Invalid(
-                f"{group.name}: power state is not a concept of EKS node groups",
-                operation="SetPower",
-                code="Unsupported",
-            )
+            raise no_power_state(group.name, "EKS node groups")
         if isinstance(step, SetSize):
             self._resize_eks(target, step)
             return
