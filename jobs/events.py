@@ -34,9 +34,9 @@ class Events(Protocol):
 class OnceEvents(Events, Protocol):
     """Events that announce something once: a later run that says the same thing again adds nothing."""
 
-    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> None:
+    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> bool:
         """Record ``message`` on ``ref`` as the Event ``name`` (in ``ref``'s namespace), unless an Event of that name
-        is already there. Never raises."""
+        is already there. Never raises: False when the Event could not be written (the person is not told yet)."""
         ...
 
 
@@ -46,5 +46,5 @@ class NoEvents:
     def emit(self, ref: ObjectRef, reason: str, message: str, type: EventType = "Normal") -> None:
         return None
 
-    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> None:
-        return None
+    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> bool:
+        return True

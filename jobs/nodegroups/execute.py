@@ -41,6 +41,10 @@ _LOCKS_GUARD = threading.Lock()
 UNKNOWN_OUTCOME_RESENDS = 2
 
 
+#: A shutdown warning whose Event could not be written: the person is not told yet, so it is not reported as done.
+NOT_WARNED = "not warned yet: its Event could not be written (event.failed in the log); the next run tries again"
+
+
 @dataclass(frozen=True)
 class GroupResult:
     group: str
@@ -161,11 +165,13 @@ class Executor:
 
     def warn(self, warning: PodWarning) -> GroupResult:
         """The Warning Event on the pod, named for the pod and the shutdown: a run that finds it there adds none.
-        An Event is a courtesy: it never fails the group (``emit_once`` does not raise)."""
+        A warning never fails the group: one that could not be written is skipped, and the next run (which finds no
+        Event of that name) tries again."""
         self.fence("warn")
         pod = warning.pod
         ref = ObjectRef("Pod", pod.name, pod.namespace, pod.uid)
-        self.ports.events.emit_once(ref, warning.event, SHUTDOWN_WARNING, warning.message, "Warning")
+        if not self.ports.events.emit_once(ref, warning.event, SHUTDOWN_WARNING, warning.message, "Warning"):
+            return GroupResult(warning.group, "skipped", NOT_WARNED, warning=warning)
         self.log.info("nodegroup.warned", node_group=warning.group, pod=pod.key, at=warning.at.isoformat())
         return GroupResult(warning.group, "applied", warning.message, warning=warning)
 

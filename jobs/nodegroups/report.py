@@ -17,7 +17,7 @@ from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import Policy
 from jobs.core.providers import PROVIDERS, ProviderKind
 from jobs.envelope import ItemResult, ScopeResult
-from jobs.nodegroups.execute import GroupResult, Status, describe_step_change
+from jobs.nodegroups.execute import NOT_WARNED, GroupResult, Status, describe_step_change
 from jobs.nodegroups.job import Envelope
 from jobs.nodegroups.observe import selected_groups
 from jobs.nodegroups.settings import NodeGroupsSettings
@@ -168,7 +168,8 @@ def rows(report: NodeGroupsReport) -> list[str]:
         lines.append("  warned before shutdown (a Warning Event on each pod):")
         for w, status in report.warnings:
             when = w.at.strftime("%a %H:%M %Z")
-            lines.append(f"    {w.pod} on {w.pod.node}  {status:<8} {w.group} goes down at {when}")
+            note = f" ({NOT_WARNED})" if status == "skipped" else ""
+            lines.append(f"    {w.pod} on {w.pod.node}  {status:<8} {w.group} goes down at {when}{note}")
     if report.unmanaged:
         lines.append("  GPU node groups in the clouds with no schedule in the policy:")
         lines += [f"    {u.cloud} {'/'.join(u.locator.values())} ({u.instance_type})" for u in report.unmanaged]
@@ -289,7 +290,7 @@ def items(report: NodeGroupsReport) -> list[ItemResult]:
 
 
 def _warning(w: PodWarning, status: Status, where: str | None) -> ItemResult:
-    """A shutdown warning: a write (an Event), never a change of the group (no limit; an Event never fails)."""
+    """A shutdown warning: a write (an Event), never a change of the group (no limit; one not written is skipped)."""
     detail = {
         "cluster": where,
         "nodeGroup": w.group,
@@ -299,4 +300,5 @@ def _warning(w: PodWarning, status: Status, where: str | None) -> ItemResult:
         "shutdownAt": w.at.isoformat(),
         "event": w.event,
     }
-    return ItemResult("warning", str(w.pod), status, w.message, write=True, detail=detail)
+    reason = NOT_WARNED if status == "skipped" else w.message
+    return ItemResult("warning", str(w.pod), status, reason, write=True, detail=detail)

@@ -42,7 +42,7 @@ class KubeEvents:
                 "event.failed", kind=ref.kind, namespace=ref.namespace, name=ref.name, reason=reason, error=str(exc)
             )
 
-    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> None:
+    def emit_once(self, ref: ObjectRef, name: str, reason: str, message: str, type: EventType = "Warning") -> bool:
         try:
             self._create(ref, reason, message, type, name)
         except errors.Conflict:  # AlreadyExists: announced by an earlier run, and once is the point
@@ -51,6 +51,8 @@ class KubeEvents:
             self.log.warning(
                 "event.failed", kind=ref.kind, namespace=ref.namespace, name=ref.name, reason=reason, error=str(exc)
             )
+            return False
+        return True
 
     def _create(self, ref: ObjectRef, reason: str, message: str, type: EventType, name: str | None = None) -> None:
         # ``involvedObject.uid`` is what ``kubectl describe`` selects Events by: without it an Event is listed by

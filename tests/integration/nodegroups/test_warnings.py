@@ -129,3 +129,27 @@ def test_kubectl_describe_pod_shows_the_warning(fleet: Fleet, warned: Policy) ->
     print(events)  # what a person sees (pytest -s)
     assert "Warning  ShutdownWarning" in events
     assert "Node group train goes down at Tue 2026-12-01 20:00 CET" in " ".join(events.split())
+
+
+def test_a_warning_whose_event_cannot_be_written_is_not_reported_done_and_the_next_run_gives_it(
+    fleet: Fleet, warned: Policy
+) -> None:
+    """A 5xx on the Event: the person is not told, so the warning is skipped (not applied) and says why; it fails
+    no group and the run exits 0; the next run, finding no Event of that name, writes it."""
+    fleet.kube.inject("create events", "server_error", times=2)  # both pods' Events (an Event is not retried)
+
+    first = fleet.run(BEFORE_END, policy=warned)
+
+    assert sorted((w.pod.name, status) for w, status in first.warnings) == [("nb-0", "skipped"), ("train-0", "skipped")]
+    assert warnings(fleet) == []
+    skipped = [i for i in document(first)["items"] if i["kind"] == "warning" and i["status"] == "skipped"]
+    assert len(skipped) == 2
+    assert all(i["reason"].startswith("not warned yet: its Event could not be written") for i in skipped)
+    assert "not warned yet" in text(first)
+    assert (document(first)["exitCode"], tally(first).failed) == (0, 0)
+    missed = {i["pod"] for i in skipped}
+
+    second = fleet.run(BEFORE_END.replace(minute=50), policy=warned)
+
+    assert {w.pod.name for w, status in second.warnings if status == "applied"} == missed
+    assert sorted(e["involvedObject"]["name"] for e in warnings(fleet)) == ["nb-0", "train-0"]
