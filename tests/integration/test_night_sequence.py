@@ -43,7 +43,10 @@ def world() -> Iterator[World]:
 def night_run(world: World, name: str, at: datetime) -> Phase:
     phase = run_gpu_jobs(world, name, "nodegroups", "--at", at.isoformat(), "--output", "json", per_cluster=True)
     phase.at = at
-    assert phase.code == 0, (name, phase.stdout[-3000:], phase.stderr[-3000:])
+    # On a failure: the failed items and the error log lines, not the tail of a long JSON line.
+    failed = [(i["scope"], i["name"], i["reason"]) for i in phase.report["items"] if i["status"] == "failed"]
+    errors = [line for line in phase.stderr.splitlines() if '"level": "error"' in line]
+    assert phase.code == 0, (name, failed, errors[-5:])
     assert phase.seconds < LIMIT_S, (name, phase.seconds)
     return phase
 
