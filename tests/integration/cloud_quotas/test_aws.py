@@ -261,6 +261,9 @@ def test_a_lost_answer_on_the_write_never_makes_two_requests(job: Job, aws: AwsE
 def test_reads_are_retried_through_throttling_and_timeouts(job: Job, aws: AwsEmulator) -> None:
     aws.inject("GetServiceQuota", "throttle")
     aws.inject("DescribeNodegroup", "timeout")
+    # One fault each, then answers: room for the backoff and a slow emulator on a loaded machine (the world's 3 s
+    # retry deadline is for the tests whose faults never end).
+    job.env({"GPU_JOBS_RETRY_DEADLINE": "30"})
     ran = job.run()
     assert (ran.code, requests(aws)) == (0, [(768.0, "PENDING")])
 
