@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar, get_args
 
 from jobs.outcome import ExitCode, Outcome
-from jobs.report_text import headline, nothing_done, refused, run_refused
+from jobs.report_text import fit_text, headline, nothing_done, refused, run_refused
 from jobs.runner import ScopeReport, State, Tally
 from jobs.scopes import Scope
 
@@ -179,13 +179,14 @@ def scope_text(result: ScopeResult, *, refusal_said: bool = False) -> str:
     if stop := nothing_done(locked, error):
         lines.append(stop)
         if not result.rows:  # never "nothing to do" beneath a failure
-            return "\n".join(lines) + "\n"
+            return "\n".join(fit_text(line) for line in lines) + "\n"
     if result.state == "refused" and result.reason and not refusal_said:
         lines.append(refused(result.reason))
     if result.nothing and result.state != "locked" and not failed(result):
         lines.append(f"  {result.nothing}")
+    lines = [fit_text(line) for line in lines]  # the frame's lines; a job's rows fit their own columns
     lines += result.rows
-    lines += [f"  warning: {w}" for w in result.warnings]
+    lines += [fit_text(f"  warning: {w}") for w in result.warnings]
     return "\n".join(lines) + "\n"
 
 
@@ -199,7 +200,7 @@ def to_text(results: Sequence[ScopeResult], nothing: str) -> str:
         return "".join(scope_text(r) for r in results)
     first = results[0]
     kinds = {r.scope.kind for r in results}
-    head = run_refused(first.job, first.at, first.dry_run, reasons.pop(), kinds.pop() if len(kinds) == 1 else "scope")
+    head = fit_text(run_refused(first.job, first.at, first.dry_run, reasons.pop(), kinds.pop() if len(kinds) == 1 else "scope"))
     return head + "".join(scope_text(r, refusal_said=True) for r in results)
 
 

@@ -5,7 +5,47 @@ one refusal above every scope's plan."""
 from __future__ import annotations
 
 import re
+import textwrap
 from datetime import datetime
+
+
+#: The text report's widest line: it reads in a terminal, in pod logs and in a pull request; a longer line (a full
+#: resource path, a long reason) wraps under its columns.
+LINE_WIDTH = 120
+
+
+def fitted(line: str, indent: int) -> list[str]:
+    """``line`` within :data:`LINE_WIDTH`, the rest wrapped under column ``indent`` (where the reason starts), or
+    under a small indent where the columns before it are too wide to leave room."""
+    if len(line) <= LINE_WIDTH:
+        return [line]
+    head, rest = line[:indent], line[indent:]
+    under = indent if indent <= LINE_WIDTH - 40 else 6
+    wrapped = textwrap.wrap(rest, LINE_WIDTH - under, break_long_words=True, break_on_hyphens=False) or [""]
+    if under == indent:
+        return [head + wrapped[0], *(" " * under + more for more in wrapped[1:])]
+    return [*([head.rstrip()] if head.strip() else []), *(" " * under + more for more in wrapped)]
+
+
+def fit(line: str) -> list[str]:
+    """A line of prose (a headline, a refusal, a note) within :data:`LINE_WIDTH`, its rest indented two more than
+    the line itself."""
+    indent = len(line) - len(line.lstrip(" "))
+    if len(line) <= LINE_WIDTH:
+        return [line]
+    return textwrap.wrap(
+        line.strip(),
+        LINE_WIDTH,
+        initial_indent=" " * indent,
+        subsequent_indent=" " * (indent + 2),
+        break_long_words=True,
+        break_on_hyphens=False,
+    )
+
+
+def fit_text(text: str) -> str:
+    """Every line of ``text`` within :data:`LINE_WIDTH` (lines already within it are left exactly as they are)."""
+    return "\n".join(part for line in text.split("\n") for part in (fit(line) if line else [line]))
 
 
 def headline(job: str, kind: str, scope: str | None, at: datetime, dry_run: bool) -> str:
@@ -25,13 +65,13 @@ def nothing_done(lock_holder: str | None, error: str | None = None) -> str | Non
 
 
 def refused(reason: str) -> str:
-    return f"  REFUSED: {reason}. Nothing changed. The plan was:"
+    return f"  REFUSED: {reason}.\n  Nothing changed. The plan was:"
 
 
 def run_refused(job: str, at: datetime, dry_run: bool, reason: str, kind: str) -> str:
     """The run's own block when the limit refused the plan of every scope at once: said once, above each scope's
     plan (``kind``: cluster, account)."""
-    return f"{headline(job, kind, None, at, dry_run)}\n  REFUSED: {reason}. Nothing changed. Each {kind}'s plan was:\n"
+    return f"{headline(job, kind, None, at, dry_run)}\n  REFUSED: {reason}.\n  Nothing changed. Each {kind}'s plan was:\n"
 
 
 def sentence(text: str) -> str:

@@ -3,11 +3,10 @@ per reported instance) and one item per pod, unallocated GPU and instance for th
 
 from __future__ import annotations
 
-import textwrap
-
 from jobs.core.idle_pods import stamp
 from jobs.core.untagged import GpuInstance
 from jobs.envelope import ItemResult, ItemStatus, ScopeResult
+from jobs.report_text import fitted
 from jobs.sweep.instances import InstanceReport
 from jobs.sweep.instances import Row as InstanceRow
 from jobs.sweep.pods import PodsReport
@@ -16,23 +15,8 @@ from jobs.sweep.pods import Row as PodRow
 #: Pods and instances reported but left alone on purpose: skipped; any other one with nothing to do: unchanged.
 LEFT_ALONE = ("unknown", "young", "exempt", "snoozed", "member", "protected")
 
-#: The text report's widest line: a long line (a full resource path, a long reason) wraps under its columns.
-LINE_WIDTH = 120
 #: Members of one group shown by name before "and N more".
 MEMBERS_SHOWN = 3
-
-
-def fitted(line: str, indent: int) -> list[str]:
-    """``line`` within :data:`LINE_WIDTH`, the rest wrapped under column ``indent`` (where the reason starts), or
-    under a small indent where the columns before it are too wide to leave room."""
-    if len(line) <= LINE_WIDTH:
-        return [line]
-    head, rest = line[:indent], line[indent:]
-    under = indent if indent <= LINE_WIDTH - 40 else 6
-    wrapped = textwrap.wrap(rest, LINE_WIDTH - under, break_long_words=True, break_on_hyphens=False) or [""]
-    if under == indent:
-        return [head + wrapped[0], *(" " * under + more for more in wrapped[1:])]
-    return [*([head.rstrip()] if head.strip() else []), *(" " * under + more for more in wrapped)]
 
 
 # --- the pods part -----------------------------------------------------------------------------------------------
@@ -156,7 +140,7 @@ def short_name(instance: GpuInstance) -> str:
 
 
 def instance_rows(report: InstanceReport) -> list[str]:
-    """One line per reported instance (wrapped past :data:`LINE_WIDTH`), then one block per group whose members are
+    """One line per reported instance (wrapped past ``report_text.LINE_WIDTH``), then one block per group whose members are
     reported (a scale set's 29 VMs are one fact: left alone, the group would replace them)."""
     if not report.rows:
         return [] if report.state in ("locked", "failed") else ["  no untagged GPU instances"]

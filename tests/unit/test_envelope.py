@@ -60,14 +60,14 @@ def test_a_scope_that_failed_with_no_failed_item_is_one_failed_item() -> None:
         ("applied", None, None),
         ("locked", "other-run", "  another run holds the lease (other-run): nothing done"),
         ("failed", "cluster ml-prod cannot be read", "  FAILED: cluster ml-prod cannot be read. Nothing changed."),
-        ("refused", "over the limit", "  REFUSED: over the limit. Nothing changed. The plan was:"),
+        ("refused", "over the limit", "  REFUSED: over the limit.\n  Nothing changed. The plan was:"),
     ],
 )
 def test_one_renderer_frames_every_scope_the_same_way(state: State, reason: str | None, first: str | None) -> None:
     """The headline, then what stopped the scope (if anything), then the job's rows."""
     lines = scope_text(result(state, reason=reason)).splitlines()
     assert lines[0] == "gpu-jobs quotas in cluster ml-prod at 2026-12-02T15:00:00+00:00"
-    assert lines[1:] == [*([first] if first else []), *(f"  {i.name} {i.status}" for i in ITEMS)]
+    assert lines[1:] == [*(first.split("\n") if first else []), *(f"  {i.name} {i.status}" for i in ITEMS)]
 
 
 def test_a_stopped_scope_with_no_rows_says_only_why() -> None:
@@ -135,7 +135,8 @@ def test_a_run_refused_across_scopes_says_so_once_above_each_scopes_plan() -> No
     lines = to_text([changing, *quiet, held], "").splitlines()
     assert lines == [
         "gpu-jobs quotas at 2026-12-02T15:00:00+00:00",
-        f"  REFUSED: {why}. Nothing changed. Each cluster's plan was:",
+        f"  REFUSED: {why}.",
+        "  Nothing changed. Each cluster's plan was:",
         "gpu-jobs quotas in cluster ml-prod at 2026-12-02T15:00:00+00:00",
         "  a/gpu-quota refused",
         "gpu-jobs quotas in cluster b at 2026-12-02T15:00:00+00:00",
@@ -146,7 +147,7 @@ def test_a_run_refused_across_scopes_says_so_once_above_each_scopes_plan() -> No
         "  another run holds the lease (other-run): nothing done",
     ]
     # One scope refused on its own keeps the refusal in its block.
-    assert scope_text(changing).splitlines()[1] == f"  REFUSED: {why}. Nothing changed. The plan was:"
+    assert scope_text(changing).splitlines()[1:3] == [f"  REFUSED: {why}.", "  Nothing changed. The plan was:"]
     assert to_text([changing], "") == scope_text(changing)
 
 
@@ -160,3 +161,21 @@ def test_the_runs_failures_and_notes_name_each_failed_item_and_what_else_stopped
     assert failures(run) == ("b/gpu-quota: 500 from the API", "research: cluster research cannot be read")
     assert notes(run) == ("cluster d left to the run holding its lease (other-run)",)
     assert notes([result("refused", (), why)]) == (f"refused: {why}; nothing changed",)
+
+
+def test_no_line_of_the_text_report_is_wider_than_120_characters() -> None:
+    """The REFUSED line (the limit's reason with its hint) and a headline holding an Azure subscription id were the
+    two lines left wider than a terminal, a pod log viewer or a PR comment reads comfortably."""
+    azure = account("azure", "subscriptions/00000000-1111-2222-3333-444444444444/providers/Microsoft.Compute/eastus")
+    reason = (
+        "the plan changes 60 node groups across the fleet, more than the limit of 50 per run"
+        " (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended)"
+    )
+    refused_items = (ItemResult("node group", "train", "refused", reason, write=True),)
+    one = ScopeResult("cloud-quotas", azure, AT, True, "refused", reason, refused_items, ("  train refused",))
+    two = replace(one, scope=cluster("ml-prod"))
+    for text in (to_text([one], "none"), to_text([one, two], "none")):
+        assert max(len(line) for line in text.splitlines()) <= 120, text
+        assert "REFUSED: the plan changes 60 node groups" in text
+        assert "GPU_JOBS_MAX_CHANGES" in text  # wrapped, never cut
+    assert to_text([result()], "none").splitlines()[0] == "gpu-jobs quotas in cluster ml-prod at 2026-12-02T15:00:00+00:00"

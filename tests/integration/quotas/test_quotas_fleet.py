@@ -81,10 +81,11 @@ def test_a_refused_central_dry_run_says_the_refusal_once_then_each_clusters_plan
     lines = run.stdout.splitlines()
     refusal = "the plan changes 2 namespace quotas across 3 clusters, more than the limit of 1 per run"
     # Said once, for the run, above every cluster's plan: not under each cluster.
-    assert lines[:2] == [
+    assert lines[:4] == [
         f"gpu-jobs quotas at {AT} (dry run: nothing changed)",
-        f"  REFUSED: {refusal} (raise --max-changes / GPU_JOBS_MAX_CHANGES if this is intended). Nothing changed."
-        " Each cluster's plan was:",
+        f"  REFUSED: {refusal} (raise --max-changes",  # within 120 characters, wrapped at a word
+        "    / GPU_JOBS_MAX_CHANGES if this is intended).",
+        "  Nothing changed. Each cluster's plan was:",
     ]
     assert sum("REFUSED" in line for line in lines) == 1
     headlines = [i for i, line in enumerate(lines) if line.startswith("gpu-jobs quotas in cluster")]
