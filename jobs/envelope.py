@@ -200,7 +200,8 @@ def to_text(results: Sequence[ScopeResult], nothing: str) -> str:
         return "".join(scope_text(r) for r in results)
     first = results[0]
     kinds = {r.scope.kind for r in results}
-    head = fit_text(run_refused(first.job, first.at, first.dry_run, reasons.pop(), kinds.pop() if len(kinds) == 1 else "scope"))
+    kind = kinds.pop() if len(kinds) == 1 else "scope"
+    head = fit_text(run_refused(first.job, first.at, first.dry_run, reasons.pop(), kind))
     return head + "".join(scope_text(r, refusal_said=True) for r in results)
 
 

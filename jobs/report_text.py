@@ -8,7 +8,6 @@ import re
 import textwrap
 from datetime import datetime
 
-
 #: The text report's widest line: it reads in a terminal, in pod logs and in a pull request; a longer line (a full
 #: resource path, a long reason) wraps under its columns.
 LINE_WIDTH = 120
@@ -71,7 +70,8 @@ def refused(reason: str) -> str:
 def run_refused(job: str, at: datetime, dry_run: bool, reason: str, kind: str) -> str:
     """The run's own block when the limit refused the plan of every scope at once: said once, above each scope's
     plan (``kind``: cluster, account)."""
-    return f"{headline(job, kind, None, at, dry_run)}\n  REFUSED: {reason}.\n  Nothing changed. Each {kind}'s plan was:\n"
+    said = f"  REFUSED: {reason}.\n  Nothing changed. Each {kind}'s plan was:"
+    return f"{headline(job, kind, None, at, dry_run)}\n{said}\n"
 
 
 def sentence(text: str) -> str:

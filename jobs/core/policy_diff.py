@@ -25,9 +25,9 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from jobs.core.cloud_quotas import GroupSize, Shape, demand_of
+from jobs.core.cloud_quotas import Demand, GroupSize, Shape, demand_of
 from jobs.core.policy import NamespaceQuotas, NodeGroup, Policy, QuotaOffHours, QuotaRule
-from jobs.core.policy_cloud_quotas import CloudQuota, NodeGroupsTarget
+from jobs.core.policy_cloud_quotas import CloudQuota, InstancesTarget, NodeGroupsTarget
 from jobs.core.quotas import NamespaceInfo, compile_quotas, same_hard
 from jobs.core.resolved import schedule_fields, view_of
 
@@ -178,7 +178,8 @@ class Section:
 
 @dataclass(frozen=True)
 class DerivedTarget:
-    """A cloud quota's target that follows node groups (``target: {nodeGroups}``): each at its working maximum."""
+    """A cloud quota's target given in nodes, not in the quota's unit: node groups each at its working maximum
+    (``target: {nodeGroups}``), or a number of instances of one shape (``target: {instances, instanceType}``)."""
 
     nodes: tuple[tuple[str, int | None], ...]  # (group, up.max; None: no up, its live max size counts)
     value: int | None = None  # in the quota's unit, once the groups' shapes were read from the cloud
@@ -186,6 +187,7 @@ class DerivedTarget:
     demand: str | None = None  # how it was counted: "training-a100: 12 x p4d.24xlarge x 96 vCPU = 1152"
     error: str | None = None  # why it could not be converted
     max: int | None = None  # the entry's max: the job never asks for more
+    instances: tuple[str, int] | None = None  # (shape, count) of an instances target; ``nodes`` is then empty
 
     @property
     def capped(self) -> bool:
@@ -344,6 +346,9 @@ def quota_target_changes(
 
 
 def _derived(policy: Policy, entry: CloudQuota | None, conversion: Conversion | None) -> DerivedTarget | None:
+    if entry is not None and isinstance(entry.target, InstancesTarget):
+        counted = DerivedTarget((), max=entry.max, instances=(entry.target.shape, entry.target.instances))
+        return counted if conversion is None else _converted(counted, demand_of(entry, {}, conversion[1]))
     if entry is None or not isinstance(entry.target, NodeGroupsTarget):
         return None
     sizes = {g.name: g.up.max for g in policy.node_groups if g.up is not None}
@@ -358,7 +363,10 @@ def _derived(policy: Policy, entry: CloudQuota | None, conversion: Conversion | 
         for n, up_max in nodes
         if (found := live.get(n)) is not None
     }
-    demand = demand_of(entry, at_max, shapes)
+    return _converted(derived, demand_of(entry, at_max, shapes))
+
+
+def _converted(derived: DerivedTarget, demand: Demand) -> DerivedTarget:
     if demand.error is not None:
         return replace(derived, error=demand.error)
     units = {p.shape.unit for p in demand.parts}

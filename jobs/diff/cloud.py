@@ -40,7 +40,9 @@ def read_conversions(
         try:
             reader = cloud(entry.cloud)
             live = {n: reader.group(groups[n]) if n in groups else f"node group {n}: not in the policy" for n in names}
-            shapes = reader.shapes(entry, sorted({g.shape for g in live.values() if isinstance(g, GroupSize)}))
+            counted = {side.instances[0] for side in (change.before, change.after) if side and side.instances}
+            wanted = {g.shape for g in live.values() if isinstance(g, GroupSize)} | counted
+            shapes = reader.shapes(entry, sorted(wanted))
         except errors.CloudError as exc:
             failed += 1
             log.error("diff.cloud_quota_unreadable", quota=entry.name, error=str(exc))

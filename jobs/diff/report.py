@@ -110,21 +110,27 @@ def target_text(side: DerivedTarget | None) -> str:
     if side.value is not None:
         cap = f" (capped at max {side.max:,})" if side.capped else ""
         return f"{side.value:,} {side.unit or ''}".rstrip() + cap
+    if side.instances is not None:
+        return f"{side.instances[1]} x {side.instances[0]}"
     return ", ".join(f"{n} up.max {m}" if m is not None else f"{n} live max size" for n, m in side.nodes)
 
 
 def _nodes(side: DerivedTarget | None) -> int | None:
     if side is None:
         return 0
+    if side.instances is not None:
+        return side.instances[1]
     return None if any(m is None for _, m in side.nodes) else sum(m or 0 for _, m in side.nodes)
 
 
 def target_delta(change: QuotaTargetChange) -> str:
     delta = change.delta
     if delta is None:
-        # Not converted: the change in nodes at up.max, where every group gives one.
+        # Not converted: the change in nodes at up.max (where every group gives one), or in instances of one shape.
         was, now = _nodes(change.before), _nodes(change.after)
-        return "n/a" if was is None or now is None else f"{signed(now - was)} nodes"
+        shapes = {s.instances[0] if s.instances else None for s in (change.before, change.after) if s is not None}
+        noun = "instances" if None not in shapes and len(shapes) == 1 else "nodes"
+        return "n/a" if was is None or now is None else f"{signed(now - was)} {noun}"
     unit = next((s.unit for s in (change.after, change.before) if s is not None and s.unit), "")
     return f"{signed(delta)} {unit}".rstrip()
 
@@ -136,11 +142,15 @@ def target_how(change: QuotaTargetChange, read: bool) -> str:
         return f"not converted: {side.error}"
     if side.demand is not None:
         return side.demand
-    return "in nodes (--cloud-quotas converts)" if not read else ""
+    counted = "instances" if side.instances is not None else "nodes"
+    return f"in {counted} (--cloud-quotas converts)" if not read else ""
 
 
 def targets_note(read: bool) -> str:
-    counted = "A target of `{nodeGroups}` counts each group at up.max (its live max size without up)"
+    counted = (
+        "A target of `{nodeGroups}` counts each group at up.max (its live max size without up), one of"
+        " `{instances, instanceType}` that many of the shape"
+    )
     if read:
         return f"{counted}, in the quota's unit from the shapes the cloud reports."
     return (
@@ -211,7 +221,7 @@ def _fields_markdown(title: str, changes: Sequence[FieldChange], heading: str) -
 
 def _targets_markdown(diff: PolicyDiff, heading: str) -> list[str]:
     out = [
-        f"{heading} Cloud quota targets that follow node groups (`cloudQuotas`)",
+        f"{heading} Cloud quota targets given in nodes or instances (`cloudQuotas`)",
         "",
         "| quota | account | before | after | change | counted |",
         "|---|---|---:|---:|---:|---|",
@@ -304,7 +314,7 @@ def schedule_text(diff: PolicyDiff) -> list[str]:
 def changes_text(diff: PolicyDiff) -> list[str]:
     out = schedule_text(diff)
     if diff.quota_targets:
-        out += ["", "cloud quota targets that follow node groups:"]
+        out += ["", "cloud quota targets given in nodes or instances:"]
         rows = [["quota", "account", "before", "after", "change", "counted"]]
         rows += [
             [
@@ -426,6 +436,7 @@ def _target_doc(side: DerivedTarget | None) -> dict[str, Any] | None:
         return None
     return {
         "nodeGroupsUpMax": dict(side.nodes),  # null: the group's live max size counts
+        "instances": {"shape": side.instances[0], "count": side.instances[1]} if side.instances else None,
         "value": side.value,
         "unit": side.unit,
         "demand": side.demand,

@@ -140,8 +140,8 @@ def short_name(instance: GpuInstance) -> str:
 
 
 def instance_rows(report: InstanceReport) -> list[str]:
-    """One line per reported instance (wrapped past ``report_text.LINE_WIDTH``), then one block per group whose members are
-    reported (a scale set's 29 VMs are one fact: left alone, the group would replace them)."""
+    """One line per reported instance (wrapped past ``report_text.LINE_WIDTH``), then one block per group whose
+    members are reported (a scale set's 29 VMs are one fact: left alone, the group would replace them)."""
     if not report.rows:
         return [] if report.state in ("locked", "failed") else ["  no untagged GPU instances"]
     members: dict[str, list[InstanceRow]] = {}

@@ -178,4 +178,6 @@ def test_no_line_of_the_text_report_is_wider_than_120_characters() -> None:
         assert max(len(line) for line in text.splitlines()) <= 120, text
         assert "REFUSED: the plan changes 60 node groups" in text
         assert "GPU_JOBS_MAX_CHANGES" in text  # wrapped, never cut
-    assert to_text([result()], "none").splitlines()[0] == "gpu-jobs quotas in cluster ml-prod at 2026-12-02T15:00:00+00:00"
+    assert (
+        to_text([result()], "none").splitlines()[0] == "gpu-jobs quotas in cluster ml-prod at 2026-12-02T15:00:00+00:00"
+    )

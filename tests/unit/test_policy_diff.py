@@ -447,3 +447,29 @@ def test_the_cloud_read_converts_both_sides_and_an_unreadable_entry_says_why() -
     assert report.target_how(change, True) == (
         "not converted: node group training-a100: cannot be read: eks: connection reset"
     )
+
+
+# g-ondemand-eu-west-1 asks for enough for instances of one shape: 4 x g6.xlarge (4 vCPU each).
+MORE_G6 = ("target: {instances: 4, instanceType: g6.xlarge}", "target: {instances: 6, instanceType: g6.xlarge}")
+G6 = Shape("g6.xlarge", 4, "vCPU", family="G")
+
+
+def test_an_instances_target_shows_in_instances_and_in_its_unit_once_the_shape_is_read() -> None:
+    after = example(MORE_G6)
+    (change,) = diff_policies(BASE, after, ref()).quota_targets
+    assert (change.name, change.where) == ("g-ondemand-eu-west-1", "aws eu-west-1")
+    text = report.to_text(diff_policies(BASE, after, ref()))
+    assert "4 x g6.xlarge  6 x g6.xlarge  +2 instances  in instances (--cloud-quotas converts)" in text
+    read: dict[str, Conversion] = {"g-ondemand-eu-west-1": ({}, {"g6.xlarge": G6})}
+    (converted,) = quota_target_changes(BASE, after, read=read)
+    assert (converted.delta, report.target_text(converted.before), report.target_text(converted.after)) == (
+        8,
+        "16 vCPU",
+        "24 vCPU",
+    )
+    assert report.target_how(converted, True) == "instances: 6 x g6.xlarge x 4 vCPU = 24"
+    fake = FakeShapes()
+    cloud.read_conversions(BASE, after, (change,), lambda _: fake, RecordingLog())
+    assert fake.asked == [("g-ondemand-eu-west-1", ("g6.xlarge",))]  # the shape the target names is read
+    doc = report.to_doc(diff_policies(BASE, after, ref()))["cloudQuotaTargets"][0]
+    assert doc["after"]["instances"] == {"shape": "g6.xlarge", "count": 6}

@@ -45,7 +45,11 @@ def test_answering_a_warning_without_a_pull_request(kube: KubeHandle, tmp_path: 
     assert pod.annotations[KEEP_ALIVE_ANNOTATION] == "true"
     asleep, unparseable = snooze(pod, datetime(2026, 12, 2, tzinfo=UTC), timedelta(days=7))
     assert asleep is not None
-    assert (asleep.until, asleep.capped, unparseable) == (datetime(2026, 12, 4, 17, tzinfo=UTC), None, None)  # the job reads it as typed
+    assert (asleep.until, asleep.capped, unparseable) == (
+        datetime(2026, 12, 4, 17, tzinfo=UTC),
+        None,
+        None,
+    )  # the job reads it as typed
     assert pod.annotations[KEEP_ALIVE_UNTIL_ANNOTATION] == "2026-12-04T18:00:00+01:00"
 
 
@@ -56,7 +60,11 @@ def test_restoring_a_deployment_the_sweep_scaled_to_zero(kube: KubeHandle, tmp_p
     assert pods.scale_owner(pods.gpu_pods()[0]) == "Deployment ml/llm from 2"
     assert kube.get("Deployment", "llm", "ml", "apps/v1")["spec"]["replicas"] == 0  # type: ignore[index]
 
-    done = bash(kube, shell_block("docs/sweep.md", "**Restoring a Deployment (or StatefulSet) the sweep scaled to zero**"), tmp_path)
+    done = bash(
+        kube,
+        shell_block("docs/sweep.md", "**Restoring a Deployment (or StatefulSet) the sweep scaled to zero**"),
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["deployment.apps/llm scaled", "deployment.apps/llm annotated"]
     deployment = kube.get("Deployment", "llm", "ml", "apps/v1")
