@@ -26,20 +26,28 @@ def fitted(line: str, indent: int) -> list[str]:
     return [*([head.rstrip()] if head.strip() else []), *(" " * under + more for more in wrapped)]
 
 
+#: A command a person copies from a reason (``kubectl -n gpu-jobs create configmap ...``), up to the end of its
+#: clause: a wrapped line keeps it whole.
+_COMMAND = re.compile(r"kubectl [^;()]*?(?=[.;)]?(?:\s|$)(?:[A-Z(]|$))")
+_KEEP = "\x00"  # stands for a space inside a command while the line is wrapped
+
+
 def fit(line: str) -> list[str]:
     """A line of prose (a headline, a refusal, a note) within :data:`LINE_WIDTH`, its rest indented two more than
-    the line itself."""
+    the line itself; a command in it is never split (it may then pass the width: a command must stay copyable)."""
     indent = len(line) - len(line.lstrip(" "))
     if len(line) <= LINE_WIDTH:
         return [line]
-    return textwrap.wrap(
-        line.strip(),
+    kept = _COMMAND.sub(lambda m: m.group(0).replace(" ", _KEEP), line.strip())
+    wrapped = textwrap.wrap(
+        kept,
         LINE_WIDTH,
         initial_indent=" " * indent,
         subsequent_indent=" " * (indent + 2),
-        break_long_words=True,
+        break_long_words=False,
         break_on_hyphens=False,
     )
+    return [part.replace(_KEEP, " ") for part in wrapped]
 
 
 def fit_text(text: str) -> str:

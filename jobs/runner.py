@@ -102,18 +102,31 @@ def identity_refusal(scope: Scope, seen: Witnessed) -> str | None:
     )
 
 
+class ScopePorts(Protocol):
+    """What the runner needs of a job's ports: the scope's Lease, and for a cluster scope the ``witness`` made from
+    the same API client the job reads and writes through (an account scope has no cluster to prove: None)."""
+
+    @property
+    def lock(self) -> RunLock: ...
+
+    @property
+    def witness(self) -> Witness | None: ...
+
+
 class ScopeWork(ABC, Generic[O, P, I, R]):
-    """One job's work on one scope, through that scope's own ports. ``plan`` is pure. A cluster scope's work sets
-    ``witness`` from the same API client it reads and writes through (the command skeleton refuses one without)."""
+    """One job's work on one scope, through that scope's own ports. ``plan`` is pure. A cluster scope's ports carry
+    its ``witness`` (the command skeleton refuses a cluster scope without one)."""
+
+    ports: ScopePorts
 
     @property
     def witness(self) -> Witness | None:
-        return None
+        return self.ports.witness
 
     @property
-    @abstractmethod
     def lock(self) -> RunLock:
         """The scope's Lease."""
+        return self.ports.lock
 
     @abstractmethod
     def observe(self, first: O | None) -> O:

@@ -50,6 +50,7 @@ class Ports:
     store: RequestStore
     lock: RunLock
     events: Events
+    witness: None = None  # an account scope: no cluster to prove (jobs.runner)
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,6 @@ class CloudQuotasWork(ScopeWork[Observation, CloudQuotasPlan, QuotaPlan, Request
     backoff: Backoff
     ports: Ports
     log: Any
-
-    @property
-    def lock(self) -> RunLock:
-        return self.ports.lock
 
     def observe(self, first: Observation | None) -> Observation:
         remembered = self.backoff.call(self.ports.store.load)

@@ -17,11 +17,10 @@ from typing import Any
 
 from jobs.core.nodegroup_plan import GroupAction, GroupSkip, NodeGroupPlan, PodWarning, plan_nodegroups
 from jobs.core.policy import Policy
-from jobs.lease import RunLock
 from jobs.nodegroups.execute import Executor, GroupResult
 from jobs.nodegroups.observe import Observation, observe
 from jobs.nodegroups.settings import NodeGroupsSettings, Ports
-from jobs.runner import ScopeReport, ScopeWork, Witness
+from jobs.runner import ScopeReport, ScopeWork
 
 Item = GroupAction | GroupSkip | PodWarning
 
@@ -61,14 +60,6 @@ class NodeGroupsWork(ScopeWork[Observation, NodeGroupsPlan, Item, GroupResult]):
     log: Any
     sleep: Callable[[float], None] = time.sleep
     _locks: dict[tuple[str, ...], threading.Lock] = field(default_factory=dict)
-
-    @property
-    def lock(self) -> RunLock:
-        return self.ports.lock
-
-    @property
-    def witness(self) -> Witness | None:
-        return self.ports.witness
 
     def observe(self, first: Observation | None) -> Observation:
         if first is None:

@@ -132,14 +132,6 @@ class QuotasWork(ScopeWork[Observation, QuotasPlan, Namespace, tuple[EntryResult
     ports: Ports
     log: Any
 
-    @property
-    def lock(self) -> RunLock:
-        return self.ports.lock
-
-    @property
-    def witness(self) -> Witness | None:
-        return self.ports.witness
-
     def observe(self, first: Observation | None) -> Observation:
         store, call = self.ports.store, self.settings.backoff.call
         # Under the Lease only the quotas are read again (what another run writes): the namespaces of seconds ago

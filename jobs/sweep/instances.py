@@ -38,6 +38,7 @@ def extra_scopes(section: UntaggedInstances) -> tuple[Scope, ...]:
 class Ports:
     cloud: Instances
     lock: RunLock
+    witness: None = None  # an account scope: no cluster to prove (jobs.runner)
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,6 @@ class SweepInstancesWork(ScopeWork[Observation, SweepInstancesPlan, InstancePlan
     backoff: Backoff
     ports: Ports
     log: Any
-
-    @property
-    def lock(self) -> RunLock:
-        return self.ports.lock
 
     def observe(self, first: Observation | None) -> Observation:
         account = str(self.scope.account)

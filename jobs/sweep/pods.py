@@ -104,14 +104,6 @@ class SweepPodsWork(ScopeWork[Observation, SweepPodsPlan, Verdict, PodResult]):
     _scaling: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @property
-    def lock(self) -> RunLock:
-        return self.ports.lock
-
-    @property
-    def witness(self) -> Witness | None:
-        return self.ports.witness
-
-    @property
     def queries(self) -> Queries:
         return queries(self.idle, self.leaked, self.matchers)
 

@@ -21,7 +21,7 @@ from jobs.core.limits import ChangeLimit
 from jobs.lease import RunLock
 from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import parse_policy
-from jobs.runner import STOPPED_BEFORE, Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, outcome
+from jobs.runner import STOPPED_BEFORE, Reconcile, RunSettings, ScopeReport, ScopeWork, Tally, Witness, outcome
 from jobs.scopes import Scope, account_scopes
 from jobs.stopping import STOP
 from tests.emulators.kube.fixtures import KubeHandle
@@ -103,6 +103,10 @@ class FloorJob(ScopeWork[tuple[tuple[str, int], ...], Plan, str, str]):
     @property
     def lock(self) -> RunLock:
         return self.lease
+
+    @property
+    def witness(self) -> Witness | None:
+        return None  # no ports: the fake answers the runner itself
 
     def observe(self, first: tuple[tuple[str, int], ...] | None) -> tuple[tuple[str, int], ...]:
         self.state.load()  # the records' versions, for the writes below

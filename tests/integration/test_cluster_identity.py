@@ -55,9 +55,12 @@ def test_a_cluster_without_identity_is_refused_until_the_documented_command_crea
 
     assert refused.code == 1
     assert refused.summary["failed"] == 1
-    assert "cluster ml-prod: refused before reading anything" in refused.stdout
-    assert "has no cluster identity (ConfigMap gpu-jobs/gpu-jobs-cluster, key cluster)" in refused.stdout
-    assert "kubectl -n gpu-jobs create configmap gpu-jobs-cluster --from-literal=cluster=ml-prod" in refused.stdout
+    said = " ".join(refused.stdout.split())  # the reason's prose wraps within 120 characters
+    assert "cluster ml-prod: refused before reading anything" in said
+    assert "has no cluster identity (ConfigMap gpu-jobs/gpu-jobs-cluster, key cluster)" in said
+    # The command to copy stays on one line of its own.
+    assert "    kubectl -n gpu-jobs create configmap gpu-jobs-cluster --from-literal=cluster=ml-prod." in refused.stdout
+    assert max(len(line) for line in refused.stdout.splitlines()) <= 120
     assert kube.log.operations() == ["get configmaps"]  # nothing that decides was read
 
     command = migration_command()

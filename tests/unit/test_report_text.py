@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.report_text import sentence
+from jobs.report_text import fit, sentence
 
 
 @pytest.mark.parametrize(
@@ -20,3 +20,19 @@ from jobs.report_text import sentence
 )
 def test_a_fragment_becomes_a_sentence(fragment: str, said: str | None) -> None:
     assert sentence(fragment) == (said if said is not None else fragment + ".")
+
+
+def test_a_wrapped_line_never_splits_the_command_a_person_copies() -> None:
+    line = (
+        "  FAILED: cluster ml-prod: refused before reading anything: the API at https://10.0.0.9 has no cluster"
+        " identity, so nothing proves it is ml-prod; if it is ml-prod's, create it: kubectl -n gpu-jobs create"
+        " configmap gpu-jobs-cluster --from-literal=cluster=ml-prod. Nothing changed."
+    )
+    lines = fit(line)
+    assert " ".join(" ".join(lines).split()) == " ".join(line.split())  # every word, in order
+    assert all(len(part) <= 120 for part in lines)
+    assert any(
+        "kubectl -n gpu-jobs create configmap gpu-jobs-cluster --from-literal=cluster=ml-prod." in p for p in lines
+    )
+    assert all(part.startswith("    ") for part in lines[1:])  # the rest indented under the line
+    assert fit("  short") == ["  short"]

@@ -73,6 +73,10 @@ class FakeScope(ScopeWork[tuple[str, ...], Plan, str, str]):
     def lock(self) -> RunLock:
         return self.lease
 
+    @property
+    def witness(self) -> Witness | None:
+        return None  # no ports: the fake answers the runner itself
+
     def observe(self, first: tuple[str, ...] | None) -> tuple[str, ...]:
         self.journal.add(f"observe {self.name}")
         if self.unreadable:
