@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.timespec import ECHO_LIMIT, quoted
-from jobs.core.wake import NodeShape, WakeRecord
+from jobs.core.wake import KeepUp, NodeShape, WakeRecord
 
 Phase = Literal["stopping", "down", "up"]
 
@@ -133,6 +133,7 @@ class Record:
     shape: NodeShape | None = None
     displaced: tuple[str, ...] = ()
     woke: tuple[str, ...] = ()
+    kept_up: tuple[KeepUp, ...] = ()  # each gpu-jobs/keep-up-until seen at this shutdown, with when (its cap's start)
 
     def to_json(self) -> dict[str, Any]:
         blocked: dict[str, Any] = {"drainBlocked": self.drain_blocked.to_json()} if self.drain_blocked else {}
@@ -144,6 +145,8 @@ class Record:
             blocked["displaced"] = list(self.displaced)
         if self.woke:
             blocked["woke"] = list(self.woke)
+        if self.kept_up:
+            blocked["keptUp"] = [k.to_json() for k in self.kept_up]
         return blocked | {
             "schemaVersion": RECORD_SCHEMA,
             "describes": self.describes.to_json() if self.describes else None,
@@ -177,6 +180,7 @@ class Record:
                 shape=NodeShape.from_json(data["nodeShape"]) if data.get("nodeShape") else None,
                 displaced=tuple(str(u) for u in data.get("displaced") or ()),
                 woke=tuple(str(u) for u in data.get("woke") or ()),
+                kept_up=tuple(KeepUp.from_json(k) for k in data.get("keptUp") or ()),
             )
         except RecordError:
             raise

@@ -28,10 +28,13 @@ from jobs.core.nodegroups import Moves, Step, moves, steps_between
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
 from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, GroupSettings, ResolvedGroup, view_of
-from jobs.core.timespec import format_duration
+from jobs.core.timespec import ECHO_LIMIT, format_duration, quoted
 from jobs.core.wake import (
+    KEEP_UP_UNTIL_ANNOTATION,
+    KEPT_UP,
     NOT_WOKEN,
     READY_MINUTES,
+    KeepUp,
     NodeShape,
     PendingPod,
     WakeRecord,
@@ -39,6 +42,7 @@ from jobs.core.wake import (
     fits,
     nodes_needed,
     notice_event,
+    rfc3339,
     wake_config,
     waking_text,
 )
@@ -74,6 +78,7 @@ class GpuPod:
     evictable: bool
     uid: str = ""  # tells a pod from its replacement of the same name (a StatefulSet's)
     owner: str = ""  # its controller's uid: a replacement it creates for this pod must not wake the group
+    keep_up_until: str | None = None  # its gpu-jobs/keep-up-until, as written
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -114,10 +119,11 @@ class ObservedGroup:
 
 @dataclass(frozen=True)
 class PodNotice:
-    """An Event telling a Pending GPU pod why it woke no group (once per pod: ``event`` is named by its uid)."""
+    """An Event telling a Pending GPU pod why it woke no group, or a running one that it keeps its group up (once per
+    pod: ``event`` is named by its uid)."""
 
-    group: str  # the group it would have woken ("" when it fits none)
-    pod: PendingPod
+    group: str  # the group it would have woken ("" when it fits none), or that it keeps up
+    pod: PendingPod | GpuPod
     message: str
     event: str
     reason: str = NOT_WOKEN
@@ -133,6 +139,13 @@ class PodWarning:
     at: datetime  # in the group's timezone
     message: str
     event: str
+
+
+def keep_up_event(pod: GpuPod, entry: KeepUp) -> str:
+    """The one Event telling ``pod`` its keep-up-until holds the group (per uid and value asked)."""
+    digest = hashlib.sha256(f"{pod.uid}/{entry.asked}".encode()).hexdigest()[:16]
+    suffix = f".keepup-{digest}"
+    return pod.name[: 253 - len(suffix)] + suffix
 
 
 def warning_event(pod: GpuPod, at: datetime) -> str:
@@ -176,6 +189,7 @@ class GroupSkip:
     save_record: Record | None = None  # e.g. the instant a shutdown was first postponed
     failed: bool = False  # not a choice but a failure: counts as a failed item (exit 1)
     event: str | None = None  # the reason of a Warning Event the skip is worth on the group's record
+    kept: tuple[PodNotice, ...] = ()  # pods whose keep-up-until holds the group up, told once (with save_record)
 
 
 @dataclass(frozen=True)
@@ -456,6 +470,9 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
     unseen = _unseen(og, current)
     if unseen is not None:
         return GroupSkip(rg.name, f"not shut down: {unseen}", warning=True, failed=True)
+    held, notes = _kept_up(og, current, settings.max_delay, now.astimezone(rg.schedule.tz))
+    if isinstance(held, GroupSkip):
+        return held
     keep_alive = [p for p in og.pods if not p.evictable]
     if keep_alive:
         names = ", ".join(map(str, keep_alive))
@@ -490,7 +507,7 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
         rg.name,
         rg.kind,
         "down",
-        reason,
+        reason + notes,
         current,
         m.down,
         m.down_steps,
@@ -503,6 +520,49 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
         prior=record,
         shape=og.shape,
     )
+
+
+def _kept_up(og: ObservedGroup, current: GroupConfig, cap: timedelta, now: datetime) -> tuple[GroupSkip | None, str]:
+    """A skip when a running pod's ``gpu-jobs/keep-up-until`` holds the group up now (capped at maxDelay from when
+    it was first seen, saved in the record with the pod's Event the first time), and a note on values that are
+    ignored (malformed). ``now`` is in the group's timezone."""
+    record, notes, holds = og.record, [], []
+    seen = {(k.pod, k.asked): k for k in record.kept_up} if record is not None else {}
+    for pod in og.pods:
+        text = pod.keep_up_until
+        if text is None:
+            continue
+        asked = rfc3339(text)
+        if asked is None:
+            notes.append(f"{pod}: {KEEP_UP_UNTIL_ANNOTATION}={quoted(text, ECHO_LIMIT)} is not an RFC 3339 time")
+            continue
+        entry = seen.get((pod.key, text)) or KeepUp(pod.key, text, now)
+        until = min(asked, entry.seen + cap).astimezone(now.tzinfo)  # in the group's timezone
+        if now < until:
+            holds.append((pod, entry, until, until < asked))
+    note = f"; ignored: {'; '.join(notes)}" if notes else ""
+    if not holds:
+        return None, note
+    pod, entry, until, capped = max(holds, key=lambda h: h[2])
+    fresh = tuple(e for _, e, _, _ in holds if (e.pod, e.asked) not in seen)
+    why = f" (capped by maxDelay {format_duration(cap)}; asked {entry.asked})" if capped else ""
+    reason = f"kept up until {until.isoformat()} by {pod} ({KEEP_UP_UNTIL_ANNOTATION}){why}{note}"
+    save = None
+    if fresh:
+        base = record if record is not None else Record(current, "up", now)
+        # The wait for running pods starts with it: kept up and then postponed, a group stays up maxDelay at most.
+        save = replace(base, kept_up=(*base.kept_up, *fresh), busy_since=base.busy_since or now)
+    told = tuple(
+        PodNotice(og.group.name, p, _kept_text(og.group.name, u, c, cap, e.asked), keep_up_event(p, e), KEPT_UP)
+        for p, e, u, c in holds
+        if e in fresh
+    )
+    return GroupSkip(og.group.name, reason, save_record=save, kept=told), ""
+
+
+def _kept_text(group: str, until: datetime, capped: bool, cap: timedelta, asked: str) -> str:
+    why = f", capped by the group's maxDelay {format_duration(cap)}; asked {asked}" if capped else ""
+    return f"Node group {group} stays up until {until:%a %Y-%m-%d %H:%M %Z} for this pod (gpu-jobs/keep-up-until{why})"
 
 
 def _drain_blocked(og: ObservedGroup, now: datetime) -> str | None:
@@ -551,13 +611,13 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
 
 def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAction | GroupSkip | None:
     record, current = og.record, m.current
-    if record is not None and record.phase == "up" and (record.busy_since or record.drain_blocked) is not None:
+    if record is not None and record.phase == "up" and (record.busy_since or record.drain_blocked or record.kept_up):
         # A postponed or blocked shutdown never happened and working hours are back: forget when the wait began
         # and why the drain gave up, or the next evening would start with the wait used up and the drain backed off.
         return GroupSkip(
             rg.name,
             "working hours are back: the wait for running GPU pods is over",
-            save_record=replace(record, busy_since=None, drain_blocked=None),
+            save_record=replace(record, busy_since=None, drain_blocked=None, kept_up=()),
         )
     if record is None and not m.looks_down:
         return None  # up, and nothing of ours to undo

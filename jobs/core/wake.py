@@ -200,3 +200,38 @@ def waking_text(group: str, nodes: int, ready_min: int, until: datetime) -> str:
 def ends(at: datetime, duration: timedelta) -> datetime:
     """When a wake begun at ``at`` ends (kept in the instant's own timezone)."""
     return (at.astimezone(UTC) + duration).astimezone(at.tzinfo)
+
+
+#: ``gpu-jobs/keep-up-until=<RFC 3339>`` on a running GPU pod keeps its group up until then, capped by maxDelay.
+KEEP_UP_UNTIL_ANNOTATION = "gpu-jobs/keep-up-until"
+#: The Event reason on a pod whose keep-up-until holds its group up.
+KEPT_UP = "NodeGroupKeptUp"
+
+
+@dataclass(frozen=True)
+class KeepUp:
+    """A keep-up-until first seen at ``seen`` (in the group's record): its cap is ``seen + maxDelay``, saved once, so
+    a snooze re-read every run still ends; a new value is a new keep-up, capped from when it is first seen."""
+
+    pod: str  # namespace/name/uid
+    asked: str  # the annotation's value, as written
+    seen: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pod": self.pod, "asked": self.asked, "seen": self.seen.isoformat()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KeepUp:
+        seen = datetime.fromisoformat(str(data["seen"]))
+        if seen.tzinfo is None:
+            raise ValueError("keepUp.seen needs a UTC offset")
+        return cls(str(data["pod"]), str(data["asked"]), seen)
+
+
+def rfc3339(text: str) -> datetime | None:
+    """An RFC 3339 time with its offset, or None."""
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None

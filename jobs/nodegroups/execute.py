@@ -160,10 +160,13 @@ class Executor:
             except CloudError as exc:
                 self.log.error("nodegroup.record_failed", node_group=skip.group, error=str(exc))
                 return GroupResult(skip.group, "failed", f"cannot save record: {exc}")
-            if skip.save_record.busy_since is not None:
+            if skip.save_record.busy_since is not None and not skip.kept:
                 self.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
         if skip.event is not None:
             self.event(skip.group, skip.event, skip.reason, warning=True)
+        for kept in skip.kept:  # once: with the record that saves when each keep-up was first seen
+            ref = ObjectRef("Pod", kept.pod.name, kept.pod.namespace, kept.pod.uid)
+            self.ports.events.emit_once(ref, kept.event, kept.reason, kept.message, "Normal")
         return GroupResult(skip.group, "skipped", skip.reason)
 
     def warn(self, warning: PodWarning) -> GroupResult:

@@ -15,7 +15,7 @@ from jobs.adapters.kube.client import STRATEGIC_MERGE_PATCH, ApiClient, json_pag
 from jobs.adapters.kube.pods import node_shape, pending_pod
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.nodegroup_plan import SHUTDOWN_WARNING, BudgetRefused, GpuPod, NodeInfo
-from jobs.core.wake import NOT_WOKEN, WAKING, PendingPod
+from jobs.core.wake import KEEP_UP_UNTIL_ANNOTATION, NOT_WOKEN, WAKING, PendingPod
 from jobs.labels import CORDONED_BY_ANNOTATION, GPU_RESOURCE_PREFIXES, KEEP_ALIVE_ANNOTATION, SAFE_TO_EVICT_ANNOTATION
 
 RBAC = (
@@ -59,9 +59,8 @@ def gpu_pod(pod: Mapping[str, Any]) -> GpuPod | None:
     evictable = notes.get(SAFE_TO_EVICT_ANNOTATION) != "false" and KEEP_ALIVE_ANNOTATION not in notes
     controller = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
     owner = str(controller.get("uid") or "") if controller else ""
-    return GpuPod(
-        str(meta["namespace"]), str(meta["name"]), str(node), gpus, evictable, str(meta.get("uid") or ""), owner
-    )
+    uid, keep_up = str(meta.get("uid") or ""), notes.get(KEEP_UP_UNTIL_ANNOTATION)
+    return GpuPod(str(meta["namespace"]), str(meta["name"]), str(node), gpus, evictable, uid, owner, keep_up)
 
 
 class KubeCluster:
