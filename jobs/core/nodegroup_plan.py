@@ -218,13 +218,16 @@ def plan_nodegroups(
     now: datetime,
     pending: tuple[PendingPod, ...] = (),
     told: frozenset[str] = frozenset(),
+    every_group: bool = True,
 ) -> NodeGroupPlan:
-    """``pending``: the cluster's Pending GPU pods; ``told``: ``namespace/name`` of the wake Events they carry."""
+    """``pending``: the cluster's Pending GPU pods; ``told``: ``namespace/name`` of the wake Events they carry;
+    ``every_group``: ``observed`` holds every group of the cluster (not ``--only`` one), so a pod that fits none of
+    them fits no group of the policy and may be told so."""
     resolved = view_of(policy).by_name
     actions: list[GroupAction] = []
     skips: list[GroupSkip] = []
     warnings: list[PodWarning] = []
-    claims, notices = _claims(resolved, observed, pending, told, now)
+    claims, notices = _claims(resolved, observed, pending, told, now, every_group)
     for og in observed:
         rg = resolved[og.group.name]
         warnings += _warnings(rg, og, now)
@@ -253,6 +256,7 @@ def _claims(
     pending: tuple[PendingPod, ...],
     told: frozenset[str],
     now: datetime,
+    every_group: bool = True,
 ) -> tuple[dict[str, tuple[PendingPod, ...]], list[PodNotice]]:
     """Which down group each Pending GPU pod wakes (the first in the policy's order it fits and may wake), and a
     notice for each pod that fits down groups but wakes none, or fits no group at all, while some group wakes."""
@@ -281,6 +285,8 @@ def _claims(
             claims.setdefault(group, []).append(pod)
             continue
         name = notice_event(pod, "nowake")
+        if not fitting and not every_group:
+            continue  # it may fit a group this run does not look at
         if why and f"{pod.namespace}/{name}" not in told:
             notices.append(PodNotice(group, pod, why, name))
     return {g: tuple(p) for g, p in claims.items()}, notices

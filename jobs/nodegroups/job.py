@@ -78,7 +78,8 @@ class NodeGroupsWork(ScopeWork[Observation, NodeGroupsPlan, Item, GroupResult]):
         return replace(again, unmanaged=first.unmanaged, orphans=first.orphans)
 
     def plan(self, observed: Observation) -> NodeGroupsPlan:
-        plan = plan_nodegroups(self.policy, observed.groups, self.now, observed.pending, observed.told)
+        every = self.settings.only is None
+        plan = plan_nodegroups(self.policy, observed.groups, self.now, observed.pending, observed.told, every)
         return NodeGroupsPlan(observed, plan)
 
     def _executor(self, fence: Callable[[str], None] = lambda what: None) -> Executor:

@@ -239,3 +239,11 @@ def test_a_malformed_keep_up_until_is_noted_in_the_shutdown_reason() -> None:
 def test_a_wake_that_cannot_be_honoured_is_refused_at_load(group: str, says: str) -> None:
     with pytest.raises(PolicyError, match=says):
         policy(group)
+
+
+def test_a_run_of_one_group_only_never_tells_a_pod_it_fits_no_group() -> None:
+    p = policy()
+    observed = ObservedGroup(p.node_groups[0], "eks", DOWN, RECORD, (), (), cluster="ml")
+    odd = pod(node_selector={"gpu": "b200"})
+    assert plan_nodegroups(p, (observed,), NIGHT, (odd,), frozenset(), every_group=False).notices == ()
+    assert len(plan_nodegroups(p, (observed,), NIGHT, (odd,), frozenset()).notices) == 1
