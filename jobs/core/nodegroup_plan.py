@@ -452,7 +452,7 @@ def _wake(
         return GroupSkip(
             rg.name, f"not woken for {pods[0]}: it needs a node in each of its {zones} zones, above {cap}", True
         )
-    until = ends(now, group.wake.duration)
+    until = ends(now, group.wake.duration).astimezone(rg.schedule.tz)  # the Event says it in the group's time
     more = f" and {len(pods) - 1} more" if len(pods) > 1 else ""
     reason = f"wake: {pods[0]}{more} Pending out of hours (wake.onPendingPods, namespace {pods[0].namespace})"
     wake = WakeRecord(str(pods[0]), pods[0].uid, reason, now, until, nodes)
