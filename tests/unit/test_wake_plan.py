@@ -247,3 +247,18 @@ def test_a_run_of_one_group_only_never_tells_a_pod_it_fits_no_group() -> None:
     odd = pod(node_selector={"gpu": "b200"})
     assert plan_nodegroups(p, (observed,), NIGHT, (odd,), frozenset(), every_group=False).notices == ()
     assert len(plan_nodegroups(p, (observed,), NIGHT, (odd,), frozenset()).notices) == 1
+
+
+def test_validate_warns_that_autoscaler_wake_up_is_deprecated_and_names_wake() -> None:
+    from jobs.policy_file import check_policy
+    from tests.unit.policies import HEADER
+
+    text = HEADER + (
+        "defaults: {timezone: Europe/Berlin}\n"
+        "nodeGroups:\n  - name: train\n    cloud: aws\n    aws: {region: eu-west-1, cluster: ml, nodegroup: gpu}\n"
+        "    autoscalerWakeUp: true\n"
+    )
+    (warning,) = check_policy(text, "p.yaml").warnings
+    assert (warning.path, warning.warning) == ("nodeGroups[0].autoscalerWakeUp", True)
+    assert warning.message.startswith("autoscalerWakeUp is deprecated")
+    assert "use wake: {namespaces: [...], for: 2h, maxNodes: 1} on train instead" in warning.message
