@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 LINTENV := .tools/lint
 
-.PHONY: image install tools test lint typecheck imports docs unit schema calendar bench bench-fleet bench-quotas bench-sweep clean
+.PHONY: image install tools test lint typecheck imports docs unit schema calendar bench bench-fleet bench-quotas bench-sweep bench-wake clean
 
 install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
 
@@ -81,6 +81,9 @@ bench-quotas:
 
 # 10,000 GPU pods' DCGM series in the real Prometheus (make tools installs it); 60 s scrapes: ~30 s of backfill,
 # --step 30s (the production density) ~1 min.
+bench-wake:
+	$(BIN)/python bench/wake_latency.py --trials 5 --schedule-min 5
+
 bench-sweep:
 	$(BIN)/python bench/sweep.py --pods 10000 --window 2h --step 60s
 

@@ -27,7 +27,17 @@ ENVELOPE_KEYS = ("apiVersion", "job", "at", "dryRun", "exitCode", "counts", "sco
 ItemStatus = Literal["planned", "applied", "unchanged", "skipped", "failed", "refused"]
 STATUSES: tuple[str, ...] = get_args(ItemStatus)
 #: What an item is, for a tool that reads several jobs' output.
-KINDS = ("node group", "record", "namespace quota", "cloud quota", "pod", "unallocated GPU", "instance", "warning")
+KINDS = (
+    "node group",
+    "record",
+    "namespace quota",
+    "cloud quota",
+    "pod",
+    "unallocated GPU",
+    "instance",
+    "warning",
+    "wake",
+)
 STATES: tuple[str, ...] = get_args(State)
 
 T = TypeVar("T")  # a job's row: one item of its plan with what became of it

@@ -19,6 +19,7 @@ from yaml.resolver import Resolver
 
 from jobs.core.policy import KIND, Policy
 from jobs.core.policy_checks import policy_problems, quota_warnings
+from jobs.core.policy_wake import wake_problems, wake_warnings
 from jobs.core.resolved import resolve
 from jobs.core.shutdown_time import shutdown_time_warnings
 from jobs.core.timespec import quoted
@@ -321,14 +322,21 @@ def check_policy(text: str, filename: str, *, deadline_s: float = NODEGROUPS_DEA
             node, line = lines.find(loc)
             problems.append(Problem(filename, line, format_path(loc), _message(error, node)))
         raise PolicyError(sorted(problems)) from None
-    problems += [Problem(filename, lines.line(path), format_path(path), msg) for path, msg in policy_problems(policy)]
+    problems += [
+        Problem(filename, lines.line(path), format_path(path), msg)
+        for path, msg in [*policy_problems(policy), *wake_problems(policy.node_groups)]
+    ]
     if problems:
         raise PolicyError(sorted(problems))
     resolve(policy)  # once, here at load: every planner reads this view (jobs.core.resolved.view_of)
     waits = timedelta(seconds=deadline_s - reserve_for(deadline_s))
     warnings = [
         Problem(filename, lines.line(path), format_path(path), msg, warning=True)
-        for path, msg in [*quota_warnings(policy), *shutdown_time_warnings(policy, waits, f"{deadline_s:g} s")]
+        for path, msg in [
+            *quota_warnings(policy),
+            *wake_warnings(policy.node_groups),
+            *shutdown_time_warnings(policy, waits, f"{deadline_s:g} s"),
+        ]
     ]
     return Checked(policy, tuple(sorted(warnings)))
 

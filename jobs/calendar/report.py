@@ -51,6 +51,8 @@ def to_json(calendar: Calendar, diff: PolicyDiff | None = None) -> str:
                 "gpuHoursAvoidedPerWeek": g.gpu_hours_avoided_per_week,
                 "gpuHoursAvoidedNeeds": list(g.avoided_needs),  # the policy fields it lacks, when null
                 "changes": [{"at": c.at.isoformat(), "state": c.state, "reason": c.reason} for c in g.changes],
+                "wakeOnDemand": g.wake_text,
+                "wake": g.woken.to_json() if g.woken else None,
             }
             for g in calendar.groups
         ],
@@ -76,6 +78,10 @@ def to_text(calendar: Calendar, diff: PolicyDiff | None = None) -> str:
         lines.append(f"{g.group.name}  [cluster {g.cluster}: {g.group.cloud} {locator_text(g.group)}]  {g.timezone}")
         lines.append(f"  now:   {g.state.upper()} - {g.reason}")
         lines.append(f"  next:  {_when(g.next_change)}")
+        if g.woken is not None:
+            lines.append(f"  woken: by {g.woken.by} until {_when(g.woken.until)} ({g.woken.nodes} node(s), wake.for)")
+        if g.wake_text:
+            lines.append(f"  wake:  {g.wake_text}")
         lines.append(
             f"  week:  {g.up_hours_per_week:g} h up of 168 ({g.up_hours_per_week / 1.68:.0f}%);"
             f" GPU-hours avoided vs always-on: {_avoided(g)}"

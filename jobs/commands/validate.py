@@ -60,7 +60,7 @@ def _counts(policy: Policy) -> str:
     return (
         f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
         f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')},"
-        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_warned(policy)}{_sweep(policy)}"
+        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_warned(policy)}{_woken(policy)}{_sweep(policy)}"
     )
 
 
@@ -70,6 +70,16 @@ def _warned(policy: Policy) -> str:
     count = sum(1 for g in view_of(policy).groups if g.settings.warn_before)
     groups = f"{count} node group{'' if count == 1 else 's'} warn{'s' if count == 1 else ''}"
     return f"; {groups} running GPU pods {' or '.join(leads)} before shutdown" if count else ""
+
+
+def _woken(policy: Policy) -> str:
+    """Which node groups a Pending GPU pod may wake out of hours (``wake``), and for how long at most."""
+    groups = [g for g in policy.node_groups if g.wake is not None and g.wake.on_pending_pods]
+    if not groups:
+        return ""
+    longest = max((g.wake for g in groups if g.wake is not None), key=lambda w: w.duration)
+    many = len(groups) != 1
+    return f"; {len(groups)} node group{'s' if many else ''} wake{'' if many else 's'} on demand (up to {longest.for_})"
 
 
 def _sweep(policy: Policy) -> str:

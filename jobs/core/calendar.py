@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -17,6 +17,7 @@ from jobs.core.policy import NodeGroup, Policy
 from jobs.core.policy_diff import PolicyDiff, Week, diff_policies, group_hours
 from jobs.core.resolved import view_of
 from jobs.core.schedule import Segment, State
+from jobs.core.wake import WakeRecord
 
 HOURS_PER_WEEK = 168.0
 SLOTS_PER_DAY = 48  # half hours
@@ -41,6 +42,16 @@ class GroupCalendar:
     changes: tuple[Change, ...]
     up_hours_per_week: float  # the 7 days from `at`, overrides included (as the grid; calendar_week)
     grid: tuple[tuple[date, str, str | None], ...]  # (local day, 48 cells, holiday name)
+    woken: WakeRecord | None = None  # a wake in force (read from the group's record with --live)
+
+    @property
+    def wake_text(self) -> str | None:
+        """Who may wake the group out of hours, as a person reads it (None: nobody)."""
+        wake = self.group.wake
+        if wake is None or not wake.on_pending_pods:
+            return None
+        nodes = f"{wake.max_nodes} node{'' if wake.max_nodes == 1 else 's'}"
+        return f"a Pending GPU pod in {', '.join(wake.namespaces)} wakes it for {wake.for_}, at most {nodes}"
 
     @property
     def gpu_hours_avoided_per_week(self) -> float | None:
@@ -75,12 +86,27 @@ def locator_text(group: NodeGroup) -> str:
     return "/".join(str(v) for v in loc.model_dump(exclude_none=True).values())
 
 
-def build_calendar(policy: Policy, at: datetime, days: int = 7, cluster: str | None = None) -> Calendar:
-    """Every node group's calendar (``cluster``: only that cluster's groups)."""
+def build_calendar(
+    policy: Policy,
+    at: datetime,
+    days: int = 7,
+    cluster: str | None = None,
+    wakes: Mapping[str, WakeRecord] | None = None,
+) -> Calendar:
+    """Every node group's calendar (``cluster``: only that cluster's groups), with the wakes found in force."""
     if at.tzinfo is None:
         raise ValueError("at must be timezone-aware")
     groups = policy.groups_in(cluster) if cluster else policy.node_groups
-    return Calendar(at, days, tuple(_group_calendar(policy, g, at, days) for g in groups))
+    found = wakes or {}
+    return Calendar(
+        at,
+        days,
+        tuple(replace(_group_calendar(policy, g, at, days), woken=_in_force(found.get(g.name), at)) for g in groups),
+    )
+
+
+def _in_force(wake: WakeRecord | None, at: datetime) -> WakeRecord | None:
+    return wake if wake is not None and at < wake.until else None
 
 
 def _group_calendar(policy: Policy, group: NodeGroup, at: datetime, days: int) -> GroupCalendar:

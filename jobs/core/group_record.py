@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.timespec import ECHO_LIMIT, quoted
+from jobs.core.wake import KeepUp, NodeShape, WakeRecord
 
 Phase = Literal["stopping", "down", "up"]
 
@@ -125,9 +126,27 @@ class Record:
     busy_since: datetime | None = None  # when a shutdown was first postponed because GPU pods were running
     describes: GroupIdentity | None = None  # set by the store when it saves the record
     drain_blocked: DrainBlock | None = None  # the last drain gave up (phase up: nothing was changed)
+    # Wake on demand (``jobs.core.wake``): the wake in force (its config stays the pre-shutdown one), what the
+    # group's nodes looked like when it went down, and, until the morning restore, the controllers (uids) of the
+    # pods this job evicted or whose nodes it removed, and the pods (uids) that woke it.
+    wake: WakeRecord | None = None
+    shape: NodeShape | None = None
+    displaced: tuple[str, ...] = ()
+    woke: tuple[str, ...] = ()
+    kept_up: tuple[KeepUp, ...] = ()  # each gpu-jobs/keep-up-until seen at this shutdown, with when (its cap's start)
 
     def to_json(self) -> dict[str, Any]:
-        blocked = {"drainBlocked": self.drain_blocked.to_json()} if self.drain_blocked else {}
+        blocked: dict[str, Any] = {"drainBlocked": self.drain_blocked.to_json()} if self.drain_blocked else {}
+        if self.wake is not None:
+            blocked["wake"] = self.wake.to_json()
+        if self.shape is not None:
+            blocked["nodeShape"] = self.shape.to_json()
+        if self.displaced:
+            blocked["displaced"] = list(self.displaced)
+        if self.woke:
+            blocked["woke"] = list(self.woke)
+        if self.kept_up:
+            blocked["keptUp"] = [k.to_json() for k in self.kept_up]
         return blocked | {
             "schemaVersion": RECORD_SCHEMA,
             "describes": self.describes.to_json() if self.describes else None,
@@ -157,6 +176,11 @@ class Record:
                 busy_since=_instant(data, "busySince") if data.get("busySince") else None,
                 describes=GroupIdentity.from_json(describes) if describes is not None else None,
                 drain_blocked=DrainBlock.from_json(data["drainBlocked"]) if data.get("drainBlocked") else None,
+                wake=WakeRecord.from_json(data["wake"]) if data.get("wake") else None,
+                shape=NodeShape.from_json(data["nodeShape"]) if data.get("nodeShape") else None,
+                displaced=tuple(str(u) for u in data.get("displaced") or ()),
+                woke=tuple(str(u) for u in data.get("woke") or ()),
+                kept_up=tuple(KeepUp.from_json(k) for k in data.get("keptUp") or ()),
             )
         except RecordError:
             raise

@@ -18,17 +18,34 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.group_record import Record
-from jobs.core.nodegroups import Moves, Step, moves
+from jobs.core.nodegroups import Moves, Step, moves, steps_between
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
 from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, GroupSettings, ResolvedGroup, view_of
-from jobs.core.timespec import format_duration
+from jobs.core.timespec import ECHO_LIMIT, format_duration, quoted
+from jobs.core.wake import (
+    KEEP_UP_UNTIL_ANNOTATION,
+    KEPT_UP,
+    NOT_WOKEN,
+    READY_MINUTES,
+    KeepUp,
+    NodeShape,
+    PendingPod,
+    WakeRecord,
+    ends,
+    fits,
+    nodes_needed,
+    notice_event,
+    rfc3339,
+    wake_config,
+    waking_text,
+)
 from jobs.errors import Busy
 from jobs.labels import KEEP_ALIVE_ANNOTATION
 
@@ -45,6 +62,9 @@ class NodeInfo:
     labels: Mapping[str, str]
     unschedulable: bool = False
     cordoned_by_job: bool = False  # cordoned by a drain of this job (marked), so the job uncordons it
+    shape: NodeShape = field(
+        default_factory=NodeShape
+    )  # its labels, taints and GPU resources, recorded when its group goes down
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,8 @@ class GpuPod:
     gpus: int
     evictable: bool
     uid: str = ""  # tells a pod from its replacement of the same name (a StatefulSet's)
+    owner: str = ""  # its controller's uid: a replacement it creates for this pod must not wake the group
+    keep_up_until: str | None = None  # its gpu-jobs/keep-up-until, as written
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -92,6 +114,19 @@ class ObservedGroup:
     budgets: tuple[tuple[str, int | None], ...] = ()
     # The shutdown warnings its pods already carry: ``namespace/name`` of each Event (see ``warning_event``).
     warned: frozenset[str] = frozenset()
+    shape: NodeShape | None = None  # what its nodes look like now (None: no node in sight)
+
+
+@dataclass(frozen=True)
+class PodNotice:
+    """An Event telling a Pending GPU pod why it woke no group, or a running one that it keeps its group up (once per
+    pod: ``event`` is named by its uid)."""
+
+    group: str  # the group it would have woken ("" when it fits none), or that it keeps up
+    pod: PendingPod | GpuPod
+    message: str
+    event: str
+    reason: str = NOT_WOKEN
 
 
 @dataclass(frozen=True)
@@ -104,6 +139,13 @@ class PodWarning:
     at: datetime  # in the group's timezone
     message: str
     event: str
+
+
+def keep_up_event(pod: GpuPod, entry: KeepUp) -> str:
+    """The one Event telling ``pod`` its keep-up-until holds the group (per uid and value asked)."""
+    digest = hashlib.sha256(f"{pod.uid}/{entry.asked}".encode()).hexdigest()[:16]
+    suffix = f".keepup-{digest}"
+    return pod.name[: 253 - len(suffix)] + suffix
 
 
 def warning_event(pod: GpuPod, at: datetime) -> str:
@@ -134,6 +176,9 @@ class GroupAction:
     uncordon: tuple[str, ...] = ()  # nodes the job cordoned and no drain needs any more: undo after the steps
     only_uncordon: bool = False  # nothing else to do: no step, no record
     prior: Record | None = None  # the record as observed, also when a new one is taken (a drain that gives up)
+    wake: WakeRecord | None = None  # a wake: ``record`` (which holds it) is saved before the steps, and stays
+    wakers: tuple[tuple[PendingPod, str, str], ...] = ()  # each pod that woke it, its Event's name and message
+    shape: NodeShape | None = None  # what its nodes look like, for the record a shutdown takes
 
 
 @dataclass(frozen=True)
@@ -144,6 +189,7 @@ class GroupSkip:
     save_record: Record | None = None  # e.g. the instant a shutdown was first postponed
     failed: bool = False  # not a choice but a failure: counts as a failed item (exit 1)
     event: str | None = None  # the reason of a Warning Event the skip is worth on the group's record
+    kept: tuple[PodNotice, ...] = ()  # pods whose keep-up-until holds the group up, told once (with save_record)
 
 
 @dataclass(frozen=True)
@@ -151,10 +197,11 @@ class NodeGroupPlan:
     actions: tuple[GroupAction, ...]
     skips: tuple[GroupSkip, ...]
     warnings: tuple[PodWarning, ...] = ()  # Events to announce a shutdown: not changes (no limit, no exit code)
+    notices: tuple[PodNotice, ...] = ()  # Events telling a Pending GPU pod why it woke nothing
 
     @property
     def writes(self) -> bool:
-        return bool(self.actions or self.warnings) or any(s.save_record or s.event for s in self.skips)
+        return bool(self.actions or self.warnings or self.notices) or any(s.save_record or s.event for s in self.skips)
 
     @property
     def failures(self) -> tuple[GroupSkip, ...]:
@@ -165,15 +212,26 @@ class NodeGroupPlan:
 BUSY = "an update is already running on the group: next run"
 
 
-def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: datetime) -> NodeGroupPlan:
+def plan_nodegroups(
+    policy: Policy,
+    observed: tuple[ObservedGroup, ...],
+    now: datetime,
+    pending: tuple[PendingPod, ...] = (),
+    told: frozenset[str] = frozenset(),
+    every_group: bool = True,
+) -> NodeGroupPlan:
+    """``pending``: the cluster's Pending GPU pods; ``told``: ``namespace/name`` of the wake Events they carry;
+    ``every_group``: ``observed`` holds every group of the cluster (not ``--only`` one), so a pod that fits none of
+    them fits no group of the policy and may be told so."""
     resolved = view_of(policy).by_name
     actions: list[GroupAction] = []
     skips: list[GroupSkip] = []
     warnings: list[PodWarning] = []
+    claims, notices = _claims(resolved, observed, pending, told, now, every_group)
     for og in observed:
         rg = resolved[og.group.name]
         warnings += _warnings(rg, og, now)
-        outcome = _decide(rg, og, now)
+        outcome = _decide(rg, og, now, claims.get(og.group.name, ()))
         if og.config is not None and og.config.busy and _leaves_busy(outcome):
             # Someone else's update is running (a console change, an upgrade): converge on the next run rather
             # than queue behind it, and say so rather than report the group as where it should be.
@@ -189,7 +247,85 @@ def plan_nodegroups(policy: Policy, observed: tuple[ObservedGroup, ...], now: da
             actions.append(outcome)
         elif isinstance(outcome, GroupSkip):
             skips.append(outcome)
-    return NodeGroupPlan(tuple(actions), tuple(skips), tuple(warnings))
+    return NodeGroupPlan(tuple(actions), tuple(skips), tuple(warnings), tuple(notices))
+
+
+def _claims(
+    resolved: Mapping[str, ResolvedGroup],
+    observed: tuple[ObservedGroup, ...],
+    pending: tuple[PendingPod, ...],
+    told: frozenset[str],
+    now: datetime,
+    every_group: bool = True,
+) -> tuple[dict[str, tuple[PendingPod, ...]], list[PodNotice]]:
+    """Which down group each Pending GPU pod wakes (the first in the policy's order it fits and may wake), and a
+    notice for each pod that fits down groups but wakes none, or fits no group at all, while some group wakes."""
+    if not pending or not any(resolved[og.group.name].group.wake for og in observed):
+        return {}, []
+    down: list[tuple[ObservedGroup, ResolvedGroup]] = []
+    up_fits: list[ObservedGroup] = []
+    for og in observed:
+        rg = resolved[og.group.name]
+        if og.config is None or og.config.system or rg.node_selector is None:
+            continue
+        if rg.schedule.desired(now).state == "down" and not og.nodes and not _woken(og, now):
+            down.append((og, rg))
+        else:
+            up_fits.append(og)
+    claims: dict[str, list[PendingPod]] = {}
+    notices: list[PodNotice] = []
+    for pod in pending:
+        shape = {og.group.name: og.record.shape if og.record else None for og, _ in down}
+        fitting = [(og, rg) for og, rg in down if rg.node_selector and fits(pod, rg.node_selector, shape[rg.name])]
+        ups = [og for og in up_fits if fits(pod, resolved[og.group.name].node_selector or {}, og.shape)]
+        if ups:
+            continue  # a group it fits is up (or woken): the scheduler or the autoscaler places it
+        why, group = _why_not(pod, fitting, now)
+        if why is None:
+            claims.setdefault(group, []).append(pod)
+            continue
+        name = notice_event(pod, "nowake")
+        if not fitting and not every_group:
+            continue  # it may fit a group this run does not look at
+        if why and f"{pod.namespace}/{name}" not in told:
+            notices.append(PodNotice(group, pod, why, name))
+    return {g: tuple(p) for g, p in claims.items()}, notices
+
+
+def _woken(og: ObservedGroup, now: datetime) -> bool:
+    wake = og.record.wake if og.record is not None else None
+    return wake is not None and now < wake.until
+
+
+def _why_not(
+    pod: PendingPod, fitting: list[tuple[ObservedGroup, ResolvedGroup]], now: datetime
+) -> tuple[str | None, str]:
+    """(None, group) when ``pod`` wakes ``group``; else why not ("" when it says nothing: it woke it once already)."""
+    if not fitting:
+        why = "not waking any node group: no node group of the policy that is down fits this pod (its GPU resource,"
+        return why + " node selector, affinity or tolerations)", ""
+    reasons: list[str] = []
+    for og, rg in fitting:
+        wake, record = rg.group.wake, og.record
+        if wake is None or not wake.on_pending_pods:
+            at = rg.schedule.desired(now).next_change
+            back = f" it comes up at {at:%a %H:%M %Z}" if at is not None else ""
+            reasons.append(f"not waking {rg.name}: it has no wake policy;{back}")
+        elif not wake.allows(pod.namespace):
+            allowed = ", ".join(wake.namespaces)
+            reasons.append(
+                f"not waking {rg.name}: namespace {pod.namespace} may not wake it (wake.namespaces: {allowed})"
+            )
+        elif record is not None and pod.owner and pod.owner in record.displaced:
+            reasons.append(
+                f"not waking {rg.name}: this pod replaces one this job evicted (or whose node it removed) tonight,"
+                " and a replacement never wakes the group it was drained from"
+            )
+        elif record is not None and pod.uid in record.woke:
+            return "", rg.name  # it woke the group once tonight; it does not keep waking it
+        else:
+            return None, rg.name
+    return "; ".join(reasons), fitting[0][1].name
 
 
 def _warnings(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> list[PodWarning]:
@@ -201,7 +337,11 @@ def _warnings(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> list[PodWa
         return []
     desired = rg.schedule.desired(now)
     at = desired.next_change
-    if desired.state != "up" or at is None or at - now > settings.warn_before:
+    if desired.state == "down" and og.record is not None and og.record.wake is not None and _woken(og, now):
+        at = og.record.wake.until  # a woken group goes down when its wake ends: warned first, like any shutdown
+    elif desired.state != "up":
+        return []
+    if at is None or at - now > settings.warn_before:
         return []
     due = ((p, warning_event(p, at)) for p in og.pods)
     return [
@@ -242,7 +382,9 @@ def _leaves_busy(outcome: GroupAction | GroupSkip | None) -> bool:
     return outcome is None or (isinstance(outcome, GroupAction) and bool(outcome.steps))
 
 
-def _decide(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> GroupAction | GroupSkip | None:
+def _decide(
+    rg: ResolvedGroup, og: ObservedGroup, now: datetime, wakers: tuple[PendingPod, ...] = ()
+) -> GroupAction | GroupSkip | None:
     name = rg.name
     if og.record_error is not None:
         reason = f"left as it is: {og.record_error} (fix or delete it: the sizes to restore are unknown)"
@@ -266,8 +408,62 @@ def _decide(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> GroupAction 
         reason = f"left as it is: its record is not usable: {m.record_problem} (fix or delete it)"
         return GroupSkip(name, reason, warning=True, failed=True)
     if desired.state == "down":
+        if _woken(og, now):
+            return _stay_woken(rg, og, m)
+        if wakers and m.looks_down:
+            return _wake(rg, og, m, wakers, now)
         return _down(rg, og, m, desired.reason, now)
     return _up(rg, og, m, desired.reason)
+
+
+def _stay_woken(rg: ResolvedGroup, og: ObservedGroup, m: Moves) -> GroupAction | GroupSkip:
+    """A wake in force: the group stays at its woken size (a run that crashed between the record and the resize
+    sends the resize again); the normal shutdown path takes over at ``until``."""
+    assert og.record is not None
+    wake = og.record.wake
+    assert wake is not None
+    target = wake_config(rg.kind, m.current, wake.nodes)
+    steps = tuple(steps_between(rg.kind, m.current, target))
+    if steps:
+        return GroupAction(
+            rg.name, rg.kind, "up", wake.reason, m.current, target, steps, False, og.record, wake=wake, prior=og.record
+        )
+    return GroupSkip(rg.name, f"woken until {wake.until.isoformat()}: {wake.reason}")
+
+
+def _wake(
+    rg: ResolvedGroup, og: ObservedGroup, m: Moves, pods: tuple[PendingPod, ...], now: datetime
+) -> GroupAction | GroupSkip | None:
+    """Bring a down group up for its Pending pods: the nodes they need, at most ``wake.maxNodes`` and never above
+    its working ``up.max`` (or its recorded max), for ``wake.for``."""
+    group, record, current = rg.group, og.record, m.current
+    assert group.wake is not None
+    if record is None or record.phase != "down":
+        why = "no record of its working size" if record is None else f"its shutdown is not finished ({record.phase})"
+        return GroupSkip(rg.name, f"not woken for {pods[0]}: {why}; the next run looks again", warning=True)
+    if current.stopped:
+        return GroupSkip(rg.name, "not woken: a stopped pool starts at its full count (wake is for scaled pools)", True)
+    upper = group.up.max if group.up is not None else (record.config.max or record.config.desired or 0)
+    cap = min(group.wake.max_nodes, upper) if upper > 0 else group.wake.max_nodes
+    zones = max(1, current.zones)
+    nodes = min(nodes_needed(pods, group.gpus_per_node), cap)
+    nodes = -(-nodes // zones) * zones  # whole nodes per zone where the provider counts per zone
+    if nodes > cap:
+        return GroupSkip(
+            rg.name, f"not woken for {pods[0]}: it needs a node in each of its {zones} zones, above {cap}", True
+        )
+    until = ends(now, group.wake.duration).astimezone(rg.schedule.tz)  # the Event says it in the group's time
+    more = f" and {len(pods) - 1} more" if len(pods) > 1 else ""
+    reason = f"wake: {pods[0]}{more} Pending out of hours (wake.onPendingPods, namespace {pods[0].namespace})"
+    wake = WakeRecord(str(pods[0]), pods[0].uid, reason, now, until, nodes)
+    saved = replace(record, wake=wake, woke=tuple(sorted({*record.woke, *(p.uid for p in pods)})))
+    target = wake_config(rg.kind, current, nodes)
+    steps = tuple(steps_between(rg.kind, current, target))
+    ready = READY_MINUTES.get(rg.kind, 5)
+    told = tuple((p, notice_event(p, "wake"), waking_text(rg.name, nodes, ready, until)) for p in pods)
+    return GroupAction(
+        rg.name, rg.kind, "up", reason, current, target, steps, False, saved, wake=wake, wakers=told, prior=record
+    )
 
 
 def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: datetime) -> GroupAction | GroupSkip | None:
@@ -280,6 +476,9 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
     unseen = _unseen(og, current)
     if unseen is not None:
         return GroupSkip(rg.name, f"not shut down: {unseen}", warning=True, failed=True)
+    held, notes = _kept_up(og, current, settings.max_delay, now.astimezone(rg.schedule.tz))
+    if isinstance(held, GroupSkip):
+        return held
     keep_alive = [p for p in og.pods if not p.evictable]
     if keep_alive:
         names = ", ".join(map(str, keep_alive))
@@ -314,7 +513,7 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
         rg.name,
         rg.kind,
         "down",
-        reason,
+        reason + notes,
         current,
         m.down,
         m.down_steps,
@@ -325,7 +524,51 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
         doomed=doomed,
         drain_timeout=settings.drain_timeout,
         prior=record,
+        shape=og.shape,
     )
+
+
+def _kept_up(og: ObservedGroup, current: GroupConfig, cap: timedelta, now: datetime) -> tuple[GroupSkip | None, str]:
+    """A skip when a running pod's ``gpu-jobs/keep-up-until`` holds the group up now (capped at maxDelay from when
+    it was first seen, saved in the record with the pod's Event the first time), and a note on values that are
+    ignored (malformed). ``now`` is in the group's timezone."""
+    record, notes, holds = og.record, [], []
+    seen = {(k.pod, k.asked): k for k in record.kept_up} if record is not None else {}
+    for pod in og.pods:
+        text = pod.keep_up_until
+        if text is None:
+            continue
+        asked = rfc3339(text)
+        if asked is None:
+            notes.append(f"{pod}: {KEEP_UP_UNTIL_ANNOTATION}={quoted(text, ECHO_LIMIT)} is not an RFC 3339 time")
+            continue
+        entry = seen.get((pod.key, text)) or KeepUp(pod.key, text, now)
+        until = min(asked, entry.seen + cap).astimezone(now.tzinfo)  # in the group's timezone
+        if now < until:
+            holds.append((pod, entry, until, until < asked))
+    note = f"; ignored: {'; '.join(notes)}" if notes else ""
+    if not holds:
+        return None, note
+    pod, entry, until, capped = max(holds, key=lambda h: h[2])
+    fresh = tuple(e for _, e, _, _ in holds if (e.pod, e.asked) not in seen)
+    why = f" (capped by maxDelay {format_duration(cap)}; asked {entry.asked})" if capped else ""
+    reason = f"kept up until {until.isoformat()} by {pod} ({KEEP_UP_UNTIL_ANNOTATION}){why}{note}"
+    save = None
+    if fresh:
+        base = record if record is not None else Record(current, "up", now)
+        # The wait for running pods starts with it: kept up and then postponed, a group stays up maxDelay at most.
+        save = replace(base, kept_up=(*base.kept_up, *fresh), busy_since=base.busy_since or now)
+    told = tuple(
+        PodNotice(og.group.name, p, _kept_text(og.group.name, u, c, cap, e.asked), keep_up_event(p, e), KEPT_UP)
+        for p, e, u, c in holds
+        if e in fresh
+    )
+    return GroupSkip(og.group.name, reason, save_record=save, kept=told), ""
+
+
+def _kept_text(group: str, until: datetime, capped: bool, cap: timedelta, asked: str) -> str:
+    why = f", capped by the group's maxDelay {format_duration(cap)}; asked {asked}" if capped else ""
+    return f"Node group {group} stays up until {until:%a %Y-%m-%d %H:%M %Z} for this pod (gpu-jobs/keep-up-until{why})"
 
 
 def _drain_blocked(og: ObservedGroup, now: datetime) -> str | None:
@@ -374,13 +617,13 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
 
 def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAction | GroupSkip | None:
     record, current = og.record, m.current
-    if record is not None and record.phase == "up" and (record.busy_since or record.drain_blocked) is not None:
+    if record is not None and record.phase == "up" and (record.busy_since or record.drain_blocked or record.kept_up):
         # A postponed or blocked shutdown never happened and working hours are back: forget when the wait began
         # and why the drain gave up, or the next evening would start with the wait used up and the drain backed off.
         return GroupSkip(
             rg.name,
             "working hours are back: the wait for running GPU pods is over",
-            save_record=replace(record, busy_since=None, drain_blocked=None),
+            save_record=replace(record, busy_since=None, drain_blocked=None, kept_up=()),
         )
     if record is None and not m.looks_down:
         return None  # up, and nothing of ours to undo

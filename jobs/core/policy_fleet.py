@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, StrictBool, StrictInt, model_validat
 
 from jobs.core.policy_fields import KubeContext, Model, Name, check_matchers, check_url
 from jobs.core.policy_schedule import Schedule
+from jobs.core.policy_wake import Wake
 from jobs.core.providers import CLOUDS, PROVIDERS, rules_for
 
 
@@ -140,6 +141,7 @@ class NodeGroup(Schedule):
     node_selector: dict[str, str] | None = Field(
         default=None, description="labels of the group's nodes, where the provider sets none (plain ASGs)"
     )
+    wake: Wake | None = Field(default=None, description="out of hours, a Pending GPU pod may bring the group up")
 
     @model_validator(mode="after")
     def _locator_matches_cloud(self) -> NodeGroup:

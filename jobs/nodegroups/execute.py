@@ -21,12 +21,14 @@ from jobs.core.nodegroup_plan import (
     GpuPod,
     GroupAction,
     GroupSkip,
+    PodNotice,
     PodWarning,
 )
 from jobs.core.nodegroups import Step, step_applied
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import CLUSTER_SERIAL_KINDS, ProviderKind
 from jobs.core.resolved import view_of
+from jobs.core.wake import WAKING
 from jobs.errors import Busy, CloudError, DeadlineReached, NotDelivered, OutcomeUnknown, Stopped, Unavailable
 from jobs.events import ObjectRef
 from jobs.nodegroups.observe import cluster_key
@@ -52,6 +54,7 @@ class GroupResult:
     message: str
     action: GroupAction | None = None
     warning: PodWarning | None = None  # a shutdown warning on a pod, not the group's own result
+    notice: PodNotice | None = None  # a Pending pod told why it woke nothing, not the group's own result
 
 
 def describe_step_change(action: GroupAction) -> str:
@@ -157,10 +160,13 @@ class Executor:
             except CloudError as exc:
                 self.log.error("nodegroup.record_failed", node_group=skip.group, error=str(exc))
                 return GroupResult(skip.group, "failed", f"cannot save record: {exc}")
-            if skip.save_record.busy_since is not None:
+            if skip.save_record.busy_since is not None and not skip.kept:
                 self.event(skip.group, "ShutdownPostponed", skip.reason)  # the first postponement only
         if skip.event is not None:
             self.event(skip.group, skip.event, skip.reason, warning=True)
+        for kept in skip.kept:  # once: with the record that saves when each keep-up was first seen
+            ref = ObjectRef("Pod", kept.pod.name, kept.pod.namespace, kept.pod.uid)
+            self.ports.events.emit_once(ref, kept.event, kept.reason, kept.message, "Normal")
         return GroupResult(skip.group, "skipped", skip.reason)
 
     def warn(self, warning: PodWarning) -> GroupResult:
@@ -174,6 +180,16 @@ class Executor:
             return GroupResult(warning.group, "skipped", NOT_WARNED, warning=warning)
         self.log.info("nodegroup.warned", node_group=warning.group, pod=pod.key, at=warning.at.isoformat())
         return GroupResult(warning.group, "applied", warning.message, warning=warning)
+
+    def notice(self, notice: PodNotice) -> GroupResult:
+        """The Event on a Pending pod saying why it woke no group, named per pod: once, like a warning."""
+        self.fence("notice")
+        pod = notice.pod
+        ref = ObjectRef("Pod", pod.name, pod.namespace, pod.uid)
+        if not self.ports.events.emit_once(ref, notice.event, notice.reason, notice.message, "Warning"):
+            return GroupResult(notice.group, "skipped", NOT_WARNED, notice=notice)
+        self.log.info("nodegroup.not_woken", node_group=notice.group, pod=str(pod), why=notice.message)
+        return GroupResult(notice.group, "applied", notice.message, notice=notice)
 
     def _settled(self, group: NodeGroup, cloud: NodeGroupCloud) -> GroupConfig:
         """The group's live configuration once no update is running on it (the lost write may still be)."""
@@ -225,13 +241,22 @@ class Executor:
             # When the wait for running pods began stays known: a shutdown the next run has to finish (this one was
             # stopped mid-drain) must not start its maxDelay over.
             busy_since = action.prior.busy_since if action.prior is not None else None
-            record = Record(replace(live, busy=False, shortfall=None, missing=0), "stopping", self.now, busy_since)
+            config = replace(live, busy=False, shortfall=None, missing=0)
+            record = Record(config, "stopping", self.now, busy_since, shape=action.shape, displaced=_displaced(action))
             # Durable before anything changes: a crash from here on still knows the size to restore.
             self.save_record(group.name, record)
             self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
             self.event(
                 group.name, "ConfigurationRecorded", f"Recorded the size before shutdown: {record.config.describe()}"
             )
+        elif record is not None and action.wake is not None:
+            # The wake first, durably: a crash from here on keeps it (and the pre-shutdown size stays the record's).
+            self.save_record(group.name, record)
+            self.log.info("nodegroup.wake_recorded", node_group=group.name, wake=action.wake.to_json())
+        elif record is not None and action.direction == "down" and set(_displaced(action)) - set(record.displaced):
+            # A shutdown that evicts again (after a wake): its pods' controllers are remembered before any eviction.
+            record = replace(record, displaced=_displaced(action, record), shape=record.shape or action.shape)
+            self.save_record(group.name, record)
         if action.evict:
             try:
                 self._drain(action)
@@ -257,16 +282,14 @@ class Executor:
                 after=action.after.to_json(),
                 reason=action.reason,
             )
-            self.event(
-                group.name,
-                "NodeGroupScaled" if action.direction == "down" else "NodeGroupRestored",
-                f"{step.done()}: {action.reason}",
-            )
+            kind = "NodeGroupScaled" if action.direction == "down" else "NodeGroupRestored"
+            self.event(group.name, "NodeGroupWoken" if action.wake else kind, f"{step.done()}: {action.reason}")
+        for waker, name, message in action.wakers:  # told once the resize is asked for, not before
+            ref = ObjectRef("Pod", waker.name, waker.namespace, waker.uid)
+            self.ports.events.emit_once(ref, name, WAKING, message, "Normal")
         # Not known yet: the record stays as it is, and the next run confirms (unknown is never done).
         confirmed = action.direction == "down" or not action.steps or self._delivered(group, cloud)
-        final = Record(
-            record.config if record else action.after, action.direction, record.recorded_at if record else self.now
-        )
+        final = _final(action, record, self.now)
         if confirmed and final != record:
             self.save_record(group.name, final)
         self._uncordon(action.group, action.uncordon)
@@ -373,6 +396,30 @@ class Executor:
             if still:
                 self.sleep(deadline.pause(self.settings.drain_poll_s))
             pending = still
+
+
+def _displaced(action: GroupAction, record: Record | None = None) -> tuple[str, ...]:
+    """The controllers (uids) of the pods this shutdown evicts or takes down with its nodes, with those the record
+    already holds: a replacement they create this off-hours period never wakes the group."""
+    owners = {p.owner for p in (*action.evict, *action.doomed) if p.owner}
+    earlier = record.displaced if record is not None else (action.prior.displaced if action.prior else ())
+    if action.prior is not None and action.prior.phase == "up" and record is None:
+        earlier = ()  # a new shutdown: what happened last night is no reason tonight
+    return tuple(sorted(owners | set(earlier)))
+
+
+def _final(action: GroupAction, record: Record | None, now: datetime) -> Record:
+    """The record once the action is done: a wake keeps its record as saved; a shutdown keeps the pre-shutdown size,
+    the shape, and the night's displaced controllers and wakers (the wake is over); a restore starts a new day."""
+    if record is None:
+        return Record(action.after, action.direction, now)
+    if action.wake is not None:
+        return record
+    if action.direction == "down":
+        return Record(
+            record.config, "down", record.recorded_at, shape=record.shape, displaced=record.displaced, woke=record.woke
+        )
+    return Record(record.config, "up", record.recorded_at)
 
 
 class DrainGaveUp(Busy):

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from jobs.core.nodegroup_plan import GroupAction, GroupSkip, NodeGroupPlan, PodWarning, plan_nodegroups
+from jobs.core.nodegroup_plan import GroupAction, GroupSkip, NodeGroupPlan, PodNotice, PodWarning, plan_nodegroups
 from jobs.core.policy import Policy
 from jobs.nodegroups.execute import Executor, GroupResult
 from jobs.nodegroups.observe import Observation, observe
 from jobs.nodegroups.settings import NodeGroupsSettings, Ports
 from jobs.runner import ScopeReport, ScopeWork
 
-Item = GroupAction | GroupSkip | PodWarning
+Item = GroupAction | GroupSkip | PodWarning | PodNotice
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class NodeGroupsPlan:
         plan with no items has nothing to write and never takes the Lease. Each shutdown warning not given yet is
         an item too (an Event), never a change: ``changes`` does not count it."""
         skips = (s for s in self.plan.skips if s.save_record is not None or s.event)
-        return (*self.plan.actions, *skips, *self.plan.warnings)
+        return (*self.plan.actions, *skips, *self.plan.warnings, *self.plan.notices)
 
     @property
     def changes(self) -> int:
@@ -69,7 +69,9 @@ class NodeGroupsWork(ScopeWork[Observation, NodeGroupsPlan, Item, GroupResult]):
         return replace(again, unmanaged=first.unmanaged, orphans=first.orphans)
 
     def plan(self, observed: Observation) -> NodeGroupsPlan:
-        return NodeGroupsPlan(observed, plan_nodegroups(self.policy, observed.groups, self.now))
+        every = self.settings.only is None
+        plan = plan_nodegroups(self.policy, observed.groups, self.now, observed.pending, observed.told, every)
+        return NodeGroupsPlan(observed, plan)
 
     def _executor(self, fence: Callable[[str], None] = lambda what: None) -> Executor:
         return Executor(self.policy, self.ports, self.settings, self.now, self.log, self.sleep, fence, self._locks)
@@ -80,6 +82,8 @@ class NodeGroupsWork(ScopeWork[Observation, NodeGroupsPlan, Item, GroupResult]):
             return executor.apply(item)
         if isinstance(item, PodWarning):
             return executor.warn(item)
+        if isinstance(item, PodNotice):
+            return executor.notice(item)
         return executor.skip(item)
 
     def failed(self, item: Item, message: str, error: BaseException | None = None) -> GroupResult:
@@ -87,7 +91,9 @@ class NodeGroupsWork(ScopeWork[Observation, NodeGroupsPlan, Item, GroupResult]):
             return self._executor().failed(item, error, message)
         self.log.error("nodegroup.failed", node_group=item.group, error=message)  # not done: a stop, a deadline
         warning = item if isinstance(item, PodWarning) else None
-        return GroupResult(item.group, "failed", message, item if isinstance(item, GroupAction) else None, warning)
+        notice = item if isinstance(item, PodNotice) else None
+        action = item if isinstance(item, GroupAction) else None
+        return GroupResult(item.group, "failed", message, action, warning, notice=notice)
 
 
 Envelope = ScopeReport[NodeGroupsPlan, GroupResult]

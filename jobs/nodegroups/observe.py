@@ -9,11 +9,12 @@ from functools import partial
 from typing import Any
 
 from jobs.core.group_record import GroupIdentity, Record, RecordError
-from jobs.core.nodegroup_plan import GpuPod, ObservedGroup
+from jobs.core.nodegroup_plan import GpuPod, NodeInfo, ObservedGroup
 from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.resolved import view_of
+from jobs.core.wake import NodeShape, PendingPod
 from jobs.errors import CloudError
 from jobs.nodegroups.ports import Cluster
 from jobs.nodegroups.settings import NodeGroupsSettings, Ports
@@ -25,6 +26,8 @@ class Observation:
     groups: tuple[ObservedGroup, ...]
     unmanaged: tuple[CloudGroup, ...]
     orphans: tuple[OrphanRecord, ...] = ()
+    pending: tuple[PendingPod, ...] = ()  # Pending GPU pods with no node (read only where a group has wake)
+    told: frozenset[str] = frozenset()  # the wake Events those pods already carry
 
 
 def identities(policy: Policy, cluster: str | None) -> dict[str, GroupIdentity]:
@@ -48,8 +51,11 @@ def observe(
     records = settings.backoff.call(ports.records.load)
     nodes = settings.backoff.call(ports.cluster.nodes)
     pods_by_node: dict[str, list[GpuPod]] = {}
-    for pod in settings.backoff.call(ports.cluster.gpu_pods):
+    placed, pending = settings.backoff.call(ports.cluster.gpu_and_pending_pods)
+    for pod in placed:
         pods_by_node.setdefault(pod.node, []).append(pod)
+    if not any(g.wake is not None and g.wake.on_pending_pods for g in groups):
+        pending = []
     cluster = settings.cluster or ""
     cordoned_by_job = {n.name for n in nodes if n.cordoned_by_job}
 
@@ -82,13 +88,38 @@ def observe(
         cordoned = tuple(name for name in mine if name in cordoned_by_job)
         budgets = _budgets(ports.cluster, record, settings.backoff)
         observed = ObservedGroup(group, kind, config, record, pods, mine, cluster=cluster, cordoned=cordoned)
-        return replace(observed, budgets=budgets)
+        return replace(observed, budgets=budgets, shape=_shape([n for n in nodes if n.name in mine]))
 
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
         observed = _with_warnings(policy, ports, settings, tuple(pool.map(one, groups)), log)
         unmanaged = _unmanaged(policy, ports, groups, pool, log) if discover and settings.only is None else ()
     orphans = _orphans(policy, ports, settings) if discover and settings.only is None else ()
-    return Observation(observed, unmanaged, orphans)
+    return Observation(observed, unmanaged, orphans, tuple(pending), _told(ports, settings, pending, log))
+
+
+def _shape(nodes: list[NodeInfo]) -> NodeShape | None:
+    """What every one of a group's nodes has: the labels and taints they share, the GPU resources any offers."""
+    if not nodes:
+        return None
+    labels = dict(nodes[0].shape.labels)
+    taints = set(nodes[0].shape.taints)
+    for node in nodes[1:]:
+        labels = {k: v for k, v in labels.items() if node.shape.labels.get(k) == v}
+        taints &= set(node.shape.taints)
+    resources = sorted({r for n in nodes for r in n.shape.resources})
+    return NodeShape(labels, tuple(sorted(taints, key=lambda t: (t.key, t.effect))), tuple(resources))
+
+
+def _told(ports: Ports, settings: NodeGroupsSettings, pending: list[PendingPod], log: Any) -> frozenset[str]:
+    """The wake Events already on pods (one list, only when GPU pods are Pending where a group wakes). Unreadable is
+    not fatal: each is named per pod, so one sent again meets its first (AlreadyExists) and adds nothing."""
+    if not pending:
+        return frozenset()
+    try:
+        return settings.backoff.call(ports.cluster.wake_notices)
+    except CloudError as exc:
+        log.warning("nodegroup.wake_events_unreadable", error=str(exc))
+        return frozenset()
 
 
 def _with_warnings(

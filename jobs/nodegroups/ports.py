@@ -15,6 +15,7 @@ from jobs.core.nodegroup_plan import GpuPod, NodeInfo
 from jobs.core.nodegroups import CloudGroup, Step
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import NodeGroup
+from jobs.core.wake import PendingPod
 from jobs.events import ObjectRef
 
 
@@ -47,6 +48,14 @@ class Cluster(Protocol):
 
     def gpu_pods(self) -> list[GpuPod]:
         """Pods that request GPUs and are not finished (Pending with a node, or Running)."""
+        ...
+
+    def gpu_and_pending_pods(self) -> tuple[list[GpuPod], list[PendingPod]]:
+        """``gpu_pods``, and the Pending pods that ask for GPUs and have no node yet (wake on demand): one list."""
+        ...
+
+    def wake_notices(self) -> frozenset[str]:
+        """``namespace/name`` of each wake Event (waking, not woken) this job put on a pod."""
         ...
 
     def shutdown_warnings(self) -> frozenset[str]:

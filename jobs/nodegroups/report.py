@@ -11,11 +11,12 @@ from functools import partial
 from typing import Any
 
 from jobs.core.group_config import GroupConfig
-from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup, PodWarning
+from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup, PodNotice, PodWarning
 from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import Policy
 from jobs.core.providers import PROVIDERS, ProviderKind
+from jobs.core.wake import PendingPod
 from jobs.envelope import ItemResult, ScopeResult
 from jobs.nodegroups.execute import NOT_WARNED, GroupResult, Status, describe_step_change
 from jobs.nodegroups.job import Envelope
@@ -42,6 +43,7 @@ class NodeGroupsReport:
     state: State = "planned"  # the runner's
     reason: str | None = None
     warnings: tuple[tuple[PodWarning, Status], ...] = ()  # shutdown warnings on pods, with what became of each
+    notices: tuple[tuple[PodNotice, Status], ...] = ()  # Pending pods told why they woke nothing
 
 
 def report_of(envelope: Envelope, policy: Policy, settings: NodeGroupsSettings) -> NodeGroupsReport:
@@ -65,7 +67,8 @@ def report_of(envelope: Envelope, policy: Policy, settings: NodeGroupsSettings) 
         return report(lock_holder=envelope.reason, orphans=())
     if envelope.state in ("refused", "failed", "planned"):
         status: Status = envelope.state
-        report = partial(report, warnings=tuple((w, status) for w in plan.warnings))
+        notices = tuple((n, status) for n in plan.notices)
+        report = partial(report, warnings=tuple((w, status) for w in plan.warnings), notices=notices)
     if envelope.state == "refused":
         results = tuple(GroupResult(a.group, "refused", describe_step_change(a), a) for a in plan.actions)
         return report(results, plan.skips, unmanaged, refused=envelope.reason)
@@ -76,8 +79,9 @@ def report_of(envelope: Envelope, policy: Policy, settings: NodeGroupsSettings) 
         results = tuple(GroupResult(a.group, "planned", describe_step_change(a), a) for a in plan.actions)
         return report(results, plan.skips, unmanaged)
     warned = tuple((r.warning, r.status) for r in envelope.results if r.warning is not None)
-    results = tuple(r for r in envelope.results if r.status != "skipped" and r.warning is None)
-    return report(results, plan.skips, unmanaged, warnings=warned)
+    told = tuple((r.notice, r.status) for r in envelope.results if r.notice is not None)
+    results = tuple(r for r in envelope.results if r.status != "skipped" and r.warning is None and r.notice is None)
+    return report(results, plan.skips, unmanaged, warnings=warned, notices=told)
 
 
 def result(report: NodeGroupsReport) -> ScopeResult:
@@ -170,6 +174,13 @@ def rows(report: NodeGroupsReport) -> list[str]:
             when = w.at.strftime("%a %H:%M %Z")
             note = f" ({NOT_WARNED})" if status == "skipped" else ""
             lines.append(f"    {w.pod} on {w.pod.node}  {status:<8} {w.group} goes down at {when}{note}")
+    wakes = [(r, w) for r in report.results if r.action is not None and r.action.wake for w in r.action.wakers]
+    if wakes or report.notices:
+        lines.append("  woken on demand (an Event on each Pending pod):")
+        for r, (waker, _, message) in wakes:
+            lines.append(f"    {waker}  {r.status:<8} {message}")
+        for n, status in report.notices:
+            lines.append(f"    {n.pod}  {status:<8} {n.message}")
     if report.unmanaged:
         lines.append("  GPU node groups in the clouds with no schedule in the policy:")
         lines += [f"    {u.cloud} {'/'.join(u.locator.values())} ({u.instance_type})" for u in report.unmanaged]
@@ -286,6 +297,8 @@ def items(report: NodeGroupsReport) -> list[ItemResult]:
         for u in report.unmanaged
     ]
     found += [_warning(w, status, where) for w, status in report.warnings]
+    found += [_wake(r, w, where) for r in report.results if r.action is not None for w in r.action.wakers]
+    found += [_notice(n, status, where) for n, status in report.notices]
     return found + [_orphan(o) for o in report.orphans]
 
 
@@ -302,3 +315,35 @@ def _warning(w: PodWarning, status: Status, where: str | None) -> ItemResult:
     }
     reason = NOT_WARNED if status == "skipped" else w.message
     return ItemResult("warning", str(w.pod), status, reason, write=True, detail=detail)
+
+
+def _wake(r: GroupResult, waker: tuple[PendingPod, str, str], where: str | None) -> ItemResult:
+    """A Pending pod that woke its group: the group's change is its own item; this one is for the pod's owner."""
+    pod, event, message = waker
+    wake = r.action.wake if r.action is not None else None
+    detail = {
+        "cluster": where,
+        "nodeGroup": r.group,
+        "namespace": pod.namespace,
+        "pod": pod.name,
+        "woke": True,
+        "nodes": wake.nodes if wake else None,
+        "until": wake.until.isoformat() if wake else None,
+        "why": wake.reason if wake else None,
+        "event": event,
+    }
+    return ItemResult("wake", str(pod), r.status, message if r.status != "failed" else r.message, detail=detail)
+
+
+def _notice(n: PodNotice, status: Status, where: str | None) -> ItemResult:
+    """A Pending pod that woke nothing, and why (an Event on it, once)."""
+    detail = {
+        "cluster": where,
+        "nodeGroup": n.group or None,
+        "namespace": n.pod.namespace,
+        "pod": n.pod.name,
+        "woke": False,
+        "event": n.event,
+    }
+    reason = NOT_WARNED if status == "skipped" else n.message
+    return ItemResult("wake", str(n.pod), status, reason, write=True, detail=detail)

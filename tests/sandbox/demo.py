@@ -14,7 +14,9 @@ failed with ContactSupport, the second AWS request handed to a support case), an
 with the cloud's ids. The end: a one-off run as a
 person starts one, ``kubectl create job --from=cronjob/quotas`` in one cluster, run by the sandbox's job executor
 from the install applied there, and its logs. Last, the sweep's grace cycle (:mod:`tests.sandbox.sweep_demo`): marked, acted on after the grace
-period (``--at``), then a run that writes nothing; the instances a day later.
+period (``--at``), then a run that writes nothing; the instances a day later. Then, the evening after
+(:mod:`tests.sandbox.people_demo`): a running GPU pod warned before its group goes down, and at night a Pending GPU pod
+that wakes it, next to one of a namespace that may not.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from zoneinfo import ZoneInfo
 from jobs.core.policy import Policy
 from jobs.core.resolved import view_of
 from tests import envelope, forkserver
-from tests.sandbox import sweep_demo
+from tests.sandbox import people_demo, sweep_demo
 from tests.sandbox.fleet import JOB_NAMESPACE
 from tests.sandbox.install import KUBECTL
 from tests.sandbox.world import World, child_env
@@ -679,6 +681,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("\n".join(lines), flush=True)
         phases += show_sweep(world)
+        print("\n== for the people who use the GPUs (docs/people.md): warned first, woken on demand")
+        shown, lines = people_demo.run_people(world, morning, run_gpu_jobs)
+        phases += shown
+        print("\n".join(lines), flush=True)
     finally:
         world.stop()
     bad = [p for p in phases if not p.ok]

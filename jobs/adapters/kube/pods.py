@@ -1,6 +1,7 @@
 """GPU pods and what the sweep does to them and their owners, through the one Kubernetes client (plain JSON calls):
 one paginated list of the cluster's unfinished pods, a fresh read before an action, annotations, graceful deletion,
-scaling a pod's Deployment (through its ReplicaSet) or StatefulSet to zero, and Events on the pod.
+scaling a pod's Deployment (through its ReplicaSet) or StatefulSet to zero, and Events on the pod. Also how wake on
+demand reads a Pending GPU pod and a node's shape (``pending_pod``, ``node_shape``: no call of their own).
 
 Every write names the pod it was planned for by uid, so a pod replaced by a same-named one (a StatefulSet's next
 ``llm-0``, a Job's retry) is never touched:
@@ -27,6 +28,7 @@ from jobs.adapters.kube.paths import object_path as _path
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.idle_pods import Owner, PodInfo
 from jobs.core.quantity import parse_quantity
+from jobs.core.wake import NodeShape, PendingPod, Requirement, Taint, Toleration
 from jobs.labels import GPU_RESOURCE_PREFIXES
 
 #: Exactly what this module calls, cluster-wide (pods are in every team's namespace). Scaling owners is
@@ -144,3 +146,64 @@ def _replaced(pod: PodInfo, exc: errors.CloudError) -> errors.Conflict:
         reason=exc.reason or "UIDMismatch",
         causes=exc.causes,
     )
+
+
+def pending_pod(pod: Mapping[str, Any]) -> PendingPod | None:
+    """A Pending pod that asks for GPUs and has no node yet, as wake on demand reads it (``jobs.core.wake``); None for
+    any other pod (running, finished, deleting, placed, asking for no GPU)."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    if spec.get("nodeName") or meta.get("deletionTimestamp") or (status.get("phase") or "Pending") != "Pending":
+        return None
+    gpus, resources = _gpu_requests(pod)
+    if not gpus:
+        return None
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        or {}
+    ).get("nodeSelectorTerms") or ()
+    terms: list[tuple[Requirement, ...] | None] = []
+    for term in required:
+        if term.get("matchFields"):
+            terms.append(None)  # a node's name: no node of a group at zero has one yet
+            continue
+        terms.append(
+            tuple(
+                Requirement(str(e["key"]), str(e["operator"]), tuple(str(v) for v in e.get("values") or ()))
+                for e in term.get("matchExpressions") or ()
+            )
+        )
+    tolerations = tuple(
+        Toleration(
+            str(t.get("key") or ""),
+            str(t.get("operator") or "Equal"),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+        )
+        for t in spec.get("tolerations") or ()
+    )
+    controller = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+    return PendingPod(
+        namespace=str(meta["namespace"]),
+        name=str(meta["name"]),
+        uid=str(meta.get("uid") or ""),
+        gpus=gpus,
+        resources=resources,
+        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        affinity=tuple(terms),
+        tolerations=tolerations,
+        owner=str(controller["uid"]) if controller else "",
+    )
+
+
+def node_shape(node: Mapping[str, Any]) -> NodeShape:
+    """A node's labels (but its own name), taints and the GPU resources it offers."""
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items() if k not in _PER_NODE_LABELS}
+    taints = tuple(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])) for t in spec.get("taints") or ())
+    offered = {**(status.get("capacity") or {}), **(status.get("allocatable") or {})}
+    gpus = tuple(sorted(r for r in offered if r.startswith(GPU_RESOURCE_PREFIXES)))
+    return NodeShape(labels, taints, gpus)
+
+
+# Labels that name one node, not its group: a pod selecting one of them waits for that node, not for any.
+_PER_NODE_LABELS = frozenset({"kubernetes.io/hostname"})

@@ -12,8 +12,10 @@ from urllib.parse import quote
 
 from jobs import errors
 from jobs.adapters.kube.client import STRATEGIC_MERGE_PATCH, ApiClient, json_pages, request
+from jobs.adapters.kube.pods import node_shape, pending_pod
 from jobs.adapters.kube.rbac import Grant
 from jobs.core.nodegroup_plan import SHUTDOWN_WARNING, BudgetRefused, GpuPod, NodeInfo
+from jobs.core.wake import KEEP_UP_UNTIL_ANNOTATION, NOT_WOKEN, WAKING, PendingPod
 from jobs.labels import CORDONED_BY_ANNOTATION, GPU_RESOURCE_PREFIXES, KEEP_ALIVE_ANNOTATION, SAFE_TO_EVICT_ANNOTATION
 
 RBAC = (
@@ -38,7 +40,7 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
     meta = node.get("metadata") or {}
     unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
     ours = unschedulable and CORDONED_BY_ANNOTATION in (meta.get("annotations") or {})
-    return NodeInfo(str(meta["name"]), dict(meta.get("labels") or {}), unschedulable, ours)
+    return NodeInfo(str(meta["name"]), dict(meta.get("labels") or {}), unschedulable, ours, node_shape(node))
 
 
 def gpu_pod(pod: Mapping[str, Any]) -> GpuPod | None:
@@ -55,7 +57,10 @@ def gpu_pod(pod: Mapping[str, Any]) -> GpuPod | None:
         return None
     notes = meta.get("annotations") or {}
     evictable = notes.get(SAFE_TO_EVICT_ANNOTATION) != "false" and KEEP_ALIVE_ANNOTATION not in notes
-    return GpuPod(str(meta["namespace"]), str(meta["name"]), str(node), gpus, evictable, str(meta.get("uid") or ""))
+    controller = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+    owner = str(controller.get("uid") or "") if controller else ""
+    uid, keep_up = str(meta.get("uid") or ""), notes.get(KEEP_UP_UNTIL_ANNOTATION)
+    return GpuPod(str(meta["namespace"]), str(meta["name"]), str(node), gpus, evictable, uid, owner, keep_up)
 
 
 class KubeCluster:
@@ -68,8 +73,22 @@ class KubeCluster:
         return [node_info(n) for n in json_pages(self.api, "list nodes", "/api/v1/nodes")]
 
     def gpu_pods(self) -> list[GpuPod]:
-        listing = json_pages(self.api, "list pods", "/api/v1/pods", fieldSelector=_RUNNING_OR_PENDING)
-        return [found for found in map(gpu_pod, listing) if found is not None]
+        return self.gpu_and_pending_pods()[0]
+
+    def gpu_and_pending_pods(self) -> tuple[list[GpuPod], list[PendingPod]]:
+        # One list serves both: the Pending GPU pods that may wake a group cost no call of their own.
+        listing = list(json_pages(self.api, "list pods", "/api/v1/pods", fieldSelector=_RUNNING_OR_PENDING))
+        placed = [found for found in map(gpu_pod, listing) if found is not None]
+        return placed, [found for found in map(pending_pod, listing) if found is not None]
+
+    def wake_notices(self) -> frozenset[str]:
+        """``namespace/name`` of each wake Event (waking, not woken) this job put on a pod."""
+        selector = "reportingComponent=gpu-jobs/nodegroups,involvedObject.kind=Pod"
+        listing = json_pages(self.api, "list events", "/api/v1/events", fieldSelector=selector)
+        reasons = (WAKING, NOT_WOKEN)
+        return frozenset(
+            f"{e['metadata']['namespace']}/{e['metadata']['name']}" for e in listing if e["reason"] in reasons
+        )
 
     def shutdown_warnings(self) -> frozenset[str]:
         # Narrowed by the server to this job's warnings: a cluster's other Events are never paged through.
