@@ -24,6 +24,9 @@ from jobs.settings import seconds_setting
 if TYPE_CHECKING:
     from jobs.commands.reconcile import Run
 
+#: The ``jobs.adapters.kube`` modules notifications read through (namespaces' owner labels, the webhook's Secret):
+#: in the ``KUBE_PORTS`` of every job whose report announces something to people (nodegroups, sweep).
+NOTIFY_PORTS = ("namespaces", "secrets")
 #: Between a message's attempts: short, since a notification waits on nothing but the receiver.
 RETRY_BASE_S = 0.5
 

@@ -103,7 +103,9 @@ def test_only_announcements_really_written_are_sent() -> None:
         warning("team-a", "train-0"),
         warning("team-a", "train-1", status="skipped"),  # its Event could not be written: nobody was told
         warning("team-b", "nb-0", status="planned"),
-        ItemResult("wake", "team-c/job-0", "applied", "waking train: 1 node", True, {"namespace": "team-c", "pod": "job-0"}),
+        ItemResult(
+            "wake", "team-c/job-0", "applied", "waking train: 1 node", True, {"namespace": "team-c", "pod": "job-0"}
+        ),
         sweep_pod("team-a", "idle-0", "marked"),
         sweep_pod("team-a", "idle-1", "acted"),  # the act itself was announced by its mark before
         sweep_pod("team-a", "snoozed-0", "snoozed"),  # a capped snooze is a write, not an announcement
@@ -115,7 +117,9 @@ def test_only_announcements_really_written_are_sent() -> None:
         (WAKE, "team-c/job-0"),
         (POD_MARK, "team-a/idle-0"),
     ]
-    assert found[0] == Notice(WARNING, PROD, "team-a/train-0", "team-a", "train-0", "train goes down at 20:00 (train-0)")
+    assert found[0] == Notice(
+        WARNING, PROD, "team-a/train-0", "team-a", "train-0", "train goes down at 20:00 (train-0)"
+    )
 
 
 def test_a_dry_run_announces_nothing() -> None:
