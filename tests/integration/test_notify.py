@@ -232,4 +232,30 @@ def test_the_shipped_roles_let_each_job_read_that_one_secret_only() -> None:
             ]
             rules = [r for role in roles for r in role["rules"] if "secrets" in r["resources"] or "*" in r["resources"]]
             assert all(r.get("resourceNames") == list(declared.resource_names) for r in rules), (target, job, rules)
-            assert bool(rules) == (job != "quotas" and job != "cloud-quotas"), (target, job)
+            assert bool(rules) == (job not in {"quotas", "cloud-quotas"}), (target, job)
+
+
+def test_the_secret_as_the_docs_create_it_delivers(
+    world: dict[str, str], kube: KubeHandle, webhook: WebhookReceiver
+) -> None:
+    """docs/people.md's `kubectl create secret`, run as typed against the cluster, then a run: its messages arrive."""
+    import subprocess
+
+    from tests.docs import shell_block
+    from tests.integration.emulators.test_kube_batch import KUBECTL
+
+    kube.cluster.delete("Secret", "gpu-jobs-notify", "gpu-jobs")
+    created = subprocess.run(
+        ["bash", "-euc", shell_block("docs/people.md", "## Notifications")],
+        env={"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "KUBECONFIG": str(kube.kubeconfig), "WEBHOOK_URL": webhook.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert created.returncode == 0, created.stderr
+
+    done = nodegroups(world)
+
+    assert done.code == 0, done.stderr
+    assert sorted(map(str, by_owner(webhook.received()))) == ["None", "alice", "bob"]
