@@ -115,7 +115,7 @@ class Message:
             lines.append(f"- {n.kind}: {n.name}: {n.reason or ''}".rstrip(": "))
         if count > TEXT_ITEMS:
             lines.append(f"- and {count - TEXT_ITEMS} more")
-        return "\n".join(lines)
+        return _slack_escaped("\n".join(lines))
 
     def payload(self) -> dict[str, Any]:
         """The JSON body: Slack reads ``text``; a tool reads the rest (``owner`` null: nobody's)."""
@@ -133,6 +133,12 @@ class Message:
         """The message in a report line or a log event (never the URL)."""
         who = self.owner if self.owner is not None else NO_OWNER
         return f"{who} ({len(self.notices)} item{'' if len(self.notices) == 1 else 's'})"
+
+
+def _slack_escaped(text: str) -> str:
+    """Slack reads ``<...>`` as a link or a mention (``keep-alive-until=<RFC 3339>`` would vanish) and ``&`` as an
+    entity: its three control characters are escaped, as its message formatting asks."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def messages(found: Sequence[Notice], owners: Mapping[tuple[Scope, str], str | None]) -> list[Message]:

@@ -188,6 +188,14 @@ def test_the_body_is_slack_text_with_structured_fields() -> None:
     assert nobody["text"].startswith(f"gpu-jobs on cluster ml-prod, {NO_OWNER} (namespace without the owner label)")
 
 
+def test_the_text_escapes_what_slack_would_read_as_a_link() -> None:
+    item = ItemResult("wake", "ml/job-0", "applied", "keep it: gpu-jobs/keep-up-until=<RFC 3339> & more", True, {})
+    (n,) = notices([result(PROD, item)])
+    body = Message("alice", PROD, (n,)).payload()
+    assert body["text"].endswith("keep it: gpu-jobs/keep-up-until=&lt;RFC 3339&gt; &amp; more")
+    assert body["items"][0]["reason"] == "keep it: gpu-jobs/keep-up-until=<RFC 3339> & more"  # the fields as said
+
+
 def test_a_long_message_lists_twenty_items_in_its_text_and_all_in_its_fields() -> None:
     found = notices([result(PROD, *(warning("team-a", f"p-{i}") for i in range(25)))])
     body = Message("alice", PROD, tuple(found)).payload()
