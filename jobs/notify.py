@@ -34,6 +34,8 @@ WARNING, WAKE, POD_MARK, INSTANCE_MARK = "shutdown warning", "wake", "idle pod m
 NO_OWNER = "no owner"
 #: The longest a message's text lists items one by one; the structured ``items`` keep them all.
 TEXT_ITEMS = 20
+#: No message is started with less of the run's deadline left: its report comes first.
+MIN_LEFT_S = 1.0
 #: How long all of a run's notifications may take together, retries included (and never past the run's deadline).
 NOTIFY_BUDGET_S = 60.0
 
@@ -245,8 +247,11 @@ def deliver(
             log.warning("notify.retry", owner=m.owner, scope=m.scope.name, error=str(exc), delay_s=round(delay, 2))
 
         error: str | None = None
+        run = backoff.run
         if left <= 0:
             error = f"not sent: the notifications' {budget_s:g} s ran out"
+        elif run is not None and run.left_to_end() <= MIN_LEFT_S:  # the report must still be printed
+            error = f"not sent: the run's deadline of {run.seconds:g} s ran out"
         else:
             try:
                 replace(backoff, deadline_s=min(backoff.deadline_s, left)).call(post, sleep=sleep, on_retry=retrying)

@@ -5,12 +5,14 @@ raised."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from jobs.core.policy_notify import Notify
+from jobs.deadline import Deadline
 from jobs.envelope import ItemResult, ScopeResult
 from jobs.errors import Invalid, NotFound, Throttled, Unavailable
 from jobs.notify import (
@@ -258,6 +260,14 @@ def test_a_receiver_that_stays_down_fails_within_the_budget() -> None:
     assert all(d.error in ("HTTP 503", "not sent: the notifications' 10 s ran out") for d in done)
     assert clock.now <= 10.0  # no wait is started that would end past the budget
     assert log.names.count("notify.failed") == 3
+
+
+def test_no_message_starts_when_the_runs_deadline_is_at_its_end() -> None:
+    clock, hook, log = Clock(), Receiver(), RecordingLog()
+    run = Deadline.start(10.0, clock)
+    clock.now = 9.5
+    (done,) = deliver([one_message()], lambda: hook, replace(backoff(clock), run=run), log, sleep=clock.sleep)
+    assert (done.error, hook.attempts) == ("not sent: the run's deadline of 10 s ran out", 0)
 
 
 def test_no_webhook_fails_every_message_with_the_reason() -> None:
