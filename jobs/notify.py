@@ -175,7 +175,8 @@ class Webhook(Protocol):
 class Ports:
     #: The scope's namespaces (a cluster's API, made on first use: a run with nothing to send reads nothing).
     namespaces: Callable[[Scope], Namespaces]
-    #: The webhook, or why there is none (the Secret cannot be read): every message then fails with that reason.
+    #: The webhook; raises :class:`CloudError` when there is none (its Secret cannot be read): every message then
+    #: fails with that reason.
     webhook: Callable[[], Webhook]
 
 
