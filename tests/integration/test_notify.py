@@ -259,3 +259,31 @@ def test_the_secret_as_the_docs_create_it_delivers(
 
     assert done.code == 0, done.stderr
     assert sorted(map(str, by_owner(webhook.received()))) == ["None", "alice", "bob"]
+
+
+def test_the_adapter_against_the_receiver_keeps_the_url_out_of_its_errors(webhook: WebhookReceiver) -> None:
+    """Each answer as the port's errors: 404 (a removed webhook) is not retried, 429 carries its Retry-After, a
+    payload without text is refused; no error names the URL's path. ``GET /received`` lists what was accepted."""
+    import urllib.request
+
+    from jobs.adapters.settings import AdapterSettings
+    from jobs.adapters.webhook import WebhookPost
+    from jobs.errors import Invalid, NotFound, Throttled
+
+    settings = AdapterSettings(request_timeout_s=2)
+    with pytest.raises(NotFound) as gone:
+        WebhookPost(webhook.url + "-removed", settings).post({"text": "hi"})
+    assert str(gone.value) == "webhook at 127.0.0.1: HTTP 404: no_service"
+    webhook.faults.inject("post", "throttle")
+    with pytest.raises(Throttled) as throttled:
+        WebhookPost(webhook.url, settings).post({"text": "hi"})
+    assert (throttled.value.retry_after_s, throttled.value.retryable) == (1.0, True)
+    with pytest.raises(Invalid) as refused:
+        WebhookPost(webhook.url, settings).post({"blocks": []})
+    assert str(refused.value) == "webhook at 127.0.0.1: HTTP 400: no_text"
+    assert PATH not in f"{gone.value}{throttled.value}{refused.value}"
+
+    WebhookPost(webhook.url, settings).post({"text": "hello", "owner": "alice"})
+    assert webhook.server is not None
+    with urllib.request.urlopen(f"{webhook.server.url}/received", timeout=5) as answer:
+        assert json.loads(answer.read()) == [{"text": "hello", "owner": "alice"}]

@@ -2,7 +2,8 @@
 webhook's path answers ``200 ok``; a body that is not JSON, or not an object with ``text``, answers ``400
 invalid_payload``; another path answers ``404 no_service``. Faults (:class:`tests.emulators.base.Faults`, operation
 ``post``): ``throttle`` -> 429 ``rate_limited`` with ``Retry-After: 1`` (Slack's own answer to a burst),
-``server_error`` -> 500, ``timeout`` -> held past the client's timeout, then 504.
+``server_error`` -> 500, ``timeout`` -> held past the client's timeout, then 504. ``GET /received`` lists the
+messages accepted so far.
 
 ``messages`` are the bodies it accepted (what a person would see); ``log`` has every request, refused ones too.
 """
@@ -19,6 +20,8 @@ from tests.emulators.base import Emulator, RunningServer, start
 #: The webhook's path: a URL like Slack's, whose path is the secret part.
 PATH = "/services/T0GPUJOBS/B0NOTIFY/sandbox0secret0token"
 OPERATION = "post"
+#: ``GET`` here lists the messages accepted so far (JSON), for a person at the sandbox: ``curl URL/received``.
+RECEIVED = "/received"
 
 _FAULTS = {
     "throttle": ("429 Too Many Requests", b"rate_limited", [("Retry-After", "1")]),
@@ -60,6 +63,10 @@ class WebhookReceiver(Emulator):
         if fault in _FAULTS:
             status, text, headers = _FAULTS[fault]
             return _answer(start_response, status, text, headers)
+        if (method, path) == ("GET", RECEIVED):  # what a person at the sandbox reads (curl)
+            with self._lock:
+                listing = json.dumps(self.messages, indent=2).encode()
+            return _answer(start_response, "200 OK", listing, [("Content-Type", "application/json")])
         if path != PATH:
             return _answer(start_response, "404 Not Found", b"no_service")
         if method != "POST":
@@ -86,7 +93,8 @@ class WebhookReceiver(Emulator):
 def _answer(
     start_response: Callable[..., Any], status: str, text: bytes, headers: list[tuple[str, str]] | None = None
 ) -> list[bytes]:
-    start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(text))), *(headers or [])])
+    sent = dict([("Content-Type", "text/plain"), *(headers or [])])
+    start_response(status, [*sent.items(), ("Content-Length", str(len(text)))])
     return [text]
 
 
