@@ -10,9 +10,10 @@ item was read from. Items whose namespace has no such label, or could not be rea
 in one message per cluster marked "no owner": never dropped, never merged into another owner's message.
 
 A notification is a courtesy on top of the work, like an Event: it never blocks or fails the run. Each message is
-retried with backoff on 429, 5xx and timeouts, within its own budget and the run's deadline; one that is not
-delivered is a warning line of its scope in the report and a ``notify.failed`` log event. The exit code is the
-work's. The webhook's URL is a credential: it is never logged nor reported.
+retried with backoff on 429, 5xx and timeouts, within one budget for all of a run's messages and the run's
+deadline; once a message was retried to the end, the receiver is taken to be down and the others are not tried.
+One that is not delivered is a warning line of its scope in the report and a ``notify.failed`` log event. The exit
+code is the work's. The webhook's URL is a credential: it is never logged nor reported.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ TEXT_ITEMS = 20
 #: No message is started with less of the run's deadline left: its report comes first.
 MIN_LEFT_S = 1.0
 #: How long all of a run's notifications may take together, retries included (and never past the run's deadline).
-NOTIFY_BUDGET_S = 60.0
+NOTIFY_BUDGET_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ def deliver(
         return [Delivery(m, why) for m in found]
     started = backoff.clock()
     done = []
+    down: str | None = None  # why the receiver is taken to be down: a message retried to the end, never answered
     for m in found:
         left = budget_s - (backoff.clock() - started)
         attempts = 0
@@ -249,7 +251,9 @@ def deliver(
 
         error: str | None = None
         run = backoff.run
-        if left <= 0:
+        if down is not None:  # not another full round of retries per message: one down receiver costs one
+            error = f"not sent: the webhook is down ({down})"
+        elif left <= 0:
             error = f"not sent: the notifications' {budget_s:g} s ran out"
         elif run is not None and run.left_to_end() <= MIN_LEFT_S:  # the report must still be printed
             error = f"not sent: the run's deadline of {run.seconds:g} s ran out"
@@ -258,6 +262,8 @@ def deliver(
                 replace(backoff, deadline_s=min(backoff.deadline_s, left)).call(post, sleep=sleep, on_retry=retrying)
             except (CloudError, DeadlineReached) as exc:
                 error = str(exc)
+                if isinstance(exc, DeadlineReached) or exc.retryable:
+                    down = error
         if error is None:
             log.info("notify.sent", owner=m.owner, scope=m.scope.name, items=len(m.notices), attempts=attempts)
         else:

@@ -24,6 +24,8 @@ OPERATION = "post webhook"
 #: Where the sandbox and the tests point the jobs at a local receiver instead of the Secret's URL.
 URL_ENV = "GPU_JOBS_NOTIFY_URL"
 _BODY_EXCERPT = 200
+#: One POST's longest wait (less when GPU_JOBS_REQUEST_TIMEOUT or the run's deadline says less).
+TIMEOUT_S = 10.0
 
 
 class WebhookPost:
@@ -47,7 +49,8 @@ class WebhookPost:
                 self._url,
                 body=json.dumps(payload).encode(),
                 headers={"Content-Type": "application/json"},
-                timeout=urllib3.Timeout(total=self._settings.request_timeout()),  # within the run's deadline
+                # Within the run's deadline, and short: a webhook answers at once, and a hung one must not hold the run.
+                timeout=urllib3.Timeout(total=min(TIMEOUT_S, self._settings.request_timeout())),
                 retries=False,
                 redirect=False,
             )

@@ -16,7 +16,7 @@ from jobs import errors
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.policy_notify import Notify
 from jobs.envelope import ScopeResult
-from jobs.notify import Namespaces, Ports, Webhook, notices, notify
+from jobs.notify import NOTIFY_BUDGET_S, Namespaces, Ports, Webhook, notices, notify
 from jobs.retry import Backoff
 from jobs.scopes import Scope
 from jobs.settings import seconds_setting
@@ -38,7 +38,7 @@ def after_run(results: Sequence[ScopeResult], run: Run, log: Any) -> list[ScopeR
     if section is None or run.settings.dry_run or not notices(results):
         return list(results)
     backoff = Backoff(
-        deadline_s=seconds_setting("RETRY_DEADLINE", 60.0), base_s=RETRY_BASE_S, run=run.settings.deadline
+        deadline_s=seconds_setting("RETRY_DEADLINE", NOTIFY_BUDGET_S), base_s=RETRY_BASE_S, run=run.settings.deadline
     )
     try:
         return notify(results, section, lambda: _ports(run, section), backoff, log.bind(part="notify"))

@@ -177,6 +177,13 @@ def test_a_receiver_that_stays_down_fails_no_run(
     ]
     said = "HTTP 500: internal_error" if fault == "server_error" else "timed out"
     assert all(said in w for w in undelivered), undelivered
+    # The first message retried to the end; the receiver is then taken to be down, the others not tried.
+    assert [w.split(" not delivered: ")[1].startswith("not sent: the webhook is down") for w in undelivered] == [
+        False,
+        True,
+        True,
+    ]
+    assert webhook.attempts() == logged(done, "notify.failed")[0]["attempts"]
     assert len(logged(done, "notify.failed")) == 3
     assert PATH not in done.stdout + done.stderr
 

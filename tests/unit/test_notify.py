@@ -252,13 +252,13 @@ def test_a_refusal_is_not_retried_and_the_next_message_is_still_sent() -> None:
     assert (second.error, len(hook.posted)) == (None, 1)
 
 
-def test_a_receiver_that_stays_down_fails_within_the_budget() -> None:
+def test_a_receiver_that_stays_down_fails_within_the_budget_and_is_not_tried_again() -> None:
     clock, log = Clock(), RecordingLog()
     hook = Receiver(*[Unavailable("HTTP 503") for _ in range(1000)])
     done = deliver([one_message()] * 3, lambda: hook, backoff(clock, 600), log, budget_s=10.0, sleep=clock.sleep)
-    assert [d.error for d in done][:1] == ["HTTP 503"]
-    assert all(d.error in ("HTTP 503", "not sent: the notifications' 10 s ran out") for d in done)
+    assert [d.error for d in done] == ["HTTP 503", *["not sent: the webhook is down (HTTP 503)"] * 2]
     assert clock.now <= 10.0  # no wait is started that would end past the budget
+    assert hook.attempts == done[0].attempts > 1  # the first retried to the end; the others not tried
     assert log.names.count("notify.failed") == 3
 
 

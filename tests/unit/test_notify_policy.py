@@ -37,15 +37,15 @@ def test_the_section_as_the_issue_writes_it() -> None:
     [
         (
             "notify:\n  webhook: {secretRef: {name: Gpu_Notify, key: url}}\n  owner: {namespaceLabel: owner}\n",
-            "gitops/policy.yaml:4: notify.webhook.secretRef.name: \"Gpu_Notify\" is not a Secret name",
+            'gitops/policy.yaml:4: notify.webhook.secretRef.name: "Gpu_Notify" is not a Secret name',
         ),
         (
             "notify:\n  webhook: {secretRef: {name: n, key: 'a b'}}\n  owner: {namespaceLabel: owner}\n",
-            "gitops/policy.yaml:4: notify.webhook.secretRef.key: \"a b\" is not a Secret key",
+            'gitops/policy.yaml:4: notify.webhook.secretRef.key: "a b" is not a Secret key',
         ),
         (
             "notify:\n  webhook: {secretRef: {name: n, key: url}}\n  owner: {namespaceLabel: 'bad key!'}\n",
-            "gitops/policy.yaml:5: notify.owner.namespaceLabel: \"bad key!\" is not a label key",
+            'gitops/policy.yaml:5: notify.owner.namespaceLabel: "bad key!" is not a label key',
         ),
         (
             "notify:\n  webhook: {url: 'https://hooks.slack.com/services/T/B/x'}\n  owner: {namespaceLabel: owner}\n",
