@@ -111,11 +111,14 @@ class Message:
     def text(self) -> str:
         """What Slack shows: who it is for, where, and each item with its reason."""
         where = f"cluster {self.scope.name}" if self.scope.kind == "cluster" else f"account {self.scope.name}"
-        who = f"for {self.owner}" if self.owner is not None else f"{NO_OWNER} (namespace without the owner label)"
+        why = "namespace without the owner label" if self.scope.kind == "cluster" else "an instance has no namespace"
+        who = f"for {self.owner}" if self.owner is not None else f"{NO_OWNER} ({why})"
         count = len(self.notices)
         lines = [f"gpu-jobs on {where}, {who}: {count} notice{'' if count == 1 else 's'}"]
         for n in self.notices[:TEXT_ITEMS]:
-            lines.append(f"- {n.kind}: {n.name}: {n.reason or ''}".rstrip(": "))
+            # A GCP or Azure instance id is a resource path: its last part is what a person calls it.
+            name = n.name.rsplit("/", 1)[-1] if n.kind == INSTANCE_MARK else n.name
+            lines.append(f"- {n.kind}: {name}: {n.reason or ''}".rstrip(": "))
         if count > TEXT_ITEMS:
             lines.append(f"- and {count - TEXT_ITEMS} more")
         return _slack_escaped("\n".join(lines))

@@ -128,11 +128,24 @@ def test_a_dry_run_announces_nothing() -> None:
     assert notices([result(PROD, warning("team-a", "train-0"), dry_run=True)]) == []
 
 
-def test_an_instance_mark_has_no_namespace() -> None:
-    scope = account("aws", "eu-west-1")
-    item = ItemResult("instance", "i-0abc", "applied", "missing team: stop after 21:00", True, {"state": "marked"})
+def test_an_instance_mark_has_no_namespace_and_goes_to_its_accounts_nobody() -> None:
+    scope = account("gcp", "ml-research")
+    path = "projects/ml-research/zones/europe-west4-a/instances/old-t4"
+    item = ItemResult("instance", path, "applied", "missing team: stop after 21:00", True, {"state": "marked"})
     (found,) = notices([ScopeResult("sweep", scope, AT, False, "applied", items=(item,))])
     assert (found.kind, found.namespace, found.pod, found.scope) == (INSTANCE_MARK, None, None, scope)
+    (message,) = messages([found], {})
+    body = message.payload()
+    assert (body["owner"], body["cluster"], body["account"], body["items"][0]["name"]) == (
+        None,
+        None,
+        "gcp/ml-research",
+        path,
+    )
+    assert body["text"] == (
+        "gpu-jobs on account gcp/ml-research, no owner (an instance has no namespace): 1 notice\n"
+        "- instance marked: old-t4: missing team: stop after 21:00"
+    )
 
 
 # --- owners and messages ------------------------------------------------------------------------------------------
