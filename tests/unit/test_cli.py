@@ -279,8 +279,6 @@ def test_calendar_gpu_hours_avoided_names_what_is_missing(tmp_path: Path, capsys
         "n/a (set up, the working size)",
         "n/a (set gpusPerNode)",
     )
-
-
 @pytest.mark.parametrize(
     ("command", "outcome", "stopped", "said"),
     [
