@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from jobs.core.policy_notify import Notify
 from jobs.envelope import ItemResult, ScopeResult
-from jobs.errors import CloudError, DeadlineReached
+from jobs.errors import CloudError, DeadlineReached, Stopped
 from jobs.retry import Backoff
 from jobs.scopes import Scope
 
@@ -35,6 +35,8 @@ WARNING, WAKE, POD_MARK, INSTANCE_MARK = "shutdown warning", "wake", "idle pod m
 NO_OWNER = "no owner"
 #: The longest a message's text lists items one by one; the structured ``items`` keep them all.
 TEXT_ITEMS = 20
+#: A message not sent because the run was asked to stop (SIGTERM): it ends with its report, not its notifications.
+STOPPED = "not sent: the run was asked to stop"
 #: No message is started with less of the run's deadline left: its report comes first.
 MIN_LEFT_S = 1.0
 #: How long all of a run's notifications may take together, retries included (and never past the run's deadline).
@@ -225,9 +227,11 @@ def deliver(
     *,
     budget_s: float = NOTIFY_BUDGET_S,
     sleep: Callable[[float], None] = time.sleep,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> list[Delivery]:
     """Post each message, retrying what is worth retrying, all within ``budget_s`` (and the run's deadline, which
-    ``backoff`` carries). A message not delivered is reported; the others are still tried."""
+    ``backoff`` carries). A message not delivered is reported; the others are still tried, unless the receiver is
+    down or the run was asked to stop (``stopped``: SIGTERM; its report and exit come first)."""
     if not found:
         return []
     try:
@@ -246,6 +250,8 @@ def deliver(
 
         def post(m: Message = m) -> None:
             nonlocal attempts
+            if stopped():  # asked to stop while waiting to retry
+                raise Stopped(STOPPED)
             attempts += 1
             hook.post(m.payload())
 
@@ -254,7 +260,9 @@ def deliver(
 
         error: str | None = None
         run = backoff.run
-        if down is not None:  # not another full round of retries per message: one down receiver costs one
+        if stopped():
+            error = STOPPED
+        elif down is not None:  # not another full round of retries per message: one down receiver costs one
             error = f"not sent: the webhook is down ({down})"
         elif left <= 0:
             error = f"not sent: the notifications' {budget_s:g} s ran out"
@@ -263,6 +271,8 @@ def deliver(
         else:
             try:
                 replace(backoff, deadline_s=min(backoff.deadline_s, left)).call(post, sleep=sleep, on_retry=retrying)
+            except Stopped:
+                error = STOPPED
             except (CloudError, DeadlineReached) as exc:
                 error = str(exc)
                 if isinstance(exc, DeadlineReached) or exc.retryable:
@@ -278,7 +288,14 @@ def deliver(
 
 
 def notify(
-    results: Sequence[ScopeResult], section: Notify | None, ports: Callable[[], Ports], backoff: Backoff, log: Any
+    results: Sequence[ScopeResult],
+    section: Notify | None,
+    ports: Callable[[], Ports],
+    backoff: Backoff,
+    log: Any,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> list[ScopeResult]:
     """The run's notifications (none without ``section``, in a dry run, or with nothing announced), and the results
     with a warning line in each scope where one was not delivered or an owner was not known."""
@@ -289,7 +306,7 @@ def notify(
         return list(results)
     wired = ports()
     owners, problems = owners_of(found, section, wired.namespaces)
-    deliveries = deliver(messages(found, owners), wired.webhook, backoff, log)
+    deliveries = deliver(messages(found, owners), wired.webhook, backoff, log, sleep=sleep, stopped=stopped)
     for scope, problem in problems:
         log.warning("notify.owner_unknown", scope=scope.name, message=problem)
     warnings: dict[Scope, list[str]] = {}

@@ -20,6 +20,7 @@ from jobs.notify import NOTIFY_BUDGET_S, Namespaces, Ports, Webhook, notices, no
 from jobs.retry import Backoff
 from jobs.scopes import Scope
 from jobs.settings import seconds_setting
+from jobs.stopping import STOP
 
 if TYPE_CHECKING:
     from jobs.commands.reconcile import Run
@@ -41,11 +42,17 @@ def after_run(results: Sequence[ScopeResult], run: Run, log: Any) -> list[ScopeR
         deadline_s=seconds_setting("RETRY_DEADLINE", NOTIFY_BUDGET_S), base_s=RETRY_BASE_S, run=run.settings.deadline
     )
     try:
-        return notify(results, section, lambda: _ports(run, section), backoff, log.bind(part="notify"))
+        wired = lambda: _ports(run, section)  # noqa: E731 - built only when something is sent
+        # A stop request (SIGTERM) ends a wait between attempts at once, and no attempt starts after it.
+        return notify(results, section, wired, backoff, log.bind(part="notify"), sleep=_pause, stopped=STOP.is_set)
     except Exception as exc:  # a courtesy must never cost the run its report
         log.error("notify.crashed", error=repr(exc), exc_info=True)
         line = f"notifications not sent: unexpected error: {exc!r}"
         return [replace(r, warnings=(*r.warnings, line)) for r in results]
+
+
+def _pause(seconds: float) -> None:
+    STOP.wait(seconds)
 
 
 def _ports(run: Run, section: Notify) -> Ports:

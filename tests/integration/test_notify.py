@@ -294,3 +294,29 @@ def test_the_adapter_against_the_receiver_keeps_the_url_out_of_its_errors(webhoo
     assert webhook.server is not None
     with urllib.request.urlopen(f"{webhook.server.url}/received", timeout=5) as answer:
         assert json.loads(answer.read()) == [{"text": "hello", "owner": "alice"}]
+
+
+def test_a_stop_request_while_notifying_ends_the_notifications_not_the_report(
+    world: dict[str, str], kube: KubeHandle, webhook: WebhookReceiver
+) -> None:
+    """SIGTERM while the first message waits on the receiver: that answer (a 500) is not retried, no other message
+    is sent, and the run still prints its report and summary; the warnings it gave stand."""
+    import signal
+
+    from tests.integration.cli import start_cli, summary_of
+
+    webhook.faults.inject("post", "server_error", times=1)
+    gate = webhook.hold("post")
+    run = start_cli(["nodegroups", "--at", BEFORE_END.isoformat(), "--output", "json"], world)
+    assert gate.arrived.wait(60)
+    run.send(signal.SIGTERM)
+    gate.open()
+    code, stdout, stderr = run.finish()
+
+    summary = summary_of(stderr)
+    assert (summary["stopped"], code) == ("SIGTERM", summary["exit_code"]), stderr
+    assert (webhook.attempts(), webhook.received()) == (1, [])
+    (scope,) = json.loads(stdout)["scopes"]
+    undelivered = [w for w in scope["warnings"] if w.startswith("notification to ")]
+    assert [w.split(" not delivered: ")[1] for w in undelivered] == ["not sent: the run was asked to stop"] * 3
+    assert warned_events(kube) == 5

@@ -19,6 +19,7 @@ from jobs.notify import (
     INSTANCE_MARK,
     NO_OWNER,
     POD_MARK,
+    STOPPED,
     WAKE,
     WARNING,
     Delivery,
@@ -281,6 +282,22 @@ def test_no_message_starts_when_the_runs_deadline_is_at_its_end() -> None:
     clock.now = 9.5
     (done,) = deliver([one_message()], lambda: hook, replace(backoff(clock), run=run), log, sleep=clock.sleep)
     assert (done.error, hook.attempts) == ("not sent: the run's deadline of 10 s ran out", 0)
+
+
+def test_a_stop_request_ends_the_retries_and_sends_nothing_more() -> None:
+    clock, log = Clock(), RecordingLog()
+    asked: list[bool] = []
+    hook = Receiver(Unavailable("HTTP 503"))
+
+    def sleep(seconds: float) -> None:  # SIGTERM arrives while the first message waits to be retried
+        clock.sleep(seconds)
+        asked.append(True)
+
+    done = deliver(
+        [one_message(), one_message()], lambda: hook, backoff(clock), log, sleep=sleep, stopped=lambda: bool(asked)
+    )
+    assert [(d.error, d.attempts) for d in done] == [(STOPPED, 1), (STOPPED, 0)]
+    assert hook.attempts == 1
 
 
 def test_no_webhook_fails_every_message_with_the_reason() -> None:
