@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.emulators.gcp.fixtures",
     "tests.emulators.azure.fixtures",
     "tests.emulators.prometheus.fixtures",
+    "tests.emulators.webhook.fixtures",
 ]
 
 # Under `make test` the suite inherits make's own variables: a `make` the tests start would then be a sub-make and

@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from jobs.adapters.settings import AdapterSettings
+from jobs.commands.notifications import NOTIFY_PORTS
 from jobs.commands.reconcile import JobSpec, Run, add_concurrency_arguments
 from jobs.core.policy import Policy
 from jobs.core.providers import ProviderKind
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
-KUBE_PORTS = ("identity", "workloads", "records", "events", "lease")  # records: a kind of state (kube/state.py)
+# records: a kind of state (kube/state.py)
+KUBE_PORTS = ("identity", "workloads", "records", "events", "lease", *NOTIFY_PORTS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

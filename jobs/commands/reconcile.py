@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from jobs.commands import notifications
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
 from jobs.deadline import Deadline
@@ -145,6 +146,7 @@ class JobSpec:
             peak_rss_mib=peak_rss_mib(),
         )
         results = [self.view(e, run) for e in envelopes]
+        results = notifications.after_run(results, run, log)  # after the work, never changing its outcome
         ended = outcome([tally(r) for r in results], dry_run=dry_run)
         # What run.summary's sentence names: the failed items, the limit's refusal, a Lease held by another run.
         return results, replace(ended, failures=failures(results), notes=notes(results))

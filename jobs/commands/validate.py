@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from jobs.core.policy import Policy
+from jobs.core.policy_notify import DEFAULT_SECRET
 from jobs.core.resolved import view_of
 from jobs.core.timespec import format_duration
 from jobs.deadline import NODEGROUPS_DEADLINE_S
@@ -60,7 +61,7 @@ def _counts(policy: Policy) -> str:
     return (
         f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
         f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')},"
-        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_warned(policy)}{_woken(policy)}{_sweep(policy)}"
+        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_warned(policy)}{_woken(policy)}{_sweep(policy)}{_notify(policy)}"
     )
 
 
@@ -97,6 +98,20 @@ def _sweep(policy: Policy) -> str:
         what = "tag only" if inst.action == "tag-only" else f"{inst.action} after {inst.grace_period}"
         parts.append(f"instances without {', '.join(inst.required_tags)}: {what}")
     return f"; sweep: {'; '.join(parts)}" if parts else ""
+
+
+def _notify(policy: Policy) -> str:
+    """Where notifications go: the Secret holding the webhook (never its value) and the owner label."""
+    notify = policy.notify
+    if notify is None:
+        return ""
+    ref = notify.webhook.secret_ref
+    # The shipped Roles name the one Secret they let the jobs read: another name needs a grant of its own.
+    grant = "" if ref.name == DEFAULT_SECRET else f" (the shipped RBAC reads only {DEFAULT_SECRET}: grant get on it)"
+    return (
+        f"; notify: one message per owner (namespace label {notify.owner.namespace_label}) to the webhook in Secret"
+        f" {ref.name} key {ref.key}{grant}"
+    )
 
 
 def run(args: argparse.Namespace, log: Any) -> Outcome:

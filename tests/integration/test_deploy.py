@@ -268,11 +268,11 @@ def test_the_sweep_is_shipped_in_dry_run_and_one_component_turns_it_live() -> No
 
 
 def test_scale_owner_grants_exactly_the_owners_module_to_the_sweep_and_nobody_else() -> None:
-    from jobs.adapters.kube import owners, pods
+    from jobs.adapters.kube import namespaces, owners, pods
 
     objects = render_with("sweep-scale-owner")
     cluster = granted(bound_roles(objects, "gpu-jobs-sweep-pods", "ClusterRoleBinding"))
-    declared = rbac.union([*pods.RBAC, *owners.RBAC])
+    declared = rbac.union([*pods.RBAC, *namespaces.RBAC, *owners.RBAC])  # namespaces: notifications' owners
     assert cluster == {(g, r): set(verbs) for (g, r, scope), verbs in declared.items() if scope == "cluster"}
     assert [tuple(sweep_command.KUBE_PORTS_SCALE_OWNER)] == [("owners",)]
     for job in JOBS:
@@ -1118,8 +1118,10 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
     # Every granted verb is needed; budgets are read only after a drain gave up (nodegroups/test_honesty.py); the
     # cluster's identity is read by the command's wiring, which this in-process run bypasses (test_sandbox.py runs
     # the jobs as the CronJobs' ServiceAccounts, under the emulator's RBAC); the shutdown warnings given are listed
-    # only with warnBefore (nodegroups/test_warnings.py).
-    assert used == allowed - {("get", "poddisruptionbudgets"), ("get", "configmaps"), ("list", "events")}
+    # only with warnBefore (nodegroups/test_warnings.py); notifications read namespaces and their Secret only with
+    # `notify` (test_notify.py).
+    notify = {("get", "namespaces"), ("get", "secrets")}
+    assert used == allowed - {("get", "poddisruptionbudgets"), ("get", "configmaps"), ("list", "events"), *notify}
 
 
 @pytest.mark.integration

@@ -432,10 +432,15 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
     }
 
     snapshots: list[dict[tuple[str, str], dict[str, Any]]] = []
+    assert world.webhook is not None
+    heard: list[list[dict[str, Any]]] = []  # the messages the sandbox's webhook received during each phase
+    received = len(world.webhook.received())
 
     def snapshot(phase: Any) -> None:  # every pod as it is after each phase (the next may delete it)
         pods = [p for k in world.kubes.values() for p in k.list("Pod")]
         snapshots.append({(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods})
+        assert world.webhook is not None
+        heard.append(world.webhook.received()[received + sum(map(len, heard)) :])
 
     phases, _ = sweep_demo.run_sweep(world, run_gpu_jobs, kubectl_lines=False, after=snapshot, instances_again=True)
 
@@ -518,6 +523,20 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
         "gcp": 2,
         "azure": 2,
     }
+
+    # --- the marks' notifications (docs/people.md): one message per owner (the namespace's team label) and cluster,
+    # each marked pod in its owner's, each marked instance in its account's "no owner" message; nothing else sent
+    assert [len(h) for i, h in enumerate(heard) if i != 1] == [0] * 5  # the dry run, the acts, the runs again
+    pods_heard = {
+        (m["cluster"], i["namespace"], i["pod"], m["owner"]) for m in heard[1] if m["cluster"] for i in m["items"]
+    }
+    marked_pods = {(c, ns, name, ns) for (c, ns, name), p in seen.items() if p["state"] == "marked"}
+    assert pods_heard == marked_pods
+    owners = [(m["cluster"], m["owner"]) for m in heard[1] if m["cluster"]]
+    assert len(owners) == len(set(owners))
+    instances_heard = sorted(i["name"].rsplit("/", 1)[-1] for m in heard[1] if not m["cluster"] for i in m["items"])
+    assert instances_heard == sorted(name for _, name in marked_instances)
+    assert all(m["owner"] is None and m["account"] for m in heard[1] if not m["cluster"])
 
     # --- the grace period over: deleted, Terminating; the owners start new pods, young and unjudged
     acted = _by_pod(act)

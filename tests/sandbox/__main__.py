@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("#       # and untagged GPU instances. The DCGM series end when the sandbox started: judge a full")
         print(f"#       # window with --at {world.now.replace(microsecond=0).isoformat()} (or earlier, up to 1h)")
+        if world.webhook is not None:  # the sandbox's notify section posts there (docs/people.md#notifications)
+            print(f"#   curl -s {world.webhook.server.url if world.webhook.server else ''}/received   # notifications")
         print(f"# contexts: {contexts}")
         print("# Ctrl-C stops everything.", flush=True)
         stop.wait()

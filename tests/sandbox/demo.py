@@ -492,7 +492,13 @@ def show_sweep(world: World) -> list[Phase]:
     missing = sweep_demo.missing_clouds(world)
     if missing:
         print(f"  the instances part has no adapter for {', '.join(missing)} yet: the pods part only")
-    phases, shown = sweep_demo.run_sweep(world, run_gpu_jobs)
+    heard: dict[str, list[dict[str, Any]]] = {}  # phase -> the messages the sandbox's webhook received meanwhile
+
+    def listen(phase: Phase) -> None:
+        received = world.webhook.received() if world.webhook is not None else []
+        heard[phase.name] = received[sum(len(m) for m in heard.values()) :]
+
+    phases, shown = sweep_demo.run_sweep(world, run_gpu_jobs, after=listen)
     for index, phase in enumerate(phases):
         print()
         print("\n".join(sweep_demo.render(phase, why=index == 1)), flush=True)
@@ -501,6 +507,8 @@ def show_sweep(world: World) -> list[Phase]:
         if index == 1 and "events" in shown:
             print("  the Warning Event its owner sees (kubectl describe pod, its Events):")
             print("\n".join(shown["events"]))
+        if index == 1:
+            print("\n".join(render_notifications(heard.get(phase.name, []))), flush=True)
         if index == 2 and "pods" in shown:
             print("  deleted: Terminating for their grace period (the namespace's GPU quota still charges them, so")
             print("  their Deployment's replacements wait for room):")
@@ -509,6 +517,22 @@ def show_sweep(world: World) -> list[Phase]:
         print("\n  their Deployment's replacements, once the deleted pods are gone (young: not judged until 2h old):")
         print("\n".join(shown["pods later"]))
     return phases
+
+
+def render_notifications(messages: list[dict[str, Any]], shown: int = 2) -> list[str]:
+    """What the sandbox's webhook receiver got (docs/people.md#notifications): one message per owner and cluster;
+    the first ``shown`` and the last (the nobody's, when there is one) with their first lines as Slack shows them."""
+    if not messages:
+        return ["  notifications: none received (the policy has no notify section?)"]
+    owners = sorted({str(m["owner"] or "no owner") for m in messages})
+    lines = [f"  notifications: {len(messages)} messages to the sandbox's webhook, one per owner and cluster"]
+    lines.append(f"  ({len(owners)} owners: {', '.join(owners[:8])}{', ...' if len(owners) > 8 else ''}), among them:")
+    for message in messages[:shown] + messages[shown:][-1:]:
+        text = message["text"].splitlines()
+        lines += [f"    {text[0]}", *(f"      {line[:110]}" for line in text[1:3])]
+        if len(text) > 3:
+            lines.append(f"      ... {len(text) - 3} more")
+    return lines
 
 
 # --- the overall summary -------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ one later.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import logging
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from tests.emulators.base import RequestLog
     from tests.emulators.gcp.emulator import GcpEmulator
     from tests.emulators.prometheus.server import PrometheusServer
+    from tests.emulators.webhook.receiver import WebhookReceiver
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_POLICY = REPO / "gitops" / "policy.yaml"
@@ -69,6 +71,10 @@ SYNC_INTERVAL_S = 0.2
 #: How far back the DCGM series go. The demo's sweep marks at ``start - 31m`` and acts at ``start``: its 2 h window
 #: at the first instant reaches back to ``start - 2h31m``; 3 h covers it (every query inside the data, none after it).
 DCGM_WINDOW = timedelta(hours=3)
+#: The sandbox's notifications (docs/people.md): to its own webhook receiver, whose URL is the Secret seeded in each
+#: cluster's gpu-jobs namespace; each namespace's owner is its ``team`` label. Added to the sandbox's copy of a policy
+#: that has no ``notify`` of its own (the shipped example does not: an install without the Secret would say so).
+SANDBOX_NOTIFY = "notify:\n  webhook: {secretRef: {name: gpu-jobs-notify, key: url}}\n  owner: {namespaceLabel: team}\n"
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,8 @@ class World:
     #: What ``kubectl apply`` printed for each cluster's install.
     installed: dict[str, str] = field(default_factory=dict)
     executor: JobExecutor | None = None
+    #: The webhook the sandbox's notifications go to: every message it accepted is in ``webhook.received()``.
+    webhook: WebhookReceiver | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -170,13 +178,18 @@ class World:
         from tests.emulators.azure.emulator import start_azure_emulator
         from tests.emulators.gcp.emulator import start_gcp
         from tests.emulators.prometheus.server import start_prometheus
+        from tests.emulators.webhook.receiver import start_receiver
 
         path = Path(policy_path).resolve()
         policy = load_policy(path)
-        fleet = build_fleet(policy)
         own = workdir is None
         work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="gpu-jobs-sandbox-"))
         work.mkdir(parents=True, exist_ok=True)
+        if policy.notify is None:  # the sandbox's own copy, notifying its receiver
+            path = work / "policy.yaml"
+            path.write_text(Path(policy_path).resolve().read_text().rstrip("\n") + "\n" + SANDBOX_NOTIFY)
+            policy = load_policy(path)
+        fleet = build_fleet(policy)
         nodes, placements = _layout(fleet)
         now = datetime.now(UTC)
         started: list[Callable[[], None]] = []
@@ -207,8 +220,11 @@ class World:
             world = cls(
                 path, policy, fleet, work, kubes, aws, gcp, azure, prom_server, placements, seats, now, _own_workdir=own
             )
+            world.webhook = start_receiver()
+            started.append(world.webhook.stop)
             world._write_kubeconfigs()
             world._seed(nodes)
+            world._seed_notify_secret()
             if install:
                 world.install()
                 world.executor = JobExecutor(world.kubes, world.cloud_env(), work).start()
@@ -238,6 +254,8 @@ class World:
                 stop()
         if self.prometheus is not None:
             self.prometheus.stop()
+        if self.webhook is not None:
+            self.webhook.stop()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -467,6 +485,16 @@ class World:
         self.azure.quota_request_seconds = None
 
     # --- node reconciler ---------------------------------------------------------------------------------------
+
+    def _seed_notify_secret(self) -> None:
+        """The webhook's URL, in each cluster's gpu-jobs namespace, as ``kubectl create secret`` makes it."""
+        assert self.webhook is not None
+        url = base64.b64encode(self.webhook.url.encode()).decode()
+        for kube in self.kubes.values():
+            meta = {"name": "gpu-jobs-notify", "namespace": JOB_NAMESPACE}
+            kube.create(
+                {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": {"url": url}}
+            )
 
     def sync_nodes(self) -> None:
         """Add or remove Node objects so each group has as many as its cloud runs (pods on removed nodes go).

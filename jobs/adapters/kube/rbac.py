@@ -17,6 +17,8 @@ class Grant:
     resource: str
     verbs: tuple[str, ...]
     scope: Scope
+    #: Only these objects (``resourceNames``): a Secret the job reads is named, never all Secrets of a namespace.
+    resource_names: tuple[str, ...] = ()
 
 
 def union(grants: Iterable[Grant]) -> dict[tuple[str, str, Scope], frozenset[str]]:

@@ -3,7 +3,7 @@
 The official ``kubernetes`` client and kubectl talk to it over real HTTP through a kubeconfig it writes
 (``http://127.0.0.1:PORT``, a token user). What it does like the real server, and where it stops:
 
-- core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas (+ ``status``), events, configmaps,
+- core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas (+ ``status``), events, configmaps, secrets,
   limitranges (stored, not enforced); coordination.k8s.io/v1 leases; policy/v1 poddisruptionbudgets; events.k8s.io/v1 events (stored apart from core
   events: the real server converts between the two, the emulator does not);
 - uid, creationTimestamp, one global resourceVersion; stale PUT/PATCH is 409 Conflict; Status bodies for 400, 401,

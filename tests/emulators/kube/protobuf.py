@@ -246,6 +246,14 @@ SCHEMAS: dict[tuple[str, str], Message] = {
         3: ("binaryData", MapOf("bytes")),
         4: ("immutable", "bool"),
     },
+    # What `kubectl create secret generic` sends (the notifications' webhook URL, docs/people.md).
+    ("v1", "Secret"): {
+        1: ("metadata", OBJECT_META),
+        2: ("data", MapOf("bytes")),
+        3: ("type", "string"),
+        4: ("stringData", MapOf("string")),
+        5: ("immutable", "bool"),
+    },
     ("v1", "ResourceQuota"): {
         1: ("metadata", OBJECT_META),
         2: (

@@ -99,6 +99,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         ),
     ),
     ResourceType("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
+    ResourceType("", "v1", "Secret", "secrets", True),  # the notifications' webhook URL (stored as sent: no stringData)
     ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     ResourceType("", "v1", "LimitRange", "limitranges", True, ("limits",)),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
