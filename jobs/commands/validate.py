@@ -61,7 +61,8 @@ def _counts(policy: Policy) -> str:
     return (
         f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
         f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')},"
-        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_warned(policy)}{_woken(policy)}{_sweep(policy)}{_notify(policy)}"
+        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_warned(policy)}{_woken(policy)}{_sweep(policy)}"
+        f"{_notify(policy)}"
     )
 
 
