@@ -58,12 +58,14 @@ def _counts(policy: Policy) -> str:
         return f"{count} {noun}{'' if count == 1 else 's'}"
 
     quotas = policy.namespace_quotas
-    return (
+    head = (
         f"{n(len(policy.node_groups), 'node group')} in {n(len(policy.fleet), 'cluster')},"
         f" {n(len(policy.overrides), 'override')}, {n(len(quotas.rules) if quotas else 0, 'namespace quota rule')},"
-        f" {n(len(policy.cloud_quotas), 'cloud quota')}{_warned(policy)}{_woken(policy)}{_sweep(policy)}"
-        f"{_notify(policy)}"
+        f" {n(len(policy.cloud_quotas), 'cloud quota')}"
     )
+    # What acts on people, one line each under the counts: a reviewer sees a behaviour turned on at a glance.
+    said = (_warned(policy), _woken(policy), *_sweep(policy), _notify(policy))
+    return "\n".join([head, *(f"  {line}" for line in said if line)])
 
 
 def _warned(policy: Policy) -> str:
@@ -71,7 +73,7 @@ def _warned(policy: Policy) -> str:
     leads = sorted({format_duration(w) for g in view_of(policy).groups if (w := g.settings.warn_before)})
     count = sum(1 for g in view_of(policy).groups if g.settings.warn_before)
     groups = f"{count} node group{'' if count == 1 else 's'} warn{'s' if count == 1 else ''}"
-    return f"; {groups} running GPU pods {' or '.join(leads)} before shutdown" if count else ""
+    return f"{groups} running GPU pods {' or '.join(leads)} before shutdown" if count else ""
 
 
 def _woken(policy: Policy) -> str:
@@ -81,24 +83,25 @@ def _woken(policy: Policy) -> str:
         return ""
     longest = max((g.wake for g in groups if g.wake is not None), key=lambda w: w.duration)
     many = len(groups) != 1
-    return f"; {len(groups)} node group{'s' if many else ''} wake{'' if many else 's'} on demand (up to {longest.for_})"
+    return f"{len(groups)} node group{'s' if many else ''} wake{'' if many else 's'} on demand (up to {longest.for_})"
 
 
-def _sweep(policy: Policy) -> str:
+def _sweep(policy: Policy) -> tuple[str, ...]:
     """What the sweep would do, in a few words: a reviewer sees an action turned on."""
     sweep = policy.sweep
     if sweep is None:
-        return ""
+        return ()
     parts = []
     if sweep.idle_pods is not None:
         pods = sweep.idle_pods
         what = "annotate" if pods.action == "annotate" else f"{pods.action} after {pods.grace_period}"
-        parts.append(f"idle pods below {pods.below:g}% for {pods.window}: {what}, snoozes at most {pods.max_snooze}")
+        snooze = f"snoozes at most {pods.max_snooze}"
+        parts.append(f"sweep: idle pods below {pods.below:g}% for {pods.window}: {what}, {snooze}")
     if sweep.untagged_instances is not None:
         inst = sweep.untagged_instances
         what = "tag only" if inst.action == "tag-only" else f"{inst.action} after {inst.grace_period}"
-        parts.append(f"instances without {', '.join(inst.required_tags)}: {what}")
-    return f"; sweep: {'; '.join(parts)}" if parts else ""
+        parts.append(f"sweep: instances without {', '.join(inst.required_tags)}: {what}")
+    return tuple(parts)
 
 
 def _notify(policy: Policy) -> str:
@@ -110,7 +113,7 @@ def _notify(policy: Policy) -> str:
     # The shipped Roles name the one Secret they let the jobs read: another name needs a grant of its own.
     grant = "" if ref.name == DEFAULT_SECRET else f" (the shipped RBAC reads only {DEFAULT_SECRET}: grant get on it)"
     return (
-        f"; notify: one message per owner (namespace label {notify.owner.namespace_label}) to the webhook in Secret"
+        f"notify: one message per owner (namespace label {notify.owner.namespace_label}) to the webhook in Secret"
         f" {ref.name} key {ref.key}{grant}"
     )
 

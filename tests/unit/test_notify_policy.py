@@ -81,4 +81,4 @@ def test_validate_says_where_notifications_go(
     outcome = validate.run(argparse.Namespace(paths=[str(path)], output="text", deadline=None), RecordingLog())
     out = capsys.readouterr().out
     assert outcome.exit_code == 0
-    assert "; notify: one message per owner (namespace label owner) " + said in out
+    assert "\n  notify: one message per owner (namespace label owner) " + said in out
