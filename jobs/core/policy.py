@@ -49,6 +49,7 @@ from jobs.core.policy_fleet import (
     WorkingSize,
     resolve_fleet,
 )
+from jobs.core.policy_history import History, Pricing
 from jobs.core.policy_quotas import (
     Hard,
     LabelKey,
@@ -126,6 +127,8 @@ class Policy(Model):
     namespace_quotas: NamespaceQuotas | None = None
     cloud_quotas: tuple[CloudQuota, ...] = Field(default=(), max_length=200)
     sweep: Sweep | None = None
+    history: History = History()
+    pricing: Pricing = Pricing()
 
     def group(self, name: str) -> NodeGroup:
         for group in self.node_groups:
