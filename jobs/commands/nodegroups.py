@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
-KUBE_PORTS = ("identity", "workloads", "records", "events", "lease")  # records: a kind of state (kube/state.py)
+KUBE_PORTS = ("identity", "workloads", "records", "events", "lease", "history")  # records: kube/state.py
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -26,8 +26,8 @@ from jobs.sweep.ports import Instances, Metrics
 #: union of their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py). The pods part
 #: writes to the pods of its cluster (annotations, deletes, the owners' scale, Events); the instances part keeps only
 #: its Lease in the install's cluster (its marks are the clouds' tags).
-KUBE_PORTS_PODS = ("identity", "pods", "lease")
-KUBE_PORTS_INSTANCES = ("lease",)
+KUBE_PORTS_PODS = ("identity", "pods", "lease", "history")
+KUBE_PORTS_INSTANCES = ("lease", "history")  # history: jobs/commands/after_run.py
 #: Added where ``idlePods.action`` is ``scale-owner`` (kustomize/components/sweep-scale-owner): apps writes for no one
 #: else.
 KUBE_PORTS_SCALE_OWNER = ("owners",)
