@@ -165,14 +165,15 @@ def _group_entries(result: ScopeResult, item: ItemResult, policy: Policy, histor
         per_node = policy.group(item.name).gpus_per_node
     except KeyError:  # an unmanaged group: not the product's doing
         return []
-    if item.status == "applied" and detail.get("direction") == "down":
-        before = detail.get("before") or {}
-        desired = before.get("desired")
-        nodes = None if desired is None else int(desired) * int(before.get("zones") or 1)
+    if item.status == "applied" and detail.get("direction") in ("down", "up"):
+        # The size before a shutdown; after a restore, the size restored (the record's: a GKE pool reports no live
+        # size before it goes down, so its down entry may not know it).
+        size = (detail.get("before") if detail["direction"] == "down" else detail.get("after")) or {}
+        desired = size.get("desired")
+        nodes = None if desired is None else int(desired) * int(size.get("zones") or 1)
         gpus = None if nodes is None or per_node is None else nodes * per_node
-        return [Entry(at, result.job, scope, "down", item.name, nodes, gpus, per_node, detail.get("why"))]
-    if item.status == "applied" and detail.get("direction") == "up":
-        return [Entry(at, result.job, scope, "up", item.name, reason=detail.get("why"))]
+        kind: EntryKind = "down" if detail["direction"] == "down" else "up"
+        return [Entry(at, result.job, scope, kind, item.name, nodes, gpus, per_node, detail.get("why"))]
     if item.status == "skipped" and (item.reason or "").startswith(KEPT_UP_FOR_BUSY):
         if last is not None and last.kind == "postponed":
             return []  # one entry per keep-up, not one per run
@@ -266,13 +267,18 @@ def record(result: ScopeResult, policy: Policy, store: HistoryStore, now: dateti
         new = entries_of(result, policy, history)
         if new:
             store.append(new)
-        pruned = store.prune(now, policy.history.retention_td)
     except CloudError as exc:
         log.warning("history.unwritten", scope=scope, error=str(exc))
         return Recorded(scope, warning=f"history not written ({exc}): the report will miss this run's entries")
+    kept = tuple(merged(history, new))
+    try:
+        pruned = store.prune(now, policy.history.retention_td)
+    except CloudError as exc:
+        log.warning("history.unpruned", scope=scope, error=str(exc))
+        return Recorded(scope, tuple(new), kept, f"history weeks past the retention not deleted ({exc})")
     if new or pruned:
         log.info("history.written", scope=scope, entries=len(new), pruned=pruned)
-    return Recorded(scope, tuple(new), tuple(merged(history, new)))
+    return Recorded(scope, tuple(new), kept)
 
 
 def with_warning(result: ScopeResult, recorded: Recorded) -> ScopeResult:
@@ -326,7 +332,9 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
                 gone_at = e.at
             elif e.kind in ("up", "wake"):
                 if gone_at is not None and down is not None:
-                    gone.append((Interval(gone_at, e.at), down.nodes, down.gpus))
+                    nodes = down.nodes if down.nodes is not None else e.nodes
+                    gpus = down.gpus if down.gpus is not None else e.gpus
+                    gone.append((Interval(gone_at, e.at), nodes, gpus))
                 down, gone_at = None, None
                 if e.kind == "wake" and wake_at is None:
                     wake_at = e.at

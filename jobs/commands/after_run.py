@@ -17,6 +17,7 @@ from jobs.envelope import ScopeResult
 from jobs.history import RECORDED_JOBS, Recorded, Savings, current_week, measure, record, week_window, with_warning
 from jobs.metrics import exposition, push, run_gauges
 from jobs.outcome import Outcome
+from jobs.scopes import Scope
 from jobs.settings import env
 
 if TYPE_CHECKING:
@@ -42,11 +43,23 @@ def _record(job: str, run: Run, result: ScopeResult, log: Any) -> Recorded | Non
 
     scope = result.scope
     try:
-        api = client.Kubeconfig().client(scope.context, cluster=scope.name if scope.kind == "cluster" else "")
+        api = client.Kubeconfig().client(_context(run, scope), cluster=scope.name if scope.kind == "cluster" else "")
     except Exception as exc:  # no configuration: the same warning as a write that failed
         return Recorded(scope.name, warning=f"history not written ({exc})")
     store = ConfigMapHistory(api, client.job_namespace(), scope.name, log)
     return record(result, run.policy, store, datetime.now(UTC), log)
+
+
+def _context(run: Run, scope: Scope) -> str | None:
+    """The kubeconfig context the run reached ``scope`` through (a job's report names the cluster, not its context):
+    a cluster's ``kubeContext`` in a central run; the in-cluster config or current context for a per-cluster run
+    (``--cluster``) and for an account, whose state is in the install's own cluster (``jobs.scopes``)."""
+    if scope.kind != "cluster" or getattr(run.args, "cluster", None):
+        return None
+    try:
+        return run.policy.cluster(scope.name).kube_context
+    except KeyError:
+        return None
 
 
 def _push(

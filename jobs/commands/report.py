@@ -101,4 +101,5 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
     log.info("report.shown", window=label, scopes=len(scopes), entries=len(entries), failed=report.failed)
     failures = tuple(f"{r.name}: {r.error}" for r in report.scopes if r.error)
     code = ExitCode.ITEM_FAILED if failures else ExitCode.OK
-    return Outcome(code, planned=len(report.savings.groups), failed=len(failures), failures=failures)
+    reason = f"history not read: {'; '.join(failures)}" if failures else None  # run.summary's sentence says it
+    return Outcome(code, planned=len(report.savings.groups), failed=len(failures), reason=reason, failures=failures)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 
 from jobs import savings
 from jobs.core.list_prices import AS_OF, LIST_PRICES
-from jobs.envelope import ItemResult, ScopeResult
+from jobs.envelope import ItemResult, ScopeResult, tally
+from jobs.errors import Unavailable
 from jobs.history import (
     Entry,
     decode,
@@ -23,10 +25,13 @@ from jobs.history import (
     iso_week,
     measure,
     merged,
+    record,
     week_window,
+    with_warning,
 )
 from jobs.policy_file import PolicyError, parse_policy
 from jobs.scopes import cluster
+from tests.fakes import RecordingLog
 
 POLICY = textwrap.dedent("""\
     apiVersion: gpu-jobs/v1
@@ -196,9 +201,12 @@ def test_prices_from_the_policy_and_from_the_dated_list() -> None:
     assert batch == savings.Price(1.5, "EUR", "policy pricing.nodeGroups.batch.gpuHour")
     assert train is not None
     assert (train.currency, train.gpu_hour) == ("USD", LIST_PRICES["p4d.24xlarge"].hourly / 8)
-    assert AS_OF in train.source and "aws.amazon.com" in train.source
+    assert AS_OF in train.source
+    assert "aws.amazon.com" in train.source
     negotiated = policy(POLICY + "  instanceTypes: {p4d.24xlarge: 16.0}\n")
-    assert savings.price_of(negotiated, "train") == savings.Price(2.0, "EUR", "policy pricing.instanceTypes.p4d.24xlarge")
+    assert savings.price_of(negotiated, "train") == savings.Price(
+        2.0, "EUR", "policy pricing.instanceTypes.p4d.24xlarge"
+    )
     assert savings.price_of(p, "unpriced") is None
 
 
@@ -227,7 +235,9 @@ def test_the_json_is_one_line_with_money_and_its_source() -> None:
 def test_the_text_and_markdown_print_the_source_with_every_figure() -> None:
     text, markdown = savings.to_text(report()), savings.to_markdown(report())
     assert "research: FAILED: its history cannot be read (503)" in text
-    assert "276.0" in text and "USD [1]" in text and f"[1] aws list price p4d.24xlarge as of {AS_OF}" in text
+    assert "276.0" in text
+    assert "USD [1]" in text
+    assert f"[1] aws list price p4d.24xlarge as of {AS_OF}" in text
     assert markdown.startswith("### GPU savings 2026-W49\n")
     assert "| ml-prod | train | 11.5 | 276.0 | 0.0 | 0.0 |" in markdown
     assert f"[1] aws list price p4d.24xlarge as of {AS_OF}" in markdown
@@ -237,7 +247,7 @@ def test_the_text_and_markdown_print_the_source_with_every_figure() -> None:
     ("section", "problem"),
     [
         ("history: {retention: 3d}", 'policy.yaml:6: history.retention: "3d" is shorter than a week'),
-        ("pricing: {currency: euro}", "policy.yaml:6: pricing.currency: \"euro\": String should match pattern"),
+        ("pricing: {currency: euro}", 'policy.yaml:6: pricing.currency: "euro": String should match pattern'),
         (
             "pricing: {nodeGroups: {train: {gpuHour: 2, instanceType: p4d.24xlarge}}}",
             "policy.yaml:6: pricing.nodeGroups.train: give exactly one of gpuHour and instanceType",
@@ -249,3 +259,33 @@ def test_bad_history_and_pricing_sections_name_file_line_and_path(section: str, 
     with pytest.raises(PolicyError) as raised:
         parse_policy(text, "policy.yaml")
     assert any(str(p).startswith(problem) for p in raised.value.problems), raised.value.problems
+
+
+class BrokenStore:
+    """A history whose writes fail as an API server's 5xx would (the ``HistoryStore`` port)."""
+
+    def __init__(self) -> None:
+        self.appended: list[Entry] = []
+
+    def read(self) -> list[Entry]:
+        return []
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        raise Unavailable("update configmaps: 503 the server is shutting down")
+
+    def prune(self, now: datetime, retention: timedelta) -> list[str]:
+        raise AssertionError("not reached: nothing is pruned after a failed append")
+
+
+def test_a_failed_history_write_is_a_warning_of_the_scope_and_changes_no_item() -> None:
+    log = RecordingLog()
+    scope_result = result([down_item()])
+    recorded = record(scope_result, policy(), BrokenStore(), BERLIN_EVENING, log)
+    warned = with_warning(scope_result, recorded)
+    assert warned.warnings == (
+        "history not written (update configmaps: 503 the server is shutting down): the report will miss this run's"
+        " entries",
+    )
+    assert warned.items == scope_result.items
+    assert tally(warned) == tally(scope_result)
+    assert log.names == ["history.unwritten"]
