@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from tests.emulators.azure.emulator import AzureEmulator
     from tests.emulators.base import RequestLog
     from tests.emulators.gcp.emulator import GcpEmulator
+    from tests.emulators.prometheus.pushgateway import PushgatewayServer
     from tests.emulators.prometheus.server import PrometheusServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -151,6 +152,8 @@ class World:
     #: What ``kubectl apply`` printed for each cluster's install.
     installed: dict[str, str] = field(default_factory=dict)
     executor: JobExecutor | None = None
+    #: The real Pushgateway the jobs push their gauges to, scraped by ``prometheus`` (None without Prometheus).
+    pushgateway: PushgatewayServer | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -169,6 +172,7 @@ class World:
         from tests.emulators.aws.emulator import start_aws
         from tests.emulators.azure.emulator import start_azure_emulator
         from tests.emulators.gcp.emulator import start_gcp
+        from tests.emulators.prometheus.pushgateway import start_pushgateway
         from tests.emulators.prometheus.server import start_prometheus
 
         path = Path(policy_path).resolve()
@@ -190,13 +194,19 @@ class World:
                 gcp_f = pool.submit(start_gcp, 0)
                 kubes: dict[str, KubeHandle] = {}
                 prom = None
+                gateway = None
                 try:
+                    if prometheus:  # the jobs push their gauges to it (jobs/metrics.py); Prometheus scrapes it
+                        gateway = start_pushgateway()
+                        started.append(gateway.stop)
                     for cluster in policy.fleet:
                         kubes[cluster.name] = start_kube(work / "clusters" / cluster.name / "kubeconfig")
                         started.append(kubes[cluster.name].stop)
                     seats = _seed_kube(kubes, fleet, nodes, placements, now)
                     if prometheus:
-                        prom = pool.submit(start_prometheus, _workloads(fleet, nodes, seats), now, window=DCGM_WINDOW)
+                        workloads = _workloads(fleet, nodes, seats)
+                        scrape = [gateway.address] if gateway is not None else []
+                        prom = pool.submit(start_prometheus, workloads, now, window=DCGM_WINDOW, scrape=scrape)
                 finally:  # whatever failed, what did start is stopped below
                     for future in (aws_f, azure_f, gcp_f, prom):
                         if future is not None:
@@ -207,6 +217,7 @@ class World:
             world = cls(
                 path, policy, fleet, work, kubes, aws, gcp, azure, prom_server, placements, seats, now, _own_workdir=own
             )
+            world.pushgateway = gateway
             world._write_kubeconfigs()
             world._seed(nodes)
             if install:
@@ -238,6 +249,8 @@ class World:
                 stop()
         if self.prometheus is not None:
             self.prometheus.stop()
+        if self.pushgateway is not None:
+            self.pushgateway.stop()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -288,6 +301,8 @@ class World:
         }
         if self.prometheus is not None:
             variables["GPU_JOBS_PROMETHEUS_URL"] = self.prometheus.url
+        if self.pushgateway is not None:
+            variables["GPU_JOBS_PUSHGATEWAY_URL"] = self.pushgateway.url
         return variables
 
     def cloud_env(self) -> dict[str, str]:
