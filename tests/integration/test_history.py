@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import shlex
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,11 @@ from tests.emulators.aws.emulator import AwsEmulator
 from tests.emulators.azure.emulator import AzureEmulator
 from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
+from tests.emulators.prometheus.fixtures import PrometheusFactory
 from tests.integration.cli import CliRun, run_cli
 from tests.integration.nodegroups import conftest as nodegroups_fixtures
 from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, make_central_fleet
+from tests.integration.sweep.test_pods_actions import idle_series, seeded, sweep
 from tests.integration.test_deploy import rendered_allow_list
 
 pytestmark = pytest.mark.integration
@@ -224,3 +226,22 @@ def test_weeks_past_the_retention_are_deleted(kube: KubeHandle) -> None:
     assert store.prune(EVENING, timedelta(weeks=4)) == ["2026-W43"]
     assert sorted(history(kube)) == [object_name("ml-prod", "2026-W49")]
     assert [e.at for e in store.read()] == [EVENING]
+
+
+def test_the_sweeps_deleted_pods_are_kept_with_their_idle_gpu_hours(
+    kube: KubeHandle, prometheus_factory: PrometheusFactory, tmp_path: Path
+) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    names = seeded(kube, now)  # three idle GPU pods, marked an hour ago: due
+    prometheus = prometheus_factory(idle_series(names), now)
+
+    done, document = sweep(kube, tmp_path, prometheus.url, "delete", now)
+
+    assert done.code == 0, done.stderr
+    assert [s["warnings"] for s in document["scopes"]] == [[]]
+    pods = sorted((e.subject, e.gpus, e.idle_gpu_hours) for es in history(kube).values() for e in es)
+    deleted = sorted(f"ml/{pod}" for group in names.values() for pod in group)
+    assert pods == [(pod, 1, 2.5) for pod in deleted]  # 1 GPU x (the 2h window + the 30m grace period)
+    again, _ = sweep(kube, tmp_path, prometheus.url, "delete", now + timedelta(minutes=10))
+    assert again.code == 0
+    assert len([e for es in history(kube).values() for e in es]) == 3  # nothing new: nothing acted on again
