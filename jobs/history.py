@@ -104,6 +104,12 @@ def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def in_order(entry: Entry) -> tuple[datetime, int, str]:
+    """Time order; at one instant (a run that sees the nodes gone at the instant of the shutdown) a group's entries
+    in the order things happen to it: down, gone, up."""
+    return entry.at, ENTRY_KINDS.index(entry.kind), entry.id
+
+
 def iso_week(at: datetime) -> str:
     """``2026-W49``: the ISO week of an instant in UTC (where a history object is kept, whatever the timezone)."""
     year, week, _ = at.astimezone(UTC).isocalendar()
@@ -112,7 +118,7 @@ def iso_week(at: datetime) -> str:
 
 def encode(entries: Iterable[Entry]) -> str:
     """One entry per line, in time order: a person reading the ConfigMap reads a log."""
-    ordered = sorted(entries, key=lambda e: (e.at, e.id))
+    ordered = sorted(entries, key=in_order)
     return "".join(json.dumps(e.to_json(), sort_keys=True, separators=(",", ":")) + "\n" for e in ordered)
 
 
@@ -308,7 +314,7 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
     """Each group's intervals, by (scope, group), from its entries in time order; an interval still open ends at
     ``until`` (the end of the report's window, or now)."""
     by_group: dict[tuple[str, str], list[Entry]] = {}
-    for e in sorted(entries, key=lambda e: (e.at, e.id)):
+    for e in sorted(entries, key=in_order):
         if e.kind in _GROUP_KINDS:
             by_group.setdefault((e.scope, e.subject), []).append(e)
     out: dict[tuple[str, str], GroupTimes] = {}

@@ -159,6 +159,15 @@ def test_avoided_gpu_hours_are_measured_from_nodes_gone_to_back_up() -> None:
     assert (group.gone_hours, group.avoided_node_hours, group.avoided_gpu_hours) == (11.5, 34.5, 276.0)
 
 
+def test_nodes_seen_gone_at_the_instant_of_the_shutdown_count_from_it() -> None:
+    # A second run at the same --at (the demo's "evening again"): its "gone" shares the down's instant.
+    at = "2026-12-01T20:05:00+01:00"
+    entries = [entry("2026-12-02T07:45:00+01:00", "up"), entry(at, "gone"), entry(at, "down", nodes=1, gpus=8)]
+    start, end = week_window("2026-W49", "Europe/Berlin")
+    (group,) = measure(entries, start, end).groups
+    assert (group.gone_hours, group.avoided_gpu_hours) == (11 + 40 / 60, (11 + 40 / 60) * 8)
+
+
 def test_a_week_clips_a_weekend_and_a_dst_week_has_167_hours() -> None:
     # Down from the Friday before W13 of 2026 to the Monday after: all of the week, whose Sunday (29 March)
     # loses an hour in Berlin.
@@ -251,6 +260,10 @@ def test_the_text_and_markdown_print_the_source_with_every_figure() -> None:
         (
             "pricing: {nodeGroups: {train: {gpuHour: 2, instanceType: p4d.24xlarge}}}",
             "policy.yaml:6: pricing.nodeGroups.train: give exactly one of gpuHour and instanceType",
+        ),
+        (
+            "pricing: {nodeGroups: {tran: {gpuHour: 2}}}",
+            'policy.yaml:6: pricing.nodeGroups.tran: unknown node group "tran"',
         ),
     ],
 )

@@ -22,7 +22,7 @@ from urllib.parse import quote
 from jobs import errors
 from jobs.adapters.kube.client import ApiClient, json_pages, request
 from jobs.adapters.kube.rbac import Grant
-from jobs.history import Entry, decode, encode, expired_weeks, iso_week, merged
+from jobs.history import Entry, decode, encode, expired_weeks, in_order, iso_week, merged
 from jobs.labels import HISTORY_SCOPE_LABEL, HISTORY_WEEK_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RECORD_KIND_LABEL
 
 # get: read one week again after a conflict or a lost answer; delete: weeks past the retention.
@@ -70,7 +70,7 @@ class ConfigMapHistory:
                 if self.log is not None:
                     self.log.warning("history.unreadable", configmap=cm["metadata"]["name"], problem=problem)
             found += [e for e in entries if e.scope == self.scope]
-        return sorted(found, key=lambda e: (e.at, e.id))
+        return sorted(found, key=in_order)
 
     def append(self, entries: Sequence[Entry]) -> None:
         by_week: dict[str, list[Entry]] = {}
