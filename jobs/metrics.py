@@ -34,6 +34,11 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _number(value: float) -> str:
+    """Every digit (``:g`` would round a Unix time to the thousand seconds); whole numbers without ``.0``."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
 def exposition(gauges: Iterable[Gauge]) -> str:
     """The Prometheus text format (version 0.0.4)."""
     lines: list[str] = []
@@ -41,7 +46,7 @@ def exposition(gauges: Iterable[Gauge]) -> str:
         lines += [f"# HELP {g.name} {g.help}", f"# TYPE {g.name} gauge"]
         for labels, value in g.samples:
             inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-            lines.append(f"{g.name}{{{inner}}} {value:g}" if inner else f"{g.name} {value:g}")
+            lines.append(f"{g.name}{{{inner}}} {_number(value)}" if inner else f"{g.name} {_number(value)}")
     return "\n".join(lines) + "\n"
 
 
