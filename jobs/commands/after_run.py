@@ -21,6 +21,7 @@ from jobs.scopes import Scope
 from jobs.settings import env
 
 if TYPE_CHECKING:
+    from jobs.adapters.kube.client import Kubeconfig
     from jobs.commands.reconcile import Run
 
 
@@ -28,25 +29,30 @@ def after_run(job: str, run: Run, results: Sequence[ScopeResult], ended: Outcome
     """The results with each scope's history warning, if any; the history written and the gauges pushed."""
     if ended.dry_run:
         return list(results)  # a dry run changed nothing: nothing to keep, and it must not pose as the last run
-    recorded = {r.scope: _record(job, run, r, log) for r in results} if job in RECORDED_JOBS else {}
+    recorded: dict[Scope, Recorded | None] = {}
+    if job in RECORDED_JOBS:
+        from jobs.adapters.kube.client import Kubeconfig  # noqa: PLC0415  # only for a run that records
+
+        kube = Kubeconfig()  # read once for every scope of the run
+        recorded = {r.scope: _record(kube, run, r, log) for r in results}
     url = env("PUSHGATEWAY_URL")
     if url:
         _push(url, job, run, results, ended, [r for r in recorded.values() if r is not None], log)
     return [with_warning(r, done) if (done := recorded.get(r.scope)) is not None else r for r in results]
 
 
-def _record(job: str, run: Run, result: ScopeResult, log: Any) -> Recorded | None:
+def _record(kube: Kubeconfig, run: Run, result: ScopeResult, log: Any) -> Recorded | None:
     if result.state not in ("applied", "planned"):
         return None  # nothing done there (refused, another run's, unread): nothing to keep
-    from jobs.adapters.kube import client  # noqa: PLC0415  # the Kubernetes client, only for a run that records
+    from jobs.adapters.kube.client import job_namespace  # noqa: PLC0415
     from jobs.adapters.kube.history import ConfigMapHistory  # noqa: PLC0415
 
     scope = result.scope
     try:
-        api = client.Kubeconfig().client(_context(run, scope), cluster=scope.name if scope.kind == "cluster" else "")
+        api = kube.client(_context(run, scope), cluster=scope.name if scope.kind == "cluster" else "")
     except Exception as exc:  # no configuration: the same warning as a write that failed
         return Recorded(scope.name, warning=f"history not written ({exc})")
-    store = ConfigMapHistory(api, client.job_namespace(), scope.name, log)
+    store = ConfigMapHistory(api, job_namespace(), scope.name, log)
     return record(result, run.policy, store, datetime.now(UTC), log)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from jobs import savings
@@ -20,6 +20,9 @@ from jobs.outcome import ExitCode, Outcome
 from jobs.policy_file import load_policy
 from jobs.scopes import Scope, account_scopes, cluster_scopes
 from jobs.settings import DEFAULT_POLICY, SettingsError, choice_setting, env, parse_at
+
+if TYPE_CHECKING:
+    from jobs.adapters.kube.client import Kubeconfig
 
 _RENDER = {"text": savings.to_text, "markdown": savings.to_markdown, "json": savings.to_json}
 #: The longest ``--since``: what the longest retention keeps.
@@ -64,11 +67,10 @@ def window(args: argparse.Namespace, policy: Policy, now: datetime) -> tuple[str
     return label, start, min(end, now) if start <= now else end
 
 
-def _read(scope: Scope, namespace: str, timeout_s: float) -> list[Entry]:
-    from jobs.adapters.kube import client  # noqa: PLC0415  # the Kubernetes client, for this command only
-    from jobs.adapters.kube.history import ConfigMapHistory  # noqa: PLC0415
+def _read(kube: Kubeconfig, scope: Scope, namespace: str) -> list[Entry]:
+    from jobs.adapters.kube.history import ConfigMapHistory  # noqa: PLC0415  # the Kubernetes client, here only
 
-    api = client.Kubeconfig(timeout_s).client(scope.context, cluster=scope.name if scope.kind == "cluster" else "")
+    api = kube.client(scope.context, cluster=scope.name if scope.kind == "cluster" else "")
     return ConfigMapHistory(api, namespace, scope.name).read()
 
 
@@ -82,13 +84,14 @@ def run(args: argparse.Namespace, log: Any) -> Outcome:
     sweep = policy.sweep
     if not args.cluster and sweep is not None and sweep.untagged_instances is not None:
         scopes += account_scopes(policy)  # the instances part's history is in the install's own cluster
-    from jobs.adapters.kube.client import job_namespace  # noqa: PLC0415
+    from jobs.adapters.kube.client import Kubeconfig, job_namespace  # noqa: PLC0415
 
     namespace = job_namespace()
+    kube = Kubeconfig()  # read once for every cluster
 
     def read(scope: Scope) -> tuple[list[Entry], savings.ScopeRead]:
         try:
-            return _read(scope, namespace, 30.0), savings.ScopeRead(scope.name)
+            return _read(kube, scope, namespace), savings.ScopeRead(scope.name)
         except (CloudError, SettingsError) as exc:
             log.error("report.unreadable", scope=scope.name, error=str(exc))
             return [], savings.ScopeRead(scope.name, f"its history cannot be read ({exc})")
