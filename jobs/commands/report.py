@@ -64,7 +64,9 @@ def window(args: argparse.Namespace, policy: Policy, now: datetime) -> tuple[str
         start, end = week_window(label, timezone)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    return label, start, min(end, now) if start <= now else end
+    if start > now:
+        raise SettingsError(f"--week {label}: it has not started yet ({now.isoformat()} is the report's now)")
+    return label, start, min(end, now)  # a group still down counts until now, never into the future
 
 
 def _read(kube: Kubeconfig, scope: Scope, namespace: str) -> list[Entry]:

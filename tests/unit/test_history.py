@@ -4,6 +4,7 @@ policy's ``history:`` / ``pricing:`` sections."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import textwrap
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from jobs import savings
+from jobs.commands.report import window
 from jobs.core.list_prices import AS_OF, LIST_PRICES
 from jobs.envelope import ItemResult, ScopeResult, tally
 from jobs.errors import Unavailable
@@ -31,6 +33,7 @@ from jobs.history import (
 )
 from jobs.policy_file import PolicyError, parse_policy
 from jobs.scopes import cluster
+from jobs.settings import SettingsError
 from tests.fakes import RecordingLog
 
 POLICY = textwrap.dedent("""\
@@ -302,3 +305,16 @@ def test_a_failed_history_write_is_a_warning_of_the_scope_and_changes_no_item() 
     assert warned.items == scope_result.items
     assert tally(warned) == tally(scope_result)
     assert log.names == ["history.unwritten"]
+
+
+def test_the_reports_window_a_week_so_far_the_last_days_never_the_future() -> None:
+    now = datetime.fromisoformat("2026-12-02T12:00:00+01:00")
+    week = argparse.Namespace(week="2026-W49", since=None)
+    assert window(week, policy(), now) == ("2026-W49", datetime.fromisoformat("2026-11-30T00:00:00+01:00"), now)
+    since = argparse.Namespace(week=None, since="36h")
+    assert window(since, policy(), now) == ("since 36h", now - timedelta(hours=36), now)
+    for bad in (argparse.Namespace(week="2026-W50", since=None), argparse.Namespace(week="2026-49", since=None)):
+        with pytest.raises(SettingsError):
+            window(bad, policy(), now)
+    with pytest.raises(SettingsError, match=r"use e\.g\. 36h, 7d or 2w"):
+        window(argparse.Namespace(week=None, since="7 days"), policy(), now)

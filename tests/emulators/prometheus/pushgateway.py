@@ -51,7 +51,14 @@ def start_pushgateway(ready_timeout_s: float = 15.0) -> PushgatewayServer:
         log_path = workdir / f"pushgateway-{attempt}.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                [binary, f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                [
+                    binary,
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    # Debian's build persists to /var/lib/prometheus/pushgateway.data by default: one server's pushes
+                    # would outlive it and show in the next. Each server keeps its own, gone with its workdir.
+                    f"--persistence.file={workdir / 'pushgateway.data'}",
+                    "--log.level=warn",
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
