@@ -230,9 +230,12 @@ def entries_of(result: ScopeResult, policy: Policy, history: Sequence[Entry]) ->
     for item in result.items:
         if item.kind == "node group" and not item.detail.get("unmanaged"):
             found += _group_entries(result, item, policy, history)
-        elif item.kind == "wake" and item.status == "applied":
+        elif item.kind == "wake" and item.status == "applied" and item.detail.get("woke", True):
+            # One per Pending pod that woke its group (the same entry for every pod of the group: one id); a
+            # notice to a pod that woke nothing (``woke: false``) is no wake.
             group = str(item.detail.get("nodeGroup") or item.name)
-            found.append(Entry(result.at, result.job, result.scope.name, "wake", group, reason=item.reason))
+            why = item.detail.get("why") or item.reason
+            found.append(Entry(result.at, result.job, result.scope.name, "wake", group, reason=why))
         elif item.kind in ("pod", "instance"):
             found += _sweep_entries(result, item, policy)
     return found

@@ -116,12 +116,17 @@ def test_the_sweeps_pods_and_instances_and_wakes() -> None:
         detail={"gpus": 2, "state": "acted", "action": "delete", "idleReason": "utilization"},
     )
     warned = ItemResult("pod", "team-a/nb-1", "applied", "warned", detail={"gpus": 1, "state": "warned"})
-    wake = ItemResult("wake", "train", "applied", "a pending pod asked for a GPU", detail={"nodeGroup": "train"})
-    entries = entries_of(result([pod, warned, wake], job="sweep"), policy(), [])
+    # As the nodegroups job reports a wake (one item per Pending pod that woke its group) and a notice.
+    woke = {"nodeGroup": "train", "woke": True, "why": "a pending pod asked for a GPU"}
+    wakes = [ItemResult("wake", f"team-a/job-{n}", "applied", "woke train", detail=woke) for n in range(2)]
+    notice = ItemResult("wake", "team-b/x", "applied", "no group fits", detail={"nodeGroup": None, "woke": False})
+    entries = entries_of(result([pod, warned, *wakes, notice], job="sweep"), policy(), [])
     assert [(e.kind, e.subject, e.gpus, e.idle_gpu_hours) for e in entries] == [
         ("pod", "team-a/nb-0", 2, 5.0),  # 2 GPUs x (2h window + 30m grace)
         ("wake", "train", None, None),
+        ("wake", "train", None, None),  # the same entry (one id): kept once
     ]
+    assert len(merged([], entries)) == 2
 
 
 def test_a_dry_run_or_a_refused_scope_records_nothing() -> None:
