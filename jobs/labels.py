@@ -7,6 +7,9 @@ MANAGED_BY = "gpu-jobs"
 RECORD_KIND_LABEL = "gpu-jobs.dev/record"
 NODE_GROUP_LABEL = "gpu-jobs.dev/node-group"
 RECORD_KEY = "record.json"
+# The history ConfigMaps (kube/history.py): whose history, and which ISO week.
+HISTORY_SCOPE_LABEL = "gpu-jobs.dev/history-scope"
+HISTORY_WEEK_LABEL = "gpu-jobs.dev/week"
 
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KEEP_ALIVE_ANNOTATION = "gpu-jobs/keep-alive"

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
-# records: a kind of state (kube/state.py)
-KUBE_PORTS = ("identity", "workloads", "records", "events", "lease", *NOTIFY_PORTS)
+# records: a kind of state (kube/state.py); history: jobs/commands/after_run.py
+KUBE_PORTS = ("identity", "workloads", "records", "events", "lease", "history", *NOTIFY_PORTS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

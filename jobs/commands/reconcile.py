@@ -18,6 +18,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobs.commands import notifications
+from jobs.commands.after_run import after_run
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
 from jobs.deadline import Deadline
@@ -148,5 +149,6 @@ class JobSpec:
         results = [self.view(e, run) for e in envelopes]
         results = notifications.after_run(results, run, log)  # after the work, never changing its outcome
         ended = outcome([tally(r) for r in results], dry_run=dry_run)
+        results = after_run(self.name, run, results, ended, log)  # history and metrics: warnings, never failures
         # What run.summary's sentence names: the failed items, the limit's refusal, a Lease held by another run.
         return results, replace(ended, failures=failures(results), notes=notes(results))

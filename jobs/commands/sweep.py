@@ -27,8 +27,8 @@ from jobs.sweep.ports import Instances, Metrics
 #: union of their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py). The pods part
 #: writes to the pods of its cluster (annotations, deletes, the owners' scale, Events); the instances part keeps only
 #: its Lease in the install's cluster (its marks are the clouds' tags).
-KUBE_PORTS_PODS = ("identity", "pods", "lease", *NOTIFY_PORTS)
-KUBE_PORTS_INSTANCES = ("lease", "secrets")  # secrets: notify (an instance has no namespace)
+KUBE_PORTS_PODS = ("identity", "pods", "lease", "history", *NOTIFY_PORTS)
+KUBE_PORTS_INSTANCES = ("lease", "secrets", "history")  # secrets: notify (an instance has no namespace); history
 #: Added where ``idlePods.action`` is ``scale-owner`` (kustomize/components/sweep-scale-owner): apps writes for no one
 #: else.
 KUBE_PORTS_SCALE_OWNER = ("owners",)

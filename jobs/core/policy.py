@@ -49,6 +49,7 @@ from jobs.core.policy_fleet import (
     WorkingSize,
     resolve_fleet,
 )
+from jobs.core.policy_history import History, Pricing
 from jobs.core.policy_notify import Notify
 from jobs.core.policy_quotas import (
     Hard,
@@ -128,6 +129,8 @@ class Policy(Model):
     cloud_quotas: tuple[CloudQuota, ...] = Field(default=(), max_length=200)
     sweep: Sweep | None = None
     notify: Notify | None = None  # people hear warnings, wakes and marks: one message per owner
+    history: History = History()
+    pricing: Pricing = Pricing()
 
     def group(self, name: str) -> NodeGroup:
         for group in self.node_groups:

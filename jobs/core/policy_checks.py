@@ -43,6 +43,12 @@ def cross_reference_problems(policy: Policy) -> list[Problem]:
     for i, override in enumerate(policy.overrides):
         if override.node_group not in seen:
             problems.append((("overrides", i, "nodeGroup"), f'unknown node group "{override.node_group}"'))
+    # A price for a group the policy does not have is a typo: that group's savings would have no money.
+    problems += [
+        (("pricing", "nodeGroups", name), f'unknown node group "{name}"')
+        for name in policy.pricing.node_groups
+        if name not in seen
+    ]
     return problems + fleet_problems(policy)
 
 

@@ -275,7 +275,7 @@ def items(report: NodeGroupsReport) -> list[ItemResult]:
             o.group.name,
             "unchanged",
             "as the schedule wants",
-            detail={"cluster": where, "provider": o.kind, "size": o.config.to_json()},
+            detail={"cluster": where, "provider": o.kind, "size": o.config.to_json(), "nodes": _nodes(o)},
         )
         for o in _quiet(report)
         if o.config is not None
@@ -347,3 +347,8 @@ def _notice(n: PodNotice, status: Status, where: str | None) -> ItemResult:
     }
     reason = NOT_WARNED if status == "skipped" else n.message
     return ItemResult("wake", str(n.pod), status, reason, write=True, detail=detail)
+
+
+def _nodes(o: ObservedGroup) -> int | None:
+    """The group's nodes the cluster's API shows (None: they could not be read): the history's "nodes gone"."""
+    return None if o.nodes_error else len(o.nodes)

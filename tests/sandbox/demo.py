@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
@@ -232,6 +233,15 @@ def run_night(world: World, evening: datetime, morning: datetime) -> list[Phase]
         phase.at = at
         phases.append(phase)
     return phases
+
+
+def run_night_report(world: World, evening: datetime, morning: datetime) -> Phase:
+    """``gpu-jobs report`` over the demo's night, at the morning: what the clusters' histories measure (the fleet
+    through each cluster's kubeContext, as a central install reads it)."""
+    hours = math.ceil((morning - evening).total_seconds() / 3600) + 1
+    phase = run_gpu_jobs(world, "report", "report", "--since", f"{hours}h", "--at", morning.isoformat())
+    phase.at = morning
+    return phase
 
 
 def run_quotas(world: World, at: datetime) -> list[Phase]:
@@ -709,6 +719,10 @@ def main(argv: list[str] | None = None) -> int:
         shown, lines = people_demo.run_people(world, morning, run_gpu_jobs)
         phases += shown
         print("\n".join(lines), flush=True)
+        phase = run_night_report(world, evening, morning)
+        phases.append(phase)
+        print(f"\n== the night's report: gpu-jobs {' '.join(phase.argv)}   (exit {phase.code}, {phase.seconds:.1f} s)")
+        print(phase.stdout.rstrip() or phase.stderr[-2000:], flush=True)
     finally:
         world.stop()
     bad = [p for p in phases if not p.ok]

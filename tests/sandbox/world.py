@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from tests.emulators.azure.emulator import AzureEmulator
     from tests.emulators.base import RequestLog
     from tests.emulators.gcp.emulator import GcpEmulator
+    from tests.emulators.prometheus.pushgateway import PushgatewayServer
     from tests.emulators.prometheus.server import PrometheusServer
     from tests.emulators.webhook.receiver import WebhookReceiver
 
@@ -159,6 +160,8 @@ class World:
     executor: JobExecutor | None = None
     #: The webhook the sandbox's notifications go to: every message it accepted is in ``webhook.received()``.
     webhook: WebhookReceiver | None = None
+    #: The real Pushgateway the jobs push their gauges to, scraped by ``prometheus`` (None without Prometheus).
+    pushgateway: PushgatewayServer | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -177,6 +180,7 @@ class World:
         from tests.emulators.aws.emulator import start_aws
         from tests.emulators.azure.emulator import start_azure_emulator
         from tests.emulators.gcp.emulator import start_gcp
+        from tests.emulators.prometheus.pushgateway import start_pushgateway
         from tests.emulators.prometheus.server import start_prometheus
         from tests.emulators.webhook.receiver import start_receiver
 
@@ -203,13 +207,19 @@ class World:
                 gcp_f = pool.submit(start_gcp, 0)
                 kubes: dict[str, KubeHandle] = {}
                 prom = None
+                gateway = None
                 try:
+                    if prometheus:  # the jobs push their gauges to it (jobs/metrics.py); Prometheus scrapes it
+                        gateway = start_pushgateway()
+                        started.append(gateway.stop)
                     for cluster in policy.fleet:
                         kubes[cluster.name] = start_kube(work / "clusters" / cluster.name / "kubeconfig")
                         started.append(kubes[cluster.name].stop)
                     seats = _seed_kube(kubes, fleet, nodes, placements, now)
                     if prometheus:
-                        prom = pool.submit(start_prometheus, _workloads(fleet, nodes, seats), now, window=DCGM_WINDOW)
+                        workloads = _workloads(fleet, nodes, seats)
+                        scrape = [gateway.address] if gateway is not None else []
+                        prom = pool.submit(start_prometheus, workloads, now, window=DCGM_WINDOW, scrape=scrape)
                 finally:  # whatever failed, what did start is stopped below
                     for future in (aws_f, azure_f, gcp_f, prom):
                         if future is not None:
@@ -222,6 +232,7 @@ class World:
             )
             world.webhook = start_receiver()
             started.append(world.webhook.stop)
+            world.pushgateway = gateway
             world._write_kubeconfigs()
             world._seed(nodes)
             world._seed_notify_secret()
@@ -256,6 +267,8 @@ class World:
             self.prometheus.stop()
         if self.webhook is not None:
             self.webhook.stop()
+        if self.pushgateway is not None:
+            self.pushgateway.stop()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -306,6 +319,8 @@ class World:
         }
         if self.prometheus is not None:
             variables["GPU_JOBS_PROMETHEUS_URL"] = self.prometheus.url
+        if self.pushgateway is not None:
+            variables["GPU_JOBS_PUSHGATEWAY_URL"] = self.pushgateway.url
         return variables
 
     def cloud_env(self) -> dict[str, str]:

@@ -155,6 +155,7 @@ def start_prometheus(
     seed: int = 0,
     binaries: PrometheusBinaries | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    scrape: Sequence[str] = (),
 ) -> PrometheusServer:
     """Backfill DCGM series for ``workloads`` ending at ``now`` and serve them; call ``.stop()`` when done.
 
@@ -175,7 +176,7 @@ def start_prometheus(
             _run_promtool(binaries.promtool, source, data)
         backfilled = time.perf_counter()
         config = workdir / "prometheus.yml"
-        config.write_text(_CONFIG)
+        config.write_text(_CONFIG + _scrape_config(scrape))
         # Retention counts back from the newest block; keep every sample of the window, whatever its length.
         retention = timedelta(days=max(15, window.days + 2))
         process, url = _launch(binaries.prometheus, workdir, retention, ready_timeout_s)
@@ -196,6 +197,20 @@ def start_prometheus(
         timings=StartupTimings(generated - began, backfilled - generated, ready - backfilled),
         workdir=workdir,
         _process=process,
+    )
+
+
+def _scrape_config(targets: Sequence[str]) -> str:
+    """A Pushgateway's scrape (``host:port`` targets), every second, keeping the pushed ``job`` labels."""
+    if not targets:
+        return ""
+    listed = ", ".join(f'"{t}"' for t in targets)
+    return (
+        "scrape_configs:\n"
+        "  - job_name: pushgateway\n"
+        "    honor_labels: true\n"
+        "    scrape_interval: 1s\n"
+        f"    static_configs: [{{targets: [{listed}]}}]\n"
     )
 
 
