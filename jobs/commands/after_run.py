@@ -1,9 +1,11 @@
-"""What every reconciling command does once its run is reported, whatever the job: append what it did to each
-scope's history (``jobs.history``, in the cluster it acted on) and push its gauges to a Pushgateway when
+"""What every reconciling command does once its run is reported, whatever the job: tell the people its report
+announces something to (``notifications``: with the policy's ``notify``), append what it did to each scope's
+history (``jobs.history``, in the cluster it acted on) and push its gauges to a Pushgateway when
 ``GPU_JOBS_PUSHGATEWAY_URL`` is set (``jobs.metrics``).
 
-Neither can fail a run or change its exit code: the actions happened. A history that could not be written is a
-warning of its scope (in the report and the JSON), a push that failed a logged warning.
+None of them can fail a run or change its exit code: the actions happened. A message not delivered or a history
+that could not be written is a warning of its scope (in the report and the JSON), a push that failed a logged
+warning.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from jobs.commands import notifications
 from jobs.envelope import ScopeResult
 from jobs.history import RECORDED_JOBS, Recorded, Savings, current_week, measure, record, week_window, with_warning
 from jobs.metrics import exposition, push, run_gauges
@@ -26,7 +29,8 @@ if TYPE_CHECKING:
 
 
 def after_run(job: str, run: Run, results: Sequence[ScopeResult], ended: Outcome, log: Any) -> list[ScopeResult]:
-    """The results with each scope's history warning, if any; the history written and the gauges pushed."""
+    """The results with each scope's warnings, if any; the messages sent, the history written, the gauges pushed."""
+    results = notifications.send(results, run, log)
     if ended.dry_run:
         return list(results)  # a dry run changed nothing: nothing to keep, and it must not pose as the last run
     recorded: dict[Scope, Recorded | None] = {}

@@ -32,7 +32,7 @@ NOTIFY_PORTS = ("namespaces", "secrets")
 RETRY_BASE_S = 0.5
 
 
-def after_run(results: Sequence[ScopeResult], run: Run, log: Any) -> list[ScopeResult]:
+def send(results: Sequence[ScopeResult], run: Run, log: Any) -> list[ScopeResult]:
     """The results, with a warning line where a notification was not delivered. Never raises: a notification
     that fails (even by a bug) is reported, and the run's exit code stays the work's."""
     section = run.policy.notify

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from jobs.commands import notifications
 from jobs.commands.after_run import after_run
 from jobs.core.limits import DEFAULT_LIMIT, ChangeLimit
 from jobs.core.policy import Policy
@@ -147,8 +146,8 @@ class JobSpec:
             peak_rss_mib=peak_rss_mib(),
         )
         results = [self.view(e, run) for e in envelopes]
-        results = notifications.after_run(results, run, log)  # after the work, never changing its outcome
         ended = outcome([tally(r) for r in results], dry_run=dry_run)
-        results = after_run(self.name, run, results, ended, log)  # history and metrics: warnings, never failures
+        # Notifications, the history, the gauges: warnings at most, never a failure or another exit code.
+        results = after_run(self.name, run, results, ended, log)
         # What run.summary's sentence names: the failed items, the limit's refusal, a Lease held by another run.
         return results, replace(ended, failures=failures(results), notes=notes(results))
