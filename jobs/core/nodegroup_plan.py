@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.group_record import Record
-from jobs.core.nodegroups import Moves, Step, moves
+from jobs.core.nodegroups import Moves, RemoveClaims, SetLimits, Step, moves
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
 from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, GroupSettings, ResolvedGroup, view_of
@@ -134,6 +134,8 @@ class GroupAction:
     uncordon: tuple[str, ...] = ()  # nodes the job cordoned and no drain needs any more: undo after the steps
     only_uncordon: bool = False  # nothing else to do: no step, no record
     prior: Record | None = None  # the record as observed, also when a new one is taken (a drain that gives up)
+    # A pool whose nodes running work stay for now (Karpenter, onBusy wait): when the wait began, kept in its record.
+    busy_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,8 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
     unseen = _unseen(og, current)
     if unseen is not None:
         return GroupSkip(rg.name, f"not shut down: {unseen}", warning=True, failed=True)
+    if rg.rules.by_limits:
+        return _down_by_claims(rg, og, m, reason, now)
     keep_alive = [p for p in og.pods if not p.evictable]
     if keep_alive:
         names = ", ".join(map(str, keep_alive))
@@ -325,6 +329,71 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
         doomed=doomed,
         drain_timeout=settings.drain_timeout,
         prior=record,
+    )
+
+
+def _down_by_claims(
+    rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: datetime
+) -> GroupAction | GroupSkip:
+    """A pool without a size (Karpenter): the zero limit always, then its nodes one by one, Karpenter draining each
+    (evictions, budgets respected). Running work holds only its own node: GPU pods and ``do-not-disrupt`` pods.
+    ``onBusy`` wait keeps those nodes (and postpones), drain lets Karpenter drain them unless that would force pods
+    off (a claim's ``terminationGracePeriod``) or stall (a do-not-disrupt pod), force lets them all go. Pods that
+    must not be evicted keep their node whatever onBusy says; idle nodes go now."""
+    record, current, settings, name = og.record, m.current, rg.settings, rg.name
+    if current.refused is not None:
+        return GroupSkip(name, f"not shut down: {current.refused}", warning=True, failed=True)
+    mine = set(og.nodes)
+    protected = {p.node for p in og.pods if not p.evictable} & mine
+    busy = [p for p in og.pods if p.evictable and p.node not in protected]
+    working = ({p.node for p in busy} | set(current.do_not_disrupt_nodes)) & mine - protected
+    mode: str = settings.on_busy
+    notes = [f"pods that must not be evicted run on {', '.join(sorted(protected))}"] if protected else []
+    save: Record | None = None
+    since = record.busy_since if record is not None else None
+    if working and mode == "wait":
+        if since is None or now - since < settings.max_delay:
+            notes.append(f"nodes running work kept until {((since or now) + settings.max_delay).isoformat()}")
+            if since is None and record is not None and record.phase != "up":
+                save = replace(record, busy_since=now)
+            since = since or now
+        else:
+            mode = settings.after_delay
+            if mode == "stay":
+                notes.append("nodes running work stay after maxDelay")
+    how: Literal["keep", "drain", "force"] = "drain" if mode == "drain" else "force" if mode == "force" else "keep"
+    if how == "keep":
+        held = working
+    elif how == "drain":
+        # Karpenter would force GPU pods off at the claim's deadline, or never finish a do-not-disrupt drain.
+        held = ({p.node for p in busy} & set(current.grace_nodes) | set(current.do_not_disrupt_nodes)) & mine
+    else:
+        held = set()
+    kept = tuple(sorted(protected | held))
+    if held and how != "keep":
+        notes.append(f"kept as onBusy force would: {', '.join(sorted(held))}")
+    names = ", ".join(f"{p} on {p.node}" for p in og.pods if p.node in kept)
+    why = "; ".join(notes) + (f" ({names})" if names else "")
+    deletable = (current.desired or 0) - len(kept)
+    if not any(isinstance(s, SetLimits) for s in m.down_steps) and deletable <= 0:
+        # The limit is down and only nodes with running work remain: nothing to write this run.
+        return GroupSkip(name, f"shutdown postponed: {why}", save_record=save, warning=bool(protected))
+    steps = tuple(replace(s, busy=how, keep=kept) if isinstance(s, RemoveClaims) else s for s in m.down_steps)
+    take_record = record is None or record.phase == "up"
+    return GroupAction(
+        name,
+        rg.kind,
+        "down",
+        f"{reason}; {why}" if why else reason,
+        current,
+        m.down,
+        steps,
+        take_record,
+        None if take_record else record,
+        doomed=tuple(p for p in busy if p.node not in kept) if how == "force" else (),
+        drain_timeout=settings.drain_timeout,
+        prior=record,
+        busy_since=since if working else None,
     )
 
 
@@ -398,7 +467,7 @@ def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAct
             failed=True,
         )
     short = current.shortfall or (f"{current.missing} node(s) asked for are not there" if current.missing else None)
-    if short is not None and not m.brings_nodes:
+    if short is not None and not m.brings_nodes and not rg.rules.by_limits:  # a pool's nodes come with pods
         # The size is back but the provider could not bring the nodes: resending it would change nothing, and
         # the rest of the restore waits for them. The record stays, so a later run finishes once they arrive.
         return GroupSkip(

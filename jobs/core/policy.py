@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.core.policy_fields import (
@@ -44,9 +44,11 @@ from jobs.core.policy_fleet import (
     Fleet,
     GcpCluster,
     GcpLocator,
+    KarpenterLocator,
     NodeGroup,
     PrometheusSource,
     WorkingSize,
+    cloud_of_sections,
     resolve_fleet,
 )
 from jobs.core.policy_quotas import (
@@ -83,6 +85,7 @@ __all__ = [
     "GcpLocator",
     "Hard",
     "Holidays",
+    "KarpenterLocator",
     "KubeContext",
     "LabelKey",
     "LabelRequirement",
@@ -126,6 +129,8 @@ class Policy(Model):
     namespace_quotas: NamespaceQuotas | None = None
     cloud_quotas: tuple[CloudQuota, ...] = Field(default=(), max_length=200)
     sweep: Sweep | None = None
+
+    _section_clouds = model_validator(mode="before")(cloud_of_sections)  # a NodePool's cloud is its cluster's
 
     def group(self, name: str) -> NodeGroup:
         for group in self.node_groups:

@@ -225,7 +225,8 @@ class Executor:
             # When the wait for running pods began stays known: a shutdown the next run has to finish (this one was
             # stopped mid-drain) must not start its maxDelay over.
             busy_since = action.prior.busy_since if action.prior is not None else None
-            record = Record(replace(live, busy=False, shortfall=None, missing=0), "stopping", self.now, busy_since)
+            busy_since = action.busy_since or busy_since
+            record = Record(live.recordable(), "stopping", self.now, busy_since)
             # Durable before anything changes: a crash from here on still knows the size to restore.
             self.save_record(group.name, record)
             self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
@@ -265,7 +266,10 @@ class Executor:
         # Not known yet: the record stays as it is, and the next run confirms (unknown is never done).
         confirmed = action.direction == "down" or not action.steps or self._delivered(group, cloud)
         final = Record(
-            record.config if record else action.after, action.direction, record.recorded_at if record else self.now
+            record.config if record else action.after,
+            action.direction,
+            record.recorded_at if record else self.now,
+            action.busy_since,  # None but for a pool whose busy nodes stay (Karpenter)
         )
         if confirmed and final != record:
             self.save_record(group.name, final)
