@@ -460,9 +460,14 @@ def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAct
         return None  # phase up: what people changed during the day stands
     if m.up is None:
         # Working hours, and the group stays down all day: not guessing a size is right, exit 0 is not.
+        hint = (
+            "no record of its NodePool limits: not guessing (write its limits back by hand; the job then sees it up)"
+            if rg.rules.by_limits
+            else "no record and no `up` size in the policy: not guessing (give it `up:` to restore it)"
+        )
         return GroupSkip(
             rg.name,
-            "down with no record and no `up` size in the policy: not guessing (give it `up:` to restore it)",
+            f"down with {hint}",
             warning=True,
             failed=True,
         )

@@ -210,6 +210,8 @@ def record_problem(rules: ProviderRules, record: Record, up: WorkingSize | None)
     if up is not None:
         return None
     config = record.config
+    if rules.by_limits:  # a pool's record is its limits, written back as they were
+        return "it keeps no NodePool limits" if config.limits is None else None
     sizes = f"{config.min}/{config.desired}/{config.max}"
     if min(config.min, config.max, config.desired or 0) < 0:
         return f"sizes {sizes} are negative"
@@ -235,7 +237,8 @@ class Moves:
 
     @property
     def looks_down(self) -> bool:
-        return not self.down_steps
+        """Nothing left to take down; a pool whose limit is down looks down while claims still go."""
+        return all(isinstance(s, RemoveClaims) for s in self.down_steps)
 
     @property
     def brings_nodes(self) -> bool:
