@@ -199,6 +199,11 @@ class NodeGroup(Schedule):
         return self
 
     @property
+    def locator_key(self) -> str:
+        """The policy key that holds the group's locator: its cloud's, or its section kind's (``karpenter``)."""
+        return next((k for k in SECTION_KINDS if getattr(self, k) is not None), self.cloud)
+
+    @property
     def locator(self) -> AwsLocator | GcpLocator | AzureLocator | KarpenterLocator:
         found = self.aws or self.gcp or self.azure or self.karpenter
         assert found is not None  # guaranteed by _locator_matches_cloud
