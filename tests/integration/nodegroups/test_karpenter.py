@@ -125,6 +125,10 @@ def test_the_evening_zero_limit_first_idle_claim_removed_busy_one_kept_under_wai
     assert kept["busySince"]
     assert "kept until" in run.item["reason"]
     assert w.busy_node in run.item["reason"]
+    on_pool = {e["reason"]: e for e in kube.list("Event", "default") if e["involvedObject"]["kind"] == "NodePool"}
+    assert sorted(on_pool) == ["LimitsSet", "NodeClaimsDeleted"]
+    assert w.idle_claim in on_pool["NodeClaimsDeleted"]["message"]
+    assert w.busy_claim in on_pool["NodeClaimsDeleted"]["message"]  # kept, and why
     w.karpenter.advance(60)
     assert [c["metadata"]["name"] for c in w.karpenter.claims(w.pool)] == [w.busy_claim]
 
@@ -240,3 +244,22 @@ def test_a_lost_answer_on_the_limit_patch_is_read_back_not_resent(kube: KubeHand
     assert kube.log.count("patch nodepools") == 1
     assert limits(kube) == ZERO
     assert claims(w) == [w.busy_claim]
+
+
+def test_the_shipped_rbac_is_enough_for_a_forced_night_and_a_morning_and_all_of_its_karpenter_part_is_used(
+    kube: KubeHandle, tmp_path: Path
+) -> None:
+    from tests.integration.test_deploy import rendered_allow_list
+
+    w = world(kube)
+    allowed = rendered_allow_list("production/aws")
+    kube.allow_only(*allowed)
+    evening = gpu_jobs(kube, tmp_path, EVENING, on_busy="force")
+    morning = gpu_jobs(kube, tmp_path, MORNING, on_busy="force")
+    assert (evening.code, evening.summary["applied"], morning.code, morning.summary["applied"]) == (0, 1, 0, 1)
+    assert claims(w) == []
+    assert limits(kube) == LIMITS
+    used = {tuple(op.split(" ", 1)) for op in kube.log.operations()}
+    assert used <= allowed
+    karpenter = {("get", "nodepools"), ("patch", "nodepools"), ("list", "nodeclaims"), ("delete", "nodeclaims")}
+    assert karpenter | {("delete", "pods"), ("create", "events")} <= used
