@@ -6,6 +6,8 @@ and what goes wrong (a lost record, a lost answer, Karpenter on its own pool).""
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.docs import shell_block
 from tests.emulators.kube import karpenter as model
 from tests.emulators.kube import seed
 from tests.emulators.kube.fixtures import KubeHandle
@@ -21,6 +24,7 @@ from tests.integration.cli import run_cli
 from tests.sandbox.karpenter_world import KarpenterWorld, seed_gpu_pool
 
 pytestmark = pytest.mark.integration
+KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "bin" / "kubectl"
 
 # Monday 2 March 2026, UTC: working hours Mon-Fri 08:00-20:00, warm-up 15 min.
 EVENING = datetime(2026, 3, 2, 20, 5, tzinfo=UTC)
@@ -263,3 +267,31 @@ def test_the_shipped_rbac_is_enough_for_a_forced_night_and_a_morning_and_all_of_
     assert used <= allowed
     karpenter = {("get", "nodepools"), ("patch", "nodepools"), ("list", "nodeclaims"), ("delete", "nodeclaims")}
     assert karpenter | {("delete", "pods"), ("create", "events")} <= used
+
+
+def test_the_pages_kubectl_check_shows_the_night_and_the_morning(kube: KubeHandle, tmp_path: Path) -> None:
+    w = world(kube)
+
+    def check() -> list[str]:
+        outputs = []
+        for line in shell_block("docs/karpenter.md", "After a night").splitlines():
+            args = shlex.split(line)
+            assert args[0] == "kubectl"
+            done = subprocess.run(
+                [str(KUBECTL), "--kubeconfig", str(kube.kubeconfig), *args[1:]],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+            outputs.append(done.stdout)
+        return outputs
+
+    assert gpu_jobs(kube, tmp_path, EVENING).code == 0
+    limits_text, claims_text = check()
+    assert json.loads(limits_text) == ZERO
+    assert w.busy_claim in claims_text
+    w.karpenter.advance(60)  # the idle claim had nothing to drain: its instance is gone
+    assert w.idle_claim not in check()[1]
+    assert gpu_jobs(kube, tmp_path, MORNING).code == 0
+    assert json.loads(check()[0]) == LIMITS
