@@ -44,6 +44,8 @@ class GroupConfig:
     # at the deadline), and nodes running ``karpenter.sh/do-not-disrupt`` pods (running work, GPUs or not).
     grace_nodes: frozenset[str] = frozenset()
     do_not_disrupt_nodes: frozenset[str] = frozenset()
+    # Karpenter, read-only: this job's prewarm placeholder pods for the pool (``prewarm``), not being deleted.
+    placeholders: int = 0
 
     def recordable(self) -> GroupConfig:
         """The configuration as a record keeps it: the read-only hints dropped (they are never stored)."""
@@ -55,6 +57,7 @@ class GroupConfig:
             refused=None,
             grace_nodes=frozenset(),
             do_not_disrupt_nodes=frozenset(),
+            placeholders=0,
         )
 
     def describe(self) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.group_record import Record
-from jobs.core.nodegroups import Moves, RemoveClaims, SetLimits, Step, moves
+from jobs.core.nodegroups import Moves, RemoveClaims, SetLimits, SetPlaceholders, Step, moves
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
 from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, GroupSettings, ResolvedGroup, view_of
@@ -35,6 +35,8 @@ from jobs.labels import KEEP_ALIVE_ANNOTATION
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "DEFAULT_MAX_DELAY"]
 #: The Event reason of a restore the provider accepted but could not deliver (stockout, quota).
 RESTORE_NOT_DELIVERED = "RestoreNotDelivered"
+#: How the schedule says a group is up before its window opens (``jobs.core.schedule``: "warming up for ...").
+WARMING_UP = "warming up"
 #: The Event reason of a warning on a running GPU pod that its group goes down soon (``warnBefore``).
 SHUTDOWN_WARNING = "ShutdownWarning"
 
@@ -263,6 +265,7 @@ def _decide(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> GroupAction 
         stop=group.strategy == "stop",
         wake_up=group.autoscaler_wake_up,
         cloud_cluster=rg.cloud_cluster,
+        prewarm=_prewarm(rg, desired.state, desired.reason),
     )
     if m.record_problem is not None:
         reason = f"left as it is: its record is not usable: {m.record_problem} (fix or delete it)"
@@ -441,8 +444,23 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
     return None
 
 
+def _prewarm(rg: ResolvedGroup, state: str, reason: str) -> int:
+    """The placeholder pods a Karpenter pool with ``prewarm`` should have now: its count while warming up for a
+    window (from ``warmUp`` before it opens), none once it is open or at night."""
+    prewarm = rg.group.prewarm
+    if prewarm is None or not rg.rules.by_limits:
+        return 0
+    return prewarm.nodes if state == "up" and reason.startswith(WARMING_UP) else 0
+
+
 def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAction | GroupSkip | None:
     record, current = og.record, m.current
+    if m.up is not None and current.placeholders != m.up.placeholders and (record is None or record.phase == "up"):
+        # A pool that is up (nothing to restore): only its prewarm placeholders change, placed or removed.
+        after = replace(current, placeholders=m.up.placeholders)
+        return GroupAction(
+            rg.name, rg.kind, "up", reason, current, after, (SetPlaceholders(after.placeholders),), False, record
+        )
     if record is not None and record.phase == "up" and (record.busy_since or record.drain_blocked) is not None:
         # A postponed or blocked shutdown never happened and working hours are back: forget when the wait began
         # and why the drain gave up, or the next evening would start with the wait used up and the drain backed off.

@@ -144,13 +144,27 @@ class RemoveClaims:
         }[self.busy]
 
 
+@dataclass(frozen=True)
+class SetPlaceholders:
+    """Karpenter ``prewarm``: this many placeholder pods for the pool (a negative priority, so any real pod takes
+    their place); 0 removes them."""
+
+    count: int
+
+    def describe(self) -> str:
+        return f"{self.count} prewarm placeholder(s)"
+
+    def done(self) -> str:
+        return f"Set {self.count} prewarm placeholder pod(s)" if self.count else "Removed the prewarm placeholder pods"
+
+
 CloudStep = SetAutoscaling | SetSize | SetPower  # what a cloud's node group API is asked
-Step = CloudStep | SetLimits | RemoveClaims
+Step = CloudStep | SetLimits | RemoveClaims | SetPlaceholders
 
 
 def cloud_step(step: Step) -> CloudStep:
     """``step`` for a cloud's adapter: a NodePool's steps reach only the Karpenter adapter (the table's wiring)."""
-    if isinstance(step, SetLimits | RemoveClaims):
+    if isinstance(step, SetLimits | RemoveClaims | SetPlaceholders):
         raise TypeError(f"{step.describe()}: a Karpenter step sent to a cloud's node group adapter")
     return step
 
@@ -163,7 +177,8 @@ def down_config(kind: ProviderKind, current: GroupConfig, *, stop: bool = False,
     rules = PROVIDERS[kind]
     if rules.by_limits:
         replicas = 0 if current.replicas is not None else None
-        return replace(current, desired=0, limits=dict(ZERO_LIMITS), replicas=replicas, autoscaling=False)
+        zero = dict(ZERO_LIMITS)
+        return replace(current, desired=0, limits=zero, replicas=replicas, autoscaling=False, placeholders=0)
     if rules.autoscaler_by_tags:
         # maxSize stays at the provider's floor (EKS 1, an ASG 0); the discovery tags stay only if the autoscaler may
         # wake the group.
@@ -255,10 +270,14 @@ def moves(
     stop: bool,
     wake_up: bool,
     cloud_cluster: str | None,
+    prewarm: int = 0,
 ) -> Moves:
+    """``prewarm``: the placeholder pods a Karpenter pool should have now (while warming up for its window)."""
     current = _known(observed, record)
     down = down_config(rules.kind, current, stop=stop, wake_up=wake_up)
     target = restore_target(rules, current, record, up, cloud_cluster)
+    if target is not None and rules.by_limits:
+        target = replace(target, placeholders=prewarm)
     in_force = record is not None and record.phase in ("stopping", "down")
     return Moves(
         current=current,
@@ -289,11 +308,15 @@ def steps_between(kind: ProviderKind, current: GroupConfig, target: GroupConfig)
     rules = PROVIDERS[kind]
     steps: list[Step] = []
     if rules.by_limits:
+        if current.placeholders > target.placeholders:
+            steps.append(SetPlaceholders(target.placeholders))  # before the claims go: they would hold them
         # The limit first: a claim deleted before it would be replaced at once by Karpenter for the same pods.
         if (dict(current.limits or {}), current.replicas) != (dict(target.limits or {}), target.replicas):
             steps.append(SetLimits(dict(target.limits or {}), target.replicas))
         if target.desired == 0 and current.desired:
             steps.append(RemoveClaims())  # on every run until none remain
+        if current.placeholders < target.placeholders:
+            steps.append(SetPlaceholders(target.placeholders))  # once the limits let Karpenter launch
         return steps
     autoscaler_differs = current.autoscaling != target.autoscaling or (
         target.autoscaling and _bounds(rules, current) != _bounds(rules, target)
@@ -328,6 +351,8 @@ def step_applied(kind: ProviderKind, live: GroupConfig, step: Step) -> bool:
         return (dict(live.limits or {}), live.replicas) == (dict(step.limits), step.replicas)
     if isinstance(step, RemoveClaims):
         return not live.desired  # deletes are idempotent: resent while claims remain
+    if isinstance(step, SetPlaceholders):
+        return live.placeholders == step.count
     if isinstance(step, SetPower):
         return live.stopped == step.stopped
     if isinstance(step, SetSize):

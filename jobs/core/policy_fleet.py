@@ -71,6 +71,12 @@ class KarpenterLocator(Model):
     node_pool: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+class Prewarm(Model):
+    """Karpenter: placeholder pods that bring the pool's nodes ``warmUp`` before its window opens."""
+
+    nodes: StrictInt = Field(ge=1, le=100, description="placeholder pods, one node's GPUs each (gpusPerNode, else 1)")
+
+
 class AwsCluster(Model):
     """An EKS cluster (its plain ASGs of self-managed nodes join it by ``cluster:``)."""
 
@@ -152,6 +158,9 @@ class NodeGroup(Schedule):
     node_selector: dict[str, str] | None = Field(
         default=None, description="labels of the group's nodes, where the provider sets none (plain ASGs)"
     )
+    prewarm: Prewarm | None = Field(
+        default=None, description="Karpenter: placeholder pods from warmUp before the window, removed when it opens"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -187,6 +196,8 @@ class NodeGroup(Schedule):
             if self.up is not None:
                 raise ValueError(f"`up:` sizes a group; a {rules.title} has none (its limits are recorded)")
             return self
+        if self.prewarm is not None:
+            raise ValueError("prewarm is for Karpenter NodePools (`karpenter:`): other kinds come back at their size")
         if given != [self.cloud]:
             raise ValueError(f"cloud {self.cloud} needs exactly one locator `{self.cloud}:` (found: {given or 'none'})")
         return self

@@ -1121,7 +1121,8 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
     # only with warnBefore (nodegroups/test_warnings.py); Karpenter pools' grants are used by their own night
     # (nodegroups/test_karpenter.py runs it under this same RBAC).
     karpenter = {("get", "nodepools"), ("list", "nodepools"), ("patch", "nodepools")}
-    karpenter |= {("list", "nodeclaims"), ("delete", "nodeclaims"), ("delete", "pods")}
+    karpenter |= {("list", "nodeclaims"), ("delete", "nodeclaims"), ("delete", "pods"), ("create", "pods")}
+    karpenter |= {("get", "priorityclasses"), ("create", "priorityclasses")}
     assert used == allowed - {("get", "poddisruptionbudgets"), ("get", "configmaps"), ("list", "events")} - karpenter
 
 

@@ -17,12 +17,12 @@ from typing import Any
 from urllib.parse import quote
 
 from jobs import errors
-from jobs.adapters.kube.client import MERGE_PATCH, ApiClient, api_client, json_pages, request
+from jobs.adapters.kube.client import MERGE_PATCH, ApiClient, api_client, job_namespace, json_pages, request
 from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.rbac import Grant
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.group_config import GroupConfig
-from jobs.core.nodegroups import ZERO_LIMITS, CloudGroup, RemoveClaims, SetLimits, Step
+from jobs.core.nodegroups import ZERO_LIMITS, CloudGroup, RemoveClaims, SetLimits, SetPlaceholders, Step
 from jobs.core.policy import NodeGroup
 from jobs.events import ObjectRef
 from jobs.labels import GPU_RESOURCE_PREFIXES, KARPENTER_NODEPOOL_LABEL
@@ -36,6 +36,9 @@ RBAC = (
     Grant("karpenter.sh", "nodeclaims", ("list", "delete"), "cluster"),
     Grant("", "pods", ("list", "delete"), "cluster"),
     Grant("", "events", ("create",), "cluster"),
+    # `prewarm`: the placeholder pods, in the job's own namespace, and their negative-priority class.
+    Grant("", "pods", ("create",), "namespace"),
+    Grant("scheduling.k8s.io", "priorityclasses", ("get", "create"), "cluster"),
 )
 
 API = "/apis/karpenter.sh/v1"
@@ -43,6 +46,12 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 #: The controller's pods, as the official chart labels them (charts/karpenter).
 CONTROLLER_SELECTOR = "app.kubernetes.io/name=karpenter"
 _UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+#: Placeholder pods (``prewarm``) carry this label, its value the pool; their PriorityClass is below every real pod's
+#: (the default 0), so the scheduler evicts them for any pod that needs their place.
+PREWARM_LABEL = "gpu-jobs.dev/prewarm"
+PREWARM_CLASS = "gpu-jobs-prewarm"
+PREWARM_PRIORITY = -10
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 Json = dict[str, Any]
 
 
@@ -73,6 +82,8 @@ def _work(pod: Json) -> bool:
         return False
     if any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ()):
         return False
+    if PREWARM_LABEL in (meta.get("labels") or {}):
+        return False  # this job's own placeholder: no work
     return _gpu_pod(pod) or _do_not_disrupt(pod)
 
 
@@ -137,6 +148,7 @@ class KarpenterPools:
             refused=self._controller_on(pool_name, nodes),
             grace_nodes=grace,
             do_not_disrupt_nodes=undisruptable,
+            placeholders=len(self._placeholders(pool_name)),
         )
 
     def _controller_on(self, pool: str, nodes: Mapping[str, Json]) -> str | None:
@@ -161,6 +173,9 @@ class KarpenterPools:
             self._set_limits(pool, step)
         elif isinstance(step, RemoveClaims):
             self._remove_claims(pool, step)
+        elif isinstance(step, SetPlaceholders):
+            self._set_placeholders(pool, step.count, group.gpus_per_node or 1)
+            self._event(pool, "", "PrewarmSet", step.done())
         else:
             raise errors.Invalid(
                 f"NodePool {pool}: {step.describe()} is not a NodePool change", operation="apply", code="UNSUPPORTED"
@@ -214,6 +229,50 @@ class KarpenterPools:
             text = f"{step.done()}: {', '.join(deleted)}" + (f"; kept {', '.join(kept)}" if kept else "")
             self._event(pool, "", "NodeClaimsDeleted", text)
 
+    # --- prewarm ---------------------------------------------------------------------------------------------
+
+    def _placeholders(self, pool: str) -> list[Json]:
+        path = f"/api/v1/namespaces/{quote(job_namespace(), safe='')}/pods"
+        found = json_pages(self.api, "list pods", path, labelSelector=f"{PREWARM_LABEL}={pool}")
+        return sorted((p for p in found if not p["metadata"].get("deletionTimestamp")), key=_pod_name)
+
+    def _set_placeholders(self, pool: str, count: int, gpus: int) -> None:
+        """Create or delete placeholder pods until ``count`` remain, each asking for one node's GPUs of the pool,
+        selecting it and tolerating its taints, so Karpenter launches that many nodes (within the limits)."""
+        have = self._placeholders(pool)
+        for pod in have[count:]:
+            with contextlib.suppress(errors.NotFound):
+                request(self.api, "delete pods", "DELETE", _pod_path(pod), body=_preconditions(pod))
+        if len(have) < count:
+            spec = self._pool(pool).get("spec") or {}
+            self._priority_class()
+            names = {p["metadata"]["name"] for p in have}
+            wanted = [f"{PREWARM_CLASS}-{pool}-{i}"[:63].rstrip("-.") for i in range(count)]
+            for name in [n for n in wanted if n not in names][: count - len(have)]:
+                body = _placeholder(name, pool, spec, gpus)
+                with contextlib.suppress(errors.Conflict):  # created by a run whose answer was lost
+                    path = f"/api/v1/namespaces/{quote(job_namespace(), safe='')}/pods"
+                    request(self.api, "create pods", "POST", path, body=body)
+
+    def _priority_class(self) -> None:
+        path = f"/apis/scheduling.k8s.io/v1/priorityclasses/{PREWARM_CLASS}"
+        try:
+            request(self.api, "get priorityclasses", "GET", path)
+            return
+        except errors.NotFound:
+            pass
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": PREWARM_CLASS},
+            "value": PREWARM_PRIORITY,
+            "preemptionPolicy": "Never",
+            "globalDefault": False,
+            "description": "gpu-jobs prewarm placeholders: below every real pod, which takes their place",
+        }
+        with contextlib.suppress(errors.Conflict):
+            request(self.api, "create priorityclasses", "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body=body)
+
     @staticmethod
     def _may_go(claim: Json, work: list[Json], step: RemoveClaims) -> bool:
         """Whether a claim whose node runs ``work`` is deleted: never under wait; under drain only where Karpenter
@@ -249,6 +308,35 @@ class KarpenterPools:
                     CloudGroup(groups[0].cloud, {"cluster": cluster, "nodePool": pool["metadata"]["name"]}, "karpenter")
                 )
         return found
+
+
+def _placeholder(name: str, pool: str, spec: Json, gpus: int) -> Json:
+    template = (spec.get("template") or {}).get("spec") or {}
+    limits = spec.get("limits") or {}
+    resource = next((k for k in limits if k.startswith(GPU_RESOURCE_PREFIXES)), "nvidia.com/gpu")
+    tolerations = [
+        {k: v for k, v in {"key": t.get("key"), "operator": "Exists", "effect": t.get("effect")}.items() if v}
+        for t in template.get("taints") or ()
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": job_namespace(), "labels": {PREWARM_LABEL: pool}},
+        "spec": {
+            "priorityClassName": PREWARM_CLASS,
+            "nodeSelector": {KARPENTER_NODEPOOL_LABEL: pool},
+            "tolerations": tolerations,
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "placeholder",
+                    "image": PAUSE_IMAGE,
+                    "resources": {"requests": {resource: str(gpus)}, "limits": {resource: str(gpus)}},
+                }
+            ],
+        },
+    }
 
 
 def _preconditions(obj: Json) -> Json:

@@ -33,7 +33,7 @@ LIMITS = {"cpu": "1000", "nvidia.com/gpu": "64"}
 ZERO = {"cpu": "0", "nodes": "0"}
 
 
-def policy(on_busy: str = "wait") -> str:
+def policy(on_busy: str = "wait", extra: str = "") -> str:
     return f"""\
 apiVersion: gpu-jobs/v1
 kind: GpuPolicy
@@ -48,7 +48,7 @@ nodeGroups:
     karpenter: {{cluster: ml-prod, nodePool: gpu-h100}}
     gpusPerNode: 8
     onBusy: {on_busy}
-"""
+{extra}"""
 
 
 @dataclass
@@ -63,9 +63,9 @@ class Run:
         return found
 
 
-def gpu_jobs(kube: KubeHandle, tmp_path: Path, at: datetime, on_busy: str = "wait") -> Run:
+def gpu_jobs(kube: KubeHandle, tmp_path: Path, at: datetime, on_busy: str = "wait", extra: str = "") -> Run:
     path = tmp_path / "policy.yaml"
-    path.write_text(policy(on_busy))
+    path.write_text(policy(on_busy, extra))
     env = {
         "KUBECONFIG": str(kube.kubeconfig),
         "GPU_JOBS_NAMESPACE": "gpu-jobs",
@@ -258,15 +258,17 @@ def test_the_shipped_rbac_is_enough_for_a_forced_night_and_a_morning_and_all_of_
     w = world(kube)
     allowed = rendered_allow_list("production/aws")
     kube.allow_only(*allowed)
-    evening = gpu_jobs(kube, tmp_path, EVENING, on_busy="force")
-    morning = gpu_jobs(kube, tmp_path, MORNING, on_busy="force")
-    assert (evening.code, evening.summary["applied"], morning.code, morning.summary["applied"]) == (0, 1, 0, 1)
+    prewarm = "    prewarm: {nodes: 1}\n"
+    evening = gpu_jobs(kube, tmp_path, EVENING, on_busy="force", extra=prewarm)
     assert claims(w) == []
+    morning = gpu_jobs(kube, tmp_path, MORNING, on_busy="force", extra=prewarm)
+    assert (evening.code, evening.summary["applied"], morning.code, morning.summary["applied"]) == (0, 1, 0, 1)
     assert limits(kube) == LIMITS
     used = {tuple(op.split(" ", 1)) for op in kube.log.operations()}
     assert used <= allowed
     karpenter = {("get", "nodepools"), ("patch", "nodepools"), ("list", "nodeclaims"), ("delete", "nodeclaims")}
-    assert karpenter | {("delete", "pods"), ("create", "events")} <= used
+    prewarm_grants = {("create", "pods"), ("get", "priorityclasses"), ("create", "priorityclasses")}
+    assert karpenter | prewarm_grants | {("delete", "pods"), ("create", "events")} <= used
 
 
 def test_the_pages_kubectl_check_shows_the_night_and_the_morning(kube: KubeHandle, tmp_path: Path) -> None:
@@ -295,3 +297,36 @@ def test_the_pages_kubectl_check_shows_the_night_and_the_morning(kube: KubeHandl
     assert w.idle_claim not in check()[1]
     assert gpu_jobs(kube, tmp_path, MORNING).code == 0
     assert json.loads(check()[0]) == LIMITS
+
+
+def test_prewarm_places_placeholders_before_the_window_and_removes_them_when_it_opens(
+    kube: KubeHandle, tmp_path: Path
+) -> None:
+    w = world(kube, grace=None)
+    prewarm = "    prewarm: {nodes: 1}\n"
+    assert gpu_jobs(kube, tmp_path, EVENING, extra=prewarm).code == 0
+    w.karpenter.advance(120)
+    assert claims(w) == [w.busy_claim]
+
+    morning = gpu_jobs(kube, tmp_path, MORNING, extra=prewarm)  # 07:50: warming up for 08:00
+    assert (morning.code, morning.summary["applied"]) == (0, 1)
+    assert limits(kube) == LIMITS
+    (placeholder,) = [p for p in kube.list("pods", "gpu-jobs") if "gpu-jobs.dev/prewarm" in p["metadata"]["labels"]]
+    assert placeholder["spec"]["priorityClassName"] == "gpu-jobs-prewarm"
+    assert placeholder["spec"]["nodeSelector"] == {model.NODEPOOL_LABEL: w.pool}
+    priority = kube.get("priorityclasses", "gpu-jobs-prewarm", api_version="scheduling.k8s.io/v1")
+    assert priority is not None
+    assert priority["value"] < 0
+    w.karpenter.advance(120)  # Karpenter launches a node for it within the limits
+    assert len(claims(w)) == 2
+    bound = kube.get("pods", placeholder["metadata"]["name"], "gpu-jobs")
+    assert bound is not None
+    assert bound["spec"].get("nodeName")
+
+    kube.log.clear()
+    assert gpu_jobs(kube, tmp_path, MORNING.replace(minute=55), extra=prewarm).summary["applied"] == 0
+    assert kube.log.writes() == []  # still warming up: nothing to change
+    opened = gpu_jobs(kube, tmp_path, MORNING.replace(hour=8, minute=5), extra=prewarm)
+    assert (opened.code, opened.summary["applied"]) == (0, 1)
+    left = [p for p in kube.list("pods", "gpu-jobs") if "gpu-jobs.dev/prewarm" in p["metadata"]["labels"]]
+    assert [p for p in left if not p["metadata"].get("deletionTimestamp")] == []
