@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.group_record import Record
-from jobs.core.nodegroups import Moves, RemoveClaims, SetLimits, SetPlaceholders, Step, moves
+from jobs.core.nodegroups import PREWARM_POD_PREFIX, Moves, RemoveClaims, SetLimits, SetPlaceholders, Step, moves
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
 from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, GroupSettings, ResolvedGroup, view_of
@@ -347,8 +347,9 @@ def _down_by_claims(
     if current.refused is not None:
         return GroupSkip(name, f"not shut down: {current.refused}", warning=True, failed=True)
     mine = set(og.nodes)
-    protected = {p.node for p in og.pods if not p.evictable} & mine
-    busy = [p for p in og.pods if p.evictable and p.node not in protected]
+    pods = [p for p in og.pods if not p.name.startswith(PREWARM_POD_PREFIX)]  # this job's placeholders: no work
+    protected = {p.node for p in pods if not p.evictable} & mine
+    busy = [p for p in pods if p.evictable and p.node not in protected]
     working = ({p.node for p in busy} | set(current.do_not_disrupt_nodes)) & mine - protected
     mode: str = settings.on_busy
     notes = [f"pods that must not be evicted run on {', '.join(sorted(protected))}"] if protected else []
@@ -375,7 +376,7 @@ def _down_by_claims(
     kept = tuple(sorted(protected | held))
     if held and how != "keep":
         notes.append(f"kept as onBusy force would: {', '.join(sorted(held))}")
-    names = ", ".join(f"{p} on {p.node}" for p in og.pods if p.node in kept)
+    names = ", ".join(f"{p} on {p.node}" for p in pods if p.node in kept)
     why = "; ".join(notes) + (f" ({names})" if names else "")
     deletable = (current.desired or 0) - len(kept)
     if not any(isinstance(s, SetLimits) for s in m.down_steps) and deletable <= 0:

@@ -144,6 +144,11 @@ class RemoveClaims:
         }[self.busy]
 
 
+#: The names of ``prewarm`` placeholder pods start so (``gpu-jobs-prewarm-<pool>-<i>``, in the job's namespace): GPU
+#: pods, but no work.
+PREWARM_POD_PREFIX = "gpu-jobs-prewarm-"
+
+
 @dataclass(frozen=True)
 class SetPlaceholders:
     """Karpenter ``prewarm``: this many placeholder pods for the pool (a negative priority, so any real pod takes

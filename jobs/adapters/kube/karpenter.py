@@ -22,7 +22,15 @@ from jobs.adapters.kube.events import KubeEvents
 from jobs.adapters.kube.rbac import Grant
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.group_config import GroupConfig
-from jobs.core.nodegroups import ZERO_LIMITS, CloudGroup, RemoveClaims, SetLimits, SetPlaceholders, Step
+from jobs.core.nodegroups import (
+    PREWARM_POD_PREFIX,
+    ZERO_LIMITS,
+    CloudGroup,
+    RemoveClaims,
+    SetLimits,
+    SetPlaceholders,
+    Step,
+)
 from jobs.core.policy import NodeGroup
 from jobs.events import ObjectRef
 from jobs.labels import GPU_RESOURCE_PREFIXES, KARPENTER_NODEPOOL_LABEL
@@ -247,7 +255,7 @@ class KarpenterPools:
             spec = self._pool(pool).get("spec") or {}
             self._priority_class()
             names = {p["metadata"]["name"] for p in have}
-            wanted = [f"{PREWARM_CLASS}-{pool}-{i}"[:63].rstrip("-.") for i in range(count)]
+            wanted = [f"{PREWARM_POD_PREFIX}{pool}-{i}"[:63].rstrip("-.") for i in range(count)]
             for name in [n for n in wanted if n not in names][: count - len(have)]:
                 body = _placeholder(name, pool, spec, gpus)
                 with contextlib.suppress(errors.Conflict):  # created by a run whose answer was lost
