@@ -225,9 +225,7 @@ class KarpenterPools:
             if node in step.keep or (work and not self._may_go(claim, work, step)):
                 kept.append(f"{name} ({', '.join(map(_pod_name, work)) or 'pods that must not be evicted'})")
                 continue
-            with contextlib.suppress(errors.NotFound):  # gone already: what was wanted
-                path = f"{API}/nodeclaims/{quote(name, safe='')}"
-                request(self.api, "delete nodeclaims", "DELETE", path, body=_preconditions(claim))
+            self._delete_claim(claim)
             if step.busy == "force":
                 for pod in work:  # what would stall or outlive the drain goes with the node
                     with contextlib.suppress(errors.NotFound, errors.Conflict):
@@ -237,7 +235,22 @@ class KarpenterPools:
             text = f"{step.done()}: {', '.join(deleted)}" + (f"; kept {', '.join(kept)}" if kept else "")
             self._event(pool, "", "NodeClaimsDeleted", text)
 
-    # --- prewarm ---------------------------------------------------------------------------------------------
+    def _delete_claim(self, claim: Json) -> None:
+        """Delete one claim (gone already: what was wanted). Its answer lost, the claim is read back: deleting or
+        gone is done, and only a claim that still shows no deletion raises (the job then tries the step again)."""
+        name = claim["metadata"]["name"]
+        path = f"{API}/nodeclaims/{quote(name, safe='')}"
+        try:
+            request(self.api, "delete nodeclaims", "DELETE", path, body=_preconditions(claim))
+        except errors.NotFound:
+            return
+        except errors.Unavailable:
+            pool = (claim["metadata"].get("labels") or {}).get(KARPENTER_NODEPOOL_LABEL, "")
+            now = {c["metadata"]["name"]: c for c in self._claims(pool)}
+            if name in now and not now[name]["metadata"].get("deletionTimestamp"):
+                raise
+
+        # --- prewarm ---------------------------------------------------------------------------------------------
 
     def _placeholders(self, pool: str) -> list[Json]:
         path = f"/api/v1/namespaces/{quote(job_namespace(), safe='')}/pods"

@@ -330,3 +330,12 @@ def test_prewarm_places_placeholders_before_the_window_and_removes_them_when_it_
     assert (opened.code, opened.summary["applied"]) == (0, 1)
     left = [p for p in kube.list("pods", "gpu-jobs") if "gpu-jobs.dev/prewarm" in p["metadata"]["labels"]]
     assert [p for p in left if not p["metadata"].get("deletionTimestamp")] == []
+
+
+def test_a_lost_answer_on_a_claim_delete_is_read_back(kube: KubeHandle, tmp_path: Path) -> None:
+    w = world(kube)
+    kube.inject("delete nodeclaims", "lost")
+    run = gpu_jobs(kube, tmp_path, EVENING)
+    assert (run.code, run.summary["applied"]) == (0, 1)
+    assert kube.log.count("delete nodeclaims") == 1
+    assert claims(w) == [w.busy_claim]
