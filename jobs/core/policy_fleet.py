@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, StrictBool, StrictInt, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from jobs.core.policy_fields import KubeContext, Model, Name, check_matchers, check_url
 from jobs.core.policy_schedule import Schedule
@@ -132,7 +132,16 @@ class Cluster(Model):
         return self.aws or self.gcp or self.azure
 
 
+def _cloud_or_section(schema: dict[str, Any]) -> None:
+    """The JSON Schema's view of ``cloud``: required, unless a section kind's locator (``karpenter:``) names the
+    cluster whose cloud it is (the policy fills it in, ``cloud_of_sections``)."""
+    schema["required"] = [r for r in schema.get("required", []) if r != "cloud"]
+    schema["anyOf"] = [{"required": ["cloud"]}, *({"required": [kind]} for kind in SECTION_KINDS)]
+
+
 class NodeGroup(Schedule):
+    model_config = ConfigDict(json_schema_extra=_cloud_or_section)
+
     name: Name = Field(description="unique id used everywhere else (overrides, logs, records)")
     cloud: Literal["aws", "gcp", "azure"]
     cluster: str | None = Field(

@@ -38,6 +38,7 @@ def test_the_example_policy_declares_five_clusters_and_places_every_group() -> N
     assert {g.name: policy.cluster_of(g).name for g in policy.node_groups} == {
         "training-a100": "ml-prod",
         "inference-l4": "ml-prod",
+        "train-h100": "ml-prod",
         "batch-nightly-g5": "batch",
         "research-h100": "research",
         "notebooks-t4": "notebooks",
