@@ -387,7 +387,7 @@ def _instances(managed: list[Group], extra_regions: tuple[str, ...] = ()) -> lis
     found: list[Instance] = []
     # Each cloud's last group says where (us-east-1 and europe-west4-a in the example policy); AWS ones also in the
     # sweep's other regions (eu-west-1, us-west-2).
-    clouds = {g.cloud: g for g in managed}
+    clouds = {g.cloud: g for g in managed if g.kind != "karpenter"}  # a NodePool's instances are Karpenter's
     if aws := clouds.get("aws"):
         region = aws.locator["region"]
         found += [

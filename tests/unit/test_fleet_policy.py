@@ -38,12 +38,12 @@ def test_the_example_policy_declares_five_clusters_and_places_every_group() -> N
     assert {g.name: policy.cluster_of(g).name for g in policy.node_groups} == {
         "training-a100": "ml-prod",
         "inference-l4": "ml-prod",
-        "train-h100": "ml-prod",
         "batch-nightly-g5": "batch",
         "research-h100": "research",
         "notebooks-t4": "notebooks",
         "finetune-a100": "aks-ml",
         "vision-t4": "aks-ml",
+        "train-h100": "ml-prod",
     }
     assert all(c.kube_context == c.name for c in policy.fleet)
     assert [g.name for g in policy.groups_in("aks-ml")] == ["finetune-a100", "vision-t4"]
