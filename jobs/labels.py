@@ -24,6 +24,7 @@ GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu")
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 AKS_AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"  # on a Karpenter NodePool's NodeClaims and their Nodes
 
 # Cluster Autoscaler discovery tags on Auto Scaling groups.
 CA_TAG_PREFIX = "k8s.io/cluster-autoscaler/"

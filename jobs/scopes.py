@@ -106,5 +106,6 @@ def account_scopes(policy: Policy, extra: Iterable[Scope] = ()) -> tuple[Scope, 
     for g in policy.node_groups:  # a plain ASG's cluster has no locator; its group still names the region
         loc = g.locator.model_dump(exclude_none=True)
         key = {"aws": "region", "gcp": "project", "azure": "subscription"}[g.cloud]
-        found.add(account(g.cloud, str(loc[key])))
+        if key in loc:  # a Karpenter pool's account is its cluster's, found above
+            found.add(account(g.cloud, str(loc[key])))
     return tuple(sorted(found))

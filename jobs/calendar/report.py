@@ -25,6 +25,8 @@ def _when(at: datetime | None) -> str:
 
 def _avoided(group: GroupCalendar) -> str:
     value = group.gpu_hours_avoided_per_week
+    if value is None and group.group.karpenter is not None:
+        return "n/a (a Karpenter pool sizes itself)"
     if value is None:
         # Exactly what is missing: "up" alone would not say it is the working size.
         return (

@@ -5,7 +5,7 @@ modules (tests/unit/test_permissions.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobs.adapters.settings import AdapterSettings
 from jobs.commands.reconcile import construct
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 NODEGROUP_ADAPTERS: dict[ProviderKind, str] = {kind: rules.adapter for kind, rules in PROVIDERS.items()}
 
 
-def nodegroup_cloud(kind: ProviderKind, settings: AdapterSettings) -> NodeGroupCloud:
-    adapter: NodeGroupCloud = construct(NODEGROUP_ADAPTERS[kind], settings)
+def nodegroup_cloud(kind: ProviderKind, settings: AdapterSettings, api: Any = None) -> NodeGroupCloud:
+    """The adapter of ``kind``; a kind reached through the cluster's own API (Karpenter) takes that cluster's client
+    ``api`` (without one: the current kubeconfig context's, for in-process runs)."""
+    in_cluster = PROVIDERS[kind].cloud is None and api is not None
+    adapter: NodeGroupCloud = construct(NODEGROUP_ADAPTERS[kind], settings, *([api] if in_cluster else []))
     return adapter

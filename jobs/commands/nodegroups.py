@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 #: The ``jobs.adapters.kube`` modules this job is wired with: its ServiceAccount is granted exactly the union of
 #: their ``RBAC`` (checked against the rendered Roles by tests/integration/test_deploy.py).
 # records: a kind of state (kube/state.py); history: jobs/commands/after_run.py
-KUBE_PORTS = ("identity", "workloads", "records", "events", "lease", "history", *NOTIFY_PORTS)
+KUBE_PORTS = ("identity", "workloads", "records", "events", "lease", "karpenter", "history", *NOTIFY_PORTS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,12 @@ def _clouds(kinds: set[ProviderKind], settings: AdapterSettings) -> dict[Provide
 
 
 def _ports(
-    policy: Policy, scope: Scope, clouds: dict[ProviderKind, NodeGroupCloud], kube: Kubeconfig, log: Any
+    policy: Policy,
+    scope: Scope,
+    clouds: dict[ProviderKind, NodeGroupCloud],
+    kube: Kubeconfig,
+    log: Any,
+    adapters: AdapterSettings,
 ) -> Ports:
     """One cluster's ports, through a client of its own (its context, or the in-cluster / current config)."""
     from jobs.adapters.kube import client, events, identity, lease, records, workloads  # noqa: PLC0415
@@ -53,8 +58,13 @@ def _ports(
     api = kube.client(scope.context, cluster=scope.name)
     namespace = client.job_namespace()
     known = identities(policy, scope.name)
+    from jobs.commands.nodegroup_clouds import nodegroup_cloud  # noqa: PLC0415
+    from jobs.core.providers import PROVIDERS  # noqa: PLC0415
+
+    # A kind reached through the cluster's own API (Karpenter) acts on this cluster only, through its client.
+    own = {kind: nodegroup_cloud(kind, adapters, api) for kind in clouds if PROVIDERS[kind].cloud is None}
     return Ports(
-        clouds=clouds,
+        clouds={**clouds, **own},
         cluster=workloads.KubeCluster(api),
         records=records.ConfigMapRecords(api, namespace, known),
         lock=lease.LeaseLock(api, namespace, nodegroups_lease(scope.name)),
@@ -97,7 +107,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.NodeGroupsWork]:
             policy,
             run.now,
             _settings(run, adapters, only, s.name),
-            _ports(policy, s, clouds, kube, log.bind(cluster=s.name)),
+            _ports(policy, s, clouds, kube, log.bind(cluster=s.name), adapters),
             log.bind(cluster=s.name),
         )
         for s in scopes

@@ -69,6 +69,8 @@ class GroupCalendar:
         """The policy fields the GPU-hours avoided still need (empty: known); a group up all week needs none."""
         if self.up_hours_per_week >= HOURS_PER_WEEK:
             return ()
+        if self.group.karpenter is not None:  # a pool sizes itself: `up` cannot be set, its node count is Karpenter's
+            return ()
         return tuple(
             name for name, value in (("gpusPerNode", self.group.gpus_per_node), ("up", self.group.up)) if value is None
         )

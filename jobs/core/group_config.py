@@ -4,7 +4,7 @@ what a record keeps of a group before it goes down (its JSON is part of the reco
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -33,9 +33,39 @@ class GroupConfig:
     # Nodes asked for that the provider has not launched (yet): a fact without a cause, e.g. a plain ASG's
     # instances short of its desired capacity. Read-only, never recorded.
     missing: int = 0
+    # A Karpenter NodePool (``ProviderRules.by_limits``): its ``spec.limits`` as stored ({}: none; None: no pool)
+    # and ``spec.replicas`` (a static pool), recorded and written back exactly. ``desired`` is then its NodeClaims
+    # not being deleted, ``missing`` those whose node has not registered.
+    limits: Mapping[str, str] | None = None
+    replicas: int | None = None
+    # Why the job must not take the group down (Karpenter's own controller runs on its nodes). Read-only.
+    refused: str | None = None
+    # Karpenter, read-only: nodes whose claim has a ``terminationGracePeriod`` (deleting it would force its pods off
+    # at the deadline), and nodes running ``karpenter.sh/do-not-disrupt`` pods (running work, GPUs or not).
+    grace_nodes: frozenset[str] = frozenset()
+    do_not_disrupt_nodes: frozenset[str] = frozenset()
+    # Karpenter, read-only: this job's prewarm placeholder pods for the pool (``prewarm``), not being deleted.
+    placeholders: int = 0
+
+    def recordable(self) -> GroupConfig:
+        """The configuration as a record keeps it: the read-only hints dropped (they are never stored)."""
+        return replace(
+            self,
+            busy=False,
+            shortfall=None,
+            missing=0,
+            refused=None,
+            grace_nodes=frozenset(),
+            do_not_disrupt_nodes=frozenset(),
+            placeholders=0,
+        )
 
     def describe(self) -> str:
         """The configuration as a person reads it (an Event's): ``min 1, desired 3, max 8, autoscaler on``."""
+        if self.limits is not None:
+            limits = ", ".join(f"{k} {v}" for k, v in sorted(self.limits.items())) or "none"
+            replicas = f", replicas {self.replicas}" if self.replicas is not None else ""
+            return f"limits {limits}{replicas}, {self.desired or 0} node claim(s)"
         desired = "unknown" if self.desired is None else str(self.desired)
         parts = [f"min {self.min}", f"desired {desired}", f"max {self.max}"]
         if not self.autoscaling and self.desired is not None and self.max < self.desired:
@@ -62,7 +92,12 @@ class GroupConfig:
             "stopped": self.stopped,
             "system": self.system,
             "zones": self.zones,
-        }
+        } | self._pool_json()
+
+    def _pool_json(self) -> dict[str, Any]:
+        """A Karpenter pool's limits and replicas, only where set: the other kinds' records stay as they were."""
+        pool: dict[str, Any] = {"limits": dict(self.limits)} if self.limits is not None else {}
+        return pool | ({"replicas": self.replicas} if self.replicas is not None else {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GroupConfig:
@@ -77,4 +112,6 @@ class GroupConfig:
             stopped=bool(data.get("stopped", False)),
             system=bool(data.get("system", False)),
             zones=int(data.get("zones", 1)),
+            limits={str(k): str(v) for k, v in data["limits"].items()} if data.get("limits") is not None else None,
+            replicas=None if data.get("replicas") is None else int(data["replicas"]),
         )

@@ -24,7 +24,16 @@ from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.group_record import Record
-from jobs.core.nodegroups import Moves, Step, moves, steps_between
+from jobs.core.nodegroups import (
+    PREWARM_POD_PREFIX,
+    Moves,
+    RemoveClaims,
+    SetLimits,
+    SetPlaceholders,
+    Step,
+    moves,
+    steps_between,
+)
 from jobs.core.policy import NodeGroup, Policy
 from jobs.core.providers import ProviderKind
 from jobs.core.resolved import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_DELAY, GroupSettings, ResolvedGroup, view_of
@@ -52,6 +61,8 @@ from jobs.labels import KEEP_ALIVE_ANNOTATION
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "DEFAULT_MAX_DELAY"]
 #: The Event reason of a restore the provider accepted but could not deliver (stockout, quota).
 RESTORE_NOT_DELIVERED = "RestoreNotDelivered"
+#: How the schedule says a group is up before its window opens (``jobs.core.schedule``: "warming up for ...").
+WARMING_UP = "warming up"
 #: The Event reason of a warning on a running GPU pod that its group goes down soon (``warnBefore``).
 SHUTDOWN_WARNING = "ShutdownWarning"
 
@@ -179,6 +190,8 @@ class GroupAction:
     wake: WakeRecord | None = None  # a wake: ``record`` (which holds it) is saved before the steps, and stays
     wakers: tuple[tuple[PendingPod, str, str], ...] = ()  # each pod that woke it, its Event's name and message
     shape: NodeShape | None = None  # what its nodes look like, for the record a shutdown takes
+    # A pool whose nodes running work stay for now (Karpenter, onBusy wait): when the wait began, kept in its record.
+    busy_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -403,6 +416,7 @@ def _decide(
         stop=group.strategy == "stop",
         wake_up=group.autoscaler_wake_up,
         cloud_cluster=rg.cloud_cluster,
+        prewarm=_prewarm(rg, desired.state, desired.reason),
     )
     if m.record_problem is not None:
         reason = f"left as it is: its record is not usable: {m.record_problem} (fix or delete it)"
@@ -479,6 +493,8 @@ def _down(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: date
     held, notes = _kept_up(og, current, settings.max_delay, now.astimezone(rg.schedule.tz))
     if isinstance(held, GroupSkip):
         return held
+    if rg.rules.by_limits:
+        return _down_by_claims(rg, og, m, reason + notes, now)
     keep_alive = [p for p in og.pods if not p.evictable]
     if keep_alive:
         names = ", ".join(map(str, keep_alive))
@@ -571,6 +587,72 @@ def _kept_text(group: str, until: datetime, capped: bool, cap: timedelta, asked:
     return f"Node group {group} stays up until {until:%a %Y-%m-%d %H:%M %Z} for this pod (gpu-jobs/keep-up-until{why})"
 
 
+def _down_by_claims(
+    rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str, now: datetime
+) -> GroupAction | GroupSkip:
+    """A pool without a size (Karpenter): the zero limit always, then its nodes one by one, Karpenter draining each
+    (evictions, budgets respected). Running work holds only its own node: GPU pods and ``do-not-disrupt`` pods.
+    ``onBusy`` wait keeps those nodes (and postpones), drain lets Karpenter drain them unless that would force pods
+    off (a claim's ``terminationGracePeriod``) or stall (a do-not-disrupt pod), force lets them all go. Pods that
+    must not be evicted keep their node whatever onBusy says; idle nodes go now."""
+    record, current, settings, name = og.record, m.current, rg.settings, rg.name
+    if current.refused is not None:
+        return GroupSkip(name, f"not shut down: {current.refused}", warning=True, failed=True)
+    mine = set(og.nodes)
+    pods = [p for p in og.pods if not p.name.startswith(PREWARM_POD_PREFIX)]  # this job's placeholders: no work
+    protected = {p.node for p in pods if not p.evictable} & mine
+    busy = [p for p in pods if p.evictable and p.node not in protected]
+    working = ({p.node for p in busy} | set(current.do_not_disrupt_nodes)) & mine - protected
+    mode: str = settings.on_busy
+    notes = [f"pods that must not be evicted run on {', '.join(sorted(protected))}"] if protected else []
+    save: Record | None = None
+    since = record.busy_since if record is not None else None
+    if working and mode == "wait":
+        if since is None or now - since < settings.max_delay:
+            notes.append(f"nodes running work kept until {((since or now) + settings.max_delay).isoformat()}")
+            if since is None and record is not None and record.phase != "up":
+                save = replace(record, busy_since=now)
+            since = since or now
+        else:
+            mode = settings.after_delay
+            if mode == "stay":
+                notes.append("nodes running work stay after maxDelay")
+    how: Literal["keep", "drain", "force"] = "drain" if mode == "drain" else "force" if mode == "force" else "keep"
+    if how == "keep":
+        held = working
+    elif how == "drain":
+        # Karpenter would force GPU pods off at the claim's deadline, or never finish a do-not-disrupt drain.
+        held = ({p.node for p in busy} & set(current.grace_nodes) | set(current.do_not_disrupt_nodes)) & mine
+    else:
+        held = set()
+    kept = tuple(sorted(protected | held))
+    if held and how != "keep":
+        notes.append(f"kept as onBusy force would: {', '.join(sorted(held))}")
+    names = ", ".join(f"{p} on {p.node}" for p in pods if p.node in kept)
+    why = "; ".join(notes) + (f" ({names})" if names else "")
+    deletable = (current.desired or 0) - len(kept)
+    if not any(isinstance(s, SetLimits) for s in m.down_steps) and deletable <= 0:
+        # The limit is down and only nodes with running work remain: nothing to write this run.
+        return GroupSkip(name, f"shutdown postponed: {why}", save_record=save, warning=bool(protected))
+    steps = tuple(replace(s, busy=how, keep=kept) if isinstance(s, RemoveClaims) else s for s in m.down_steps)
+    take_record = record is None or record.phase == "up"
+    return GroupAction(
+        name,
+        rg.kind,
+        "down",
+        f"{reason}; {why}" if why else reason,
+        current,
+        m.down,
+        steps,
+        take_record,
+        None if take_record else record,
+        doomed=tuple(p for p in busy if p.node not in kept) if how == "force" else (),
+        drain_timeout=settings.drain_timeout,
+        prior=record,
+        busy_since=since if working else None,
+    )
+
+
 def _drain_blocked(og: ObservedGroup, now: datetime) -> str | None:
     """Why the group is not drained this run, or None: its last drain gave up, the back-off has not passed, and
     nothing that blocked it changed: some blocking pod is still on the group's nodes (followed by uid) and every
@@ -615,8 +697,23 @@ def _unseen(og: ObservedGroup, current: GroupConfig) -> str | None:
     return None
 
 
+def _prewarm(rg: ResolvedGroup, state: str, reason: str) -> int:
+    """The placeholder pods a Karpenter pool with ``prewarm`` should have now: its count while warming up for a
+    window (from ``warmUp`` before it opens), none once it is open or at night."""
+    prewarm = rg.group.prewarm
+    if prewarm is None or not rg.rules.by_limits:
+        return 0
+    return prewarm.nodes if state == "up" and reason.startswith(WARMING_UP) else 0
+
+
 def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAction | GroupSkip | None:
     record, current = og.record, m.current
+    if m.up is not None and current.placeholders != m.up.placeholders and (record is None or record.phase == "up"):
+        # A pool that is up (nothing to restore): only its prewarm placeholders change, placed or removed.
+        after = replace(current, placeholders=m.up.placeholders)
+        return GroupAction(
+            rg.name, rg.kind, "up", reason, current, after, (SetPlaceholders(after.placeholders),), False, record
+        )
     if record is not None and record.phase == "up" and (record.busy_since or record.drain_blocked or record.kept_up):
         # A postponed or blocked shutdown never happened and working hours are back: forget when the wait began
         # and why the drain gave up, or the next evening would start with the wait used up and the drain backed off.
@@ -634,14 +731,19 @@ def _up(rg: ResolvedGroup, og: ObservedGroup, m: Moves, reason: str) -> GroupAct
         return None  # phase up: what people changed during the day stands
     if m.up is None:
         # Working hours, and the group stays down all day: not guessing a size is right, exit 0 is not.
+        hint = (
+            "no record of its NodePool limits: not guessing (write its limits back by hand; the job then sees it up)"
+            if rg.rules.by_limits
+            else "no record and no `up` size in the policy: not guessing (give it `up:` to restore it)"
+        )
         return GroupSkip(
             rg.name,
-            "down with no record and no `up` size in the policy: not guessing (give it `up:` to restore it)",
+            f"down with {hint}",
             warning=True,
             failed=True,
         )
     short = current.shortfall or (f"{current.missing} node(s) asked for are not there" if current.missing else None)
-    if short is not None and not m.brings_nodes:
+    if short is not None and not m.brings_nodes and not rg.rules.by_limits:  # a pool's nodes come with pods
         # The size is back but the provider could not bring the nodes: resending it would change nothing, and
         # the rest of the restore waits for them. The record stays, so a later run finishes once they arrive.
         return GroupSkip(

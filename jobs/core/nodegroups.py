@@ -12,6 +12,8 @@ gke        autoscaler bounds,      node pool autoscaling                     aut
            node count per zone
 aks        autoscaler bounds,      agent pool autoscaler                     autoscaler off, count 0
            node count                                                        (or power state Stopped)
+karpenter  NodePool limits,        Karpenter launches for pending pods       limits cpu 0 and nodes 0,
+           NodeClaims                                                        then its NodeClaims deleted
 =========  ======================  ========================================  ============================
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.group_record import Record
@@ -94,7 +97,81 @@ class SetPower:
         return "Stopped the pool" if self.stopped else "Started the pool"
 
 
-Step = SetAutoscaling | SetSize | SetPower
+#: The limits of a Karpenter NodePool at rest: ``cpu: "0"`` blocks every instance type (``nvidia.com/gpu: "0"`` alone
+#: still launches types without GPUs), ``nodes: "0"`` also where Karpenter counts nodes (v1.11 on).
+ZERO_LIMITS: Mapping[str, str] = {"cpu": "0", "nodes": "0"}
+
+
+@dataclass(frozen=True)
+class SetLimits:
+    """Karpenter: the NodePool's ``spec.limits`` exactly as given (keys not given are removed; empty: no limits),
+    and ``spec.replicas`` of a static pool."""
+
+    limits: Mapping[str, str]
+    replicas: int | None = None
+
+    def _text(self) -> str:
+        limits = ", ".join(f"{k} {v}" for k, v in sorted(self.limits.items())) or "none"
+        return limits + (f", replicas {self.replicas}" if self.replicas is not None else "")
+
+    def describe(self) -> str:
+        return f"limits {self._text()}"
+
+    def done(self) -> str:
+        return f"Set the NodePool's limits to {self._text()}"
+
+
+@dataclass(frozen=True)
+class RemoveClaims:
+    """Karpenter: delete the pool's NodeClaims (Karpenter drains each node through evictions, then its instance
+    goes), NotReady ones included. A claim whose node runs work (GPU pods, ``karpenter.sh/do-not-disrupt`` pods) is
+    kept with ``busy`` "keep" (onBusy wait); with "drain" it is deleted unless Karpenter would force pods off it (its
+    ``terminationGracePeriod`` with GPU pods running) or stall (a do-not-disrupt pod): those are "force", which
+    deletes the claim and the pods that would block it. Nodes in ``keep`` run pods that must not be evicted."""
+
+    busy: Literal["keep", "drain", "force"] = "keep"
+    keep: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        kept = f", keeping {', '.join(self.keep)}" if self.keep else ""
+        return f"node claims removed (busy ones: {self.busy}{kept})"
+
+    def done(self) -> str:
+        return {
+            "keep": "Deleted the NodeClaims without running work",
+            "drain": "Deleted the NodeClaims (Karpenter drains them)",
+            "force": "Deleted the NodeClaims and the pods that would block them",
+        }[self.busy]
+
+
+#: The names of ``prewarm`` placeholder pods start so (``gpu-jobs-prewarm-<pool>-<i>``, in the job's namespace): GPU
+#: pods, but no work.
+PREWARM_POD_PREFIX = "gpu-jobs-prewarm-"
+
+
+@dataclass(frozen=True)
+class SetPlaceholders:
+    """Karpenter ``prewarm``: this many placeholder pods for the pool (a negative priority, so any real pod takes
+    their place); 0 removes them."""
+
+    count: int
+
+    def describe(self) -> str:
+        return f"{self.count} prewarm placeholder(s)"
+
+    def done(self) -> str:
+        return f"Set {self.count} prewarm placeholder pod(s)" if self.count else "Removed the prewarm placeholder pods"
+
+
+CloudStep = SetAutoscaling | SetSize | SetPower  # what a cloud's node group API is asked
+Step = CloudStep | SetLimits | RemoveClaims | SetPlaceholders
+
+
+def cloud_step(step: Step) -> CloudStep:
+    """``step`` for a cloud's adapter: a NodePool's steps reach only the Karpenter adapter (the table's wiring)."""
+    if isinstance(step, SetLimits | RemoveClaims | SetPlaceholders):
+        raise TypeError(f"{step.describe()}: a Karpenter step sent to a cloud's node group adapter")
+    return step
 
 
 # --- provider rules: where a group can go, and the steps that take it there ---------------------------------
@@ -103,6 +180,10 @@ Step = SetAutoscaling | SetSize | SetPower
 def down_config(kind: ProviderKind, current: GroupConfig, *, stop: bool = False, wake_up: bool = False) -> GroupConfig:
     """The configuration a group has while down."""
     rules = PROVIDERS[kind]
+    if rules.by_limits:
+        replicas = 0 if current.replicas is not None else None
+        zero = dict(ZERO_LIMITS)
+        return replace(current, desired=0, limits=zero, replicas=replicas, autoscaling=False, placeholders=0)
     if rules.autoscaler_by_tags:
         # maxSize stays at the provider's floor (EKS 1, an ASG 0); the discovery tags stay only if the autoscaler may
         # wake the group.
@@ -149,6 +230,8 @@ def record_problem(rules: ProviderRules, record: Record, up: WorkingSize | None)
     if up is not None:
         return None
     config = record.config
+    if rules.by_limits:  # a pool's record is its limits, written back as they were
+        return "it keeps no NodePool limits" if config.limits is None else None
     sizes = f"{config.min}/{config.desired}/{config.max}"
     if min(config.min, config.max, config.desired or 0) < 0:
         return f"sizes {sizes} are negative"
@@ -174,7 +257,8 @@ class Moves:
 
     @property
     def looks_down(self) -> bool:
-        return not self.down_steps
+        """Nothing left to take down; a pool whose limit is down looks down while claims still go."""
+        return all(isinstance(s, RemoveClaims) for s in self.down_steps)
 
     @property
     def brings_nodes(self) -> bool:
@@ -191,10 +275,14 @@ def moves(
     stop: bool,
     wake_up: bool,
     cloud_cluster: str | None,
+    prewarm: int = 0,
 ) -> Moves:
+    """``prewarm``: the placeholder pods a Karpenter pool should have now (while warming up for its window)."""
     current = _known(observed, record)
     down = down_config(rules.kind, current, stop=stop, wake_up=wake_up)
     target = restore_target(rules, current, record, up, cloud_cluster)
+    if target is not None and rules.by_limits:
+        target = replace(target, placeholders=prewarm)
     in_force = record is not None and record.phase in ("stopping", "down")
     return Moves(
         current=current,
@@ -224,6 +312,17 @@ def steps_between(kind: ProviderKind, current: GroupConfig, target: GroupConfig)
     """
     rules = PROVIDERS[kind]
     steps: list[Step] = []
+    if rules.by_limits:
+        if current.placeholders > target.placeholders:
+            steps.append(SetPlaceholders(target.placeholders))  # before the claims go: they would hold them
+        # The limit first: a claim deleted before it would be replaced at once by Karpenter for the same pods.
+        if (dict(current.limits or {}), current.replicas) != (dict(target.limits or {}), target.replicas):
+            steps.append(SetLimits(dict(target.limits or {}), target.replicas))
+        if target.desired == 0 and current.desired:
+            steps.append(RemoveClaims())  # on every run until none remain
+        if current.placeholders < target.placeholders:
+            steps.append(SetPlaceholders(target.placeholders))  # once the limits let Karpenter launch
+        return steps
     autoscaler_differs = current.autoscaling != target.autoscaling or (
         target.autoscaling and _bounds(rules, current) != _bounds(rules, target)
     )
@@ -253,6 +352,12 @@ def step_applied(kind: ProviderKind, live: GroupConfig, step: Step) -> bool:
     """Whether the live configuration already shows ``step``: after a write whose answer was lost, it is resent
     only if not."""
     rules = PROVIDERS[kind]
+    if isinstance(step, SetLimits):
+        return (dict(live.limits or {}), live.replicas) == (dict(step.limits), step.replicas)
+    if isinstance(step, RemoveClaims):
+        return not live.desired  # deletes are idempotent: resent while claims remain
+    if isinstance(step, SetPlaceholders):
+        return live.placeholders == step.count
     if isinstance(step, SetPower):
         return live.stopped == step.stopped
     if isinstance(step, SetSize):

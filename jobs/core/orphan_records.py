@@ -9,11 +9,14 @@ and is only listed. Pure: the commands are data, rendered from the record and it
 
 from __future__ import annotations
 
+import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs.core.group_config import GroupConfig
 from jobs.core.group_record import GroupIdentity, Record
+from jobs.core.providers import ProviderKind, rules_of_identity
 
 #: What a left-down group's report says (the failed item's reason).
 LEFT_DOWN = "a group left down by gpu-jobs that the policy no longer names: restore it or delete its record"
@@ -65,15 +68,25 @@ def _cmd(*words: object) -> str:
 
 
 def restore_commands(identity: GroupIdentity, config: GroupConfig) -> tuple[str, ...]:
-    """The provider's own CLI commands that restore ``config`` on the group ``identity`` names."""
+    """The provider's own CLI commands that restore ``config`` on the group ``identity`` names: its provider is the
+    table's (``rules_of_identity``, by its cloud and locator keys); none for a provider the table does not know."""
     loc = dict(identity.locator)
-    if identity.cloud == "aws":
-        return _aws(loc, config)
-    if identity.cloud == "gcp":
-        return _gcp(loc, config)
-    if identity.cloud == "azure":
-        return _azure(loc, config)
-    return ()
+    rules = rules_of_identity(identity.cloud, loc)
+    return RESTORE_COMMANDS[rules.kind](loc, config) if rules is not None else ()
+
+
+def _karpenter(loc: dict[str, str], config: GroupConfig) -> tuple[str, ...]:
+    """A JSON patch ``add`` replaces ``spec.limits`` whole, so the limits come back exactly (keys added at night
+    go); none recorded removes them."""
+    ops: list[dict[str, object]] = [
+        {"op": "add", "path": "/spec/limits", "value": dict(config.limits)}
+        if config.limits
+        else {"op": "remove", "path": "/spec/limits"}
+    ]
+    if config.replicas is not None:
+        ops.append({"op": "add", "path": "/spec/replicas", "value": config.replicas})
+    patch = json.dumps(ops, separators=(",", ":"), sort_keys=True)
+    return (_cmd("kubectl", "patch", "nodepool", loc.get("nodePool", ""), "--type", "json", "-p", patch),)
 
 
 def _aws(loc: dict[str, str], config: GroupConfig) -> tuple[str, ...]:
@@ -164,3 +177,13 @@ def _azure(loc: dict[str, str], config: GroupConfig) -> tuple[str, ...]:
     else:
         commands.append(_cmd("az", "aks", "nodepool", "scale", *where, "--node-count", desired))
     return tuple(commands)
+
+
+#: Each provider kind's restore commands (tests/unit/test_orphan_records.py: one for every row of the table).
+RESTORE_COMMANDS: dict[ProviderKind, Callable[[dict[str, str], GroupConfig], tuple[str, ...]]] = {
+    "eks": _aws,
+    "asg": _aws,
+    "gke": _gcp,
+    "aks": _azure,
+    "karpenter": _karpenter,
+}

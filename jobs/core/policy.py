@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from jobs.core.policy_cloud_quotas import CloudQuota
 from jobs.core.policy_fields import (
@@ -44,9 +44,11 @@ from jobs.core.policy_fleet import (
     Fleet,
     GcpCluster,
     GcpLocator,
+    KarpenterLocator,
     NodeGroup,
     PrometheusSource,
     WorkingSize,
+    cloud_of_sections,
     resolve_fleet,
 )
 from jobs.core.policy_history import History, Pricing
@@ -85,6 +87,7 @@ __all__ = [
     "GcpLocator",
     "Hard",
     "Holidays",
+    "KarpenterLocator",
     "KubeContext",
     "LabelKey",
     "LabelRequirement",
@@ -131,6 +134,8 @@ class Policy(Model):
     notify: Notify | None = None  # people hear warnings, wakes and marks: one message per owner
     history: History = History()
     pricing: Pricing = Pricing()
+
+    _section_clouds = model_validator(mode="before")(cloud_of_sections)  # a NodePool's cloud is its cluster's
 
     def group(self, name: str) -> NodeGroup:
         for group in self.node_groups:

@@ -38,7 +38,7 @@ def cross_reference_problems(policy: Policy) -> list[Problem]:
     for i, group in enumerate(policy.node_groups):
         key = group.locator
         if key in locators:
-            problems.append(((("nodeGroups", i, group.cloud)), f"same node group as nodeGroups[{locators[key]}]"))
+            problems.append(((("nodeGroups", i, group.locator_key)), f"same node group as nodeGroups[{locators[key]}]"))
         locators.setdefault(key, i)
     for i, override in enumerate(policy.overrides):
         if override.node_group not in seen:
@@ -65,6 +65,8 @@ def _region_of(location: str) -> str:
 
 def _group_problem(entry: CloudQuota, group: NodeGroup) -> str | None:
     """Why a node group cannot count against the entry's quota, naming both; None when it can."""
+    if group.karpenter is not None:  # no instance type of its own: Karpenter chooses per pod
+        return f"node group {group.name} is a Karpenter NodePool: name its instance types (target: instances)"
     if group.cloud != entry.cloud:
         return f"node group {group.name} is on {group.cloud}, quota {entry.name} on {entry.cloud}"
     loc = group.locator.model_dump()

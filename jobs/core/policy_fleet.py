@@ -4,14 +4,14 @@ gives every node group its cluster (declared in ``clusters``, or implied by the 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, StrictBool, StrictInt, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from jobs.core.policy_fields import KubeContext, Model, Name, check_matchers, check_url
 from jobs.core.policy_schedule import Schedule
 from jobs.core.policy_wake import Wake
-from jobs.core.providers import CLOUDS, PROVIDERS, rules_for
+from jobs.core.providers import CLOUDS, PROVIDERS, SECTION_KINDS, rules_for
 
 
 class WorkingSize(Model):
@@ -61,6 +61,21 @@ class AzureLocator(Model):
     resource_group: str
     cluster: str
     agent_pool: str
+
+
+class KarpenterLocator(Model):
+    """A Karpenter NodePool, reached through its cluster's own Kubernetes API: ``cluster`` is the policy's name of a
+    cluster declared in ``clusters``, whose cloud is the group's (EKS, or AKS node auto-provisioning)."""
+
+    kind: ClassVar[str] = "karpenter"  # the provider row (jobs.core.providers), not a field
+    cluster: Name
+    node_pool: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class Prewarm(Model):
+    """Karpenter: placeholder pods that bring the pool's nodes ``warmUp`` before its window opens."""
+
+    nodes: StrictInt = Field(ge=1, le=100, description="placeholder pods, one node's GPUs each (gpusPerNode, else 1)")
 
 
 class AwsCluster(Model):
@@ -118,7 +133,16 @@ class Cluster(Model):
         return self.aws or self.gcp or self.azure
 
 
+def _cloud_or_section(schema: dict[str, Any]) -> None:
+    """The JSON Schema's view of ``cloud``: required, unless a section kind's locator (``karpenter:``) names the
+    cluster whose cloud it is (the policy fills it in, ``cloud_of_sections``)."""
+    schema["required"] = [r for r in schema.get("required", []) if r != "cloud"]
+    schema["anyOf"] = [{"required": ["cloud"]}, *({"required": [kind]} for kind in SECTION_KINDS)]
+
+
 class NodeGroup(Schedule):
+    model_config = ConfigDict(json_schema_extra=_cloud_or_section)
+
     name: Name = Field(description="unique id used everywhere else (overrides, logs, records)")
     cloud: Literal["aws", "gcp", "azure"]
     cluster: str | None = Field(
@@ -128,6 +152,9 @@ class NodeGroup(Schedule):
     aws: AwsLocator | None = None
     gcp: GcpLocator | None = None
     azure: AzureLocator | None = None
+    karpenter: KarpenterLocator | None = Field(
+        default=None, description="a Karpenter NodePool in a declared cluster; the group's cloud is the cluster's"
+    )
     always_on: StrictBool = False
     gpus_per_node: StrictInt | None = Field(default=None, ge=1, description="for GPU-hour estimates")
     up: WorkingSize | None = None
@@ -142,10 +169,46 @@ class NodeGroup(Schedule):
         default=None, description="labels of the group's nodes, where the provider sets none (plain ASGs)"
     )
     wake: Wake | None = Field(default=None, description="out of hours, a Pending GPU pod may bring the group up")
+    prewarm: Prewarm | None = Field(
+        default=None, description="Karpenter: placeholder pods from warmUp before the window, removed when it opens"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _section_cluster(cls, data: Any) -> Any:
+        """A section kind's locator names its cluster: it is the group's ``cluster``. Its cloud comes from that
+        cluster (the policy fills it in, ``cloud_of_sections``): still missing, the cluster is not declared."""
+        if not isinstance(data, dict):
+            return data
+        for kind in SECTION_KINDS:
+            section = data.get(kind)
+            if not isinstance(section, dict) or not isinstance(section.get("cluster"), str):
+                continue
+            if "cloud" not in data:
+                raise ValueError(
+                    f'{kind}: cluster "{section["cluster"]}" is not declared in `clusters` (a {PROVIDERS[kind].title}'
+                    " takes its cloud from its cluster)"
+                )
+            data = {"cluster": section["cluster"], **data}
+        return data
 
     @model_validator(mode="after")
     def _locator_matches_cloud(self) -> NodeGroup:
         given = [c for c in CLOUDS if getattr(self, c) is not None]
+        sections = [k for k in SECTION_KINDS if getattr(self, k) is not None]
+        if sections:
+            rules = PROVIDERS[sections[0]]
+            if given or len(sections) > 1:
+                raise ValueError(f"`{sections[0]}:` is the group's only locator (found also: {given + sections[1:]})")
+            if self.cloud not in rules.clouds:
+                raise ValueError(f"a {rules.title} is on {' or '.join(rules.clouds)}, its cluster is on {self.cloud}")
+            if self.cluster != getattr(self, sections[0]).cluster:
+                raise ValueError(f'cluster "{self.cluster}": the `{sections[0]}:` locator names its cluster')
+            if self.up is not None:
+                raise ValueError(f"`up:` sizes a group; a {rules.title} has none (its limits are recorded)")
+            return self
+        if self.prewarm is not None:
+            raise ValueError("prewarm is for Karpenter NodePools (`karpenter:`): other kinds come back at their size")
         if given != [self.cloud]:
             raise ValueError(f"cloud {self.cloud} needs exactly one locator `{self.cloud}:` (found: {given or 'none'})")
         return self
@@ -158,14 +221,22 @@ class NodeGroup(Schedule):
         return self
 
     @property
-    def locator(self) -> AwsLocator | GcpLocator | AzureLocator:
-        found = self.aws or self.gcp or self.azure
+    def locator_key(self) -> str:
+        """The policy key that holds the group's locator: its cloud's, or its section kind's (``karpenter``)."""
+        return next((k for k in SECTION_KINDS if getattr(self, k) is not None), self.cloud)
+
+    @property
+    def locator(self) -> AwsLocator | GcpLocator | AzureLocator | KarpenterLocator:
+        found = self.aws or self.gcp or self.azure or self.karpenter
         assert found is not None  # guaranteed by _locator_matches_cloud
         return found
 
     @property
     def cluster_locator(self) -> ClusterLocator | None:
-        """The cluster the cloud says the group belongs to; None for a plain ASG (it names its cluster)."""
+        """The cluster the cloud says the group belongs to; None for a plain ASG and a Karpenter pool (they name
+        their cluster)."""
+        if self.karpenter is not None:
+            return None
         if self.aws is not None:
             if self.aws.cluster is None:
                 return None
@@ -176,6 +247,24 @@ class NodeGroup(Schedule):
         return AzureCluster(
             subscription=self.azure.subscription, resource_group=self.azure.resource_group, cluster=self.azure.cluster
         )
+
+
+def cloud_of_sections(data: Any) -> Any:
+    """The raw policy with each section kind's group (``karpenter:``) given its cluster's cloud, where the group does
+    not say it and ``clusters`` declares that cluster: a NodePool's cloud is its cluster's."""
+    if not isinstance(data, dict) or not isinstance(data.get("nodeGroups"), list | tuple):
+        return data
+    clouds = {c.get("name"): c.get("cloud") for c in data.get("clusters") or () if isinstance(c, dict)}
+    groups = []
+    for raw in data["nodeGroups"]:
+        group = raw
+        if isinstance(raw, dict) and "cloud" not in raw:
+            section = next((raw[k] for k in SECTION_KINDS if isinstance(raw.get(k), dict)), None)
+            cloud = clouds.get(section.get("cluster")) if section is not None else None
+            if isinstance(cloud, str):
+                group = {**raw, "cloud": cloud}
+        groups.append(group)
+    return {**data, "nodeGroups": groups}
 
 
 #: The cluster a policy without ``clusters`` gives to plain ASGs when no other group implies one.

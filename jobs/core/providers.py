@@ -9,12 +9,15 @@ group is a row here, its adapter module, its locator in the policy model and its
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from jobs.labels import AKS_AGENTPOOL_LABEL, EKS_NODEGROUP_LABEL, GKE_NODEPOOL_LABEL
+from pydantic.alias_generators import to_camel
 
-ProviderKind = Literal["eks", "asg", "gke", "aks"]
+from jobs.labels import AKS_AGENTPOOL_LABEL, EKS_NODEGROUP_LABEL, GKE_NODEPOOL_LABEL, KARPENTER_NODEPOOL_LABEL
+
+ProviderKind = Literal["eks", "asg", "gke", "aks", "karpenter"]
 Cloud = Literal["aws", "gcp", "azure"]
 
 
@@ -26,8 +29,10 @@ class ProviderRules:
     #: wiring), so a GKE-only policy never imports boto3 and the core imports no adapter.
     adapter: str
     #: The policy's cloud and the locator field that names a group of this kind: a locator with that field set is
-    #: this kind (an AWS locator with ``nodegroup`` is EKS, with ``autoScalingGroup`` a plain ASG).
-    cloud: Cloud
+    #: this kind (an AWS locator with ``nodegroup`` is EKS, with ``autoScalingGroup`` a plain ASG). None: a kind
+    #: reached through the cluster's own Kubernetes API, with a locator section of its own named after the kind
+    #: (``karpenter:``), whose cloud is its cluster's (``clouds``).
+    cloud: Cloud | None
     group_field: str
     #: The label the provider puts on a group's nodes, its value the locator's ``group_field``; None: the policy's
     #: nodeSelector must say (plain ASGs).
@@ -53,6 +58,12 @@ class ProviderRules:
     can_stop: bool = False
     #: Groups the provider never lets go to zero (AKS System mode pools need >= 1 node and cannot be stopped).
     never_down: str | None = None
+    #: The clouds whose clusters may hold a group of this kind (``cloud`` None only).
+    clouds: tuple[Cloud, ...] = ()
+    #: A group without a size of its own: the provider launches nodes for pending pods within limits (Karpenter).
+    #: Down is a zero limit, then its nodes removed one by one (on every run until none remain), so running work
+    #: keeps its own node only; up writes the recorded limits back, and nodes come with pods again.
+    by_limits: bool = False
 
     @property
     def node_limit(self) -> int:
@@ -119,18 +130,51 @@ PROVIDERS: dict[ProviderKind, ProviderRules] = {
         can_stop=True,
         never_down="AKS system pool: needs >= 1 node and cannot be stopped; never scaled",
     ),
+    "karpenter": ProviderRules(
+        "karpenter",
+        "Karpenter NodePool",
+        "jobs.adapters.kube.karpenter:KarpenterPools",
+        None,
+        "node_pool",
+        KARPENTER_NODEPOOL_LABEL,
+        min_max_size=0,
+        max_nodes=None,
+        per_zone=False,
+        one_operation_per="group",
+        autoscaler_by_tags=False,
+        clouds=("aws", "azure"),  # EKS, and AKS node auto-provisioning (Karpenter underneath)
+        by_limits=True,
+    ),
 }
 
 #: The clouds of the policy's locators (``aws:``, ``gcp:``, ``azure:``), in the table's order.
-CLOUDS: tuple[Cloud, ...] = tuple(dict.fromkeys(rules.cloud for rules in PROVIDERS.values()))
+CLOUDS: tuple[Cloud, ...] = tuple(dict.fromkeys(rules.cloud for rules in PROVIDERS.values() if rules.cloud))
+#: The kinds with a locator section of their own (``karpenter:``), reached through the cluster's API.
+SECTION_KINDS: tuple[ProviderKind, ...] = tuple(k for k, rules in PROVIDERS.items() if rules.cloud is None)
 
 #: Providers whose groups in one cluster must take turns.
 CLUSTER_SERIAL_KINDS = frozenset(k for k, rules in PROVIDERS.items() if rules.one_operation_per == "cluster")
 
 
 def rules_for(cloud: str, locator: object) -> ProviderRules:
-    """The provider a locator of ``cloud`` selects: the one whose ``group_field`` it sets."""
+    """The provider a locator of ``cloud`` selects: the one whose ``group_field`` it sets. A locator of a section
+    kind says its kind itself (``kind``), as a record's locator keys do for :func:`rules_of_identity`."""
+    own = getattr(locator, "kind", None)
+    if own in PROVIDERS:
+        return PROVIDERS[own]
     for rules in PROVIDERS.values():
         if rules.cloud == cloud and getattr(locator, rules.group_field, None) is not None:
             return rules
     raise ValueError(f"no provider for a {cloud} locator {locator!r}")
+
+
+def rules_of_identity(cloud: str, locator: Mapping[str, str]) -> ProviderRules | None:
+    """The provider of a record's identity (its cloud and locator keys, camelCase): a section kind's locator has
+    exactly ``cluster`` and its group field; otherwise the row of that cloud whose group field it has."""
+    for rules in PROVIDERS.values():
+        field = to_camel(rules.group_field)
+        if rules.cloud is None and cloud in rules.clouds and set(locator) == {"cluster", field}:
+            return rules
+        if rules.cloud == cloud and field in locator:
+            return rules
+    return None

@@ -241,8 +241,10 @@ class Executor:
             # When the wait for running pods began stays known: a shutdown the next run has to finish (this one was
             # stopped mid-drain) must not start its maxDelay over.
             busy_since = action.prior.busy_since if action.prior is not None else None
-            config = replace(live, busy=False, shortfall=None, missing=0)
-            record = Record(config, "stopping", self.now, busy_since, shape=action.shape, displaced=_displaced(action))
+            busy_since = action.busy_since or busy_since
+            record = Record(
+                live.recordable(), "stopping", self.now, busy_since, shape=action.shape, displaced=_displaced(action)
+            )
             # Durable before anything changes: a crash from here on still knows the size to restore.
             self.save_record(group.name, record)
             self.log.info("nodegroup.recorded", node_group=group.name, config=record.config.to_json())
@@ -288,7 +290,9 @@ class Executor:
             ref = ObjectRef("Pod", waker.name, waker.namespace, waker.uid)
             self.ports.events.emit_once(ref, name, WAKING, message, "Normal")
         # Not known yet: the record stays as it is, and the next run confirms (unknown is never done).
-        confirmed = action.direction == "down" or not action.steps or self._delivered(group, cloud)
+        # A Karpenter pool's nodes come with pods, not with its restore: nothing to wait for.
+        by_limits = view_of(self.policy).group(group.name).rules.by_limits
+        confirmed = action.direction == "down" or not action.steps or by_limits or self._delivered(group, cloud)
         final = _final(action, record, self.now)
         if confirmed and final != record:
             self.save_record(group.name, final)
@@ -411,15 +415,22 @@ def _displaced(action: GroupAction, record: Record | None = None) -> tuple[str, 
 def _final(action: GroupAction, record: Record | None, now: datetime) -> Record:
     """The record once the action is done: a wake keeps its record as saved; a shutdown keeps the pre-shutdown size,
     the shape, and the night's displaced controllers and wakers (the wake is over); a restore starts a new day."""
+    # ``busy_since``: None but for a pool whose busy nodes stay (Karpenter, onBusy wait).
     if record is None:
-        return Record(action.after, action.direction, now)
+        return Record(action.after, action.direction, now, action.busy_since)
     if action.wake is not None:
         return record
     if action.direction == "down":
         return Record(
-            record.config, "down", record.recorded_at, shape=record.shape, displaced=record.displaced, woke=record.woke
+            record.config,
+            "down",
+            record.recorded_at,
+            action.busy_since,
+            shape=record.shape,
+            displaced=record.displaced,
+            woke=record.woke,
         )
-    return Record(record.config, "up", record.recorded_at)
+    return Record(record.config, "up", record.recorded_at, action.busy_since)
 
 
 class DrainGaveUp(Busy):

@@ -11,11 +11,12 @@ from functools import partial
 from typing import Any
 
 from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import GroupIdentity
 from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup, PodNotice, PodWarning
 from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord
 from jobs.core.policy import Policy
-from jobs.core.providers import PROVIDERS, ProviderKind
+from jobs.core.providers import PROVIDERS, ProviderKind, rules_of_identity
 from jobs.core.wake import PendingPod
 from jobs.envelope import ItemResult, ScopeResult
 from jobs.nodegroups.execute import NOT_WARNED, GroupResult, Status, describe_step_change
@@ -112,6 +113,8 @@ def _size(config: GroupConfig, kind: ProviderKind) -> str:
     """A group's size as a person reads it: ``min/desired/max``, ``autoscaled`` where an autoscaler moves it. A GKE
     or AKS group with its autoscaler off is a node count: its min and max are the autoscaler's bounds, unused (AKS
     reports none: ``0/3/0`` read as a max below the size). A stopped pool runs no node: it says what it starts with."""
+    if config.limits is not None:  # a Karpenter pool: its limits and its claims
+        return config.describe()
     desired = "?" if config.desired is None else str(config.desired)
     zone = " per zone" if config.zones > 1 else ""  # GKE counts per zone of the pool's locations
     if config.autoscaling or PROVIDERS[kind].autoscaler_by_tags:
@@ -121,9 +124,10 @@ def _size(config: GroupConfig, kind: ProviderKind) -> str:
     return f"stopped ({text} on start)" if config.stopped else text
 
 
-def _kind_of(cloud: str) -> ProviderKind:
-    """The provider of a recorded group's cloud, for its size (AWS: EKS and ASG alike read min/desired/max)."""
-    return next(k for k, rules in PROVIDERS.items() if rules.cloud == cloud)
+def _kind_of(identity: GroupIdentity) -> ProviderKind:
+    """The provider of a recorded group, for its size (the provider table's, by its cloud and locator keys)."""
+    rules = rules_of_identity(identity.cloud, dict(identity.locator))
+    return rules.kind if rules is not None else next(k for k, r in PROVIDERS.items() if r.cloud == identity.cloud)
 
 
 def rows(report: NodeGroupsReport) -> list[str]:
@@ -207,7 +211,7 @@ def _orphans_text(orphans: Sequence[OrphanRecord]) -> list[str]:
         since = "down" if record.phase == "down" else f"phase {record.phase}"
         lines.append(
             f"    {o.identity.describe()}: {since}, recorded {record.recorded_at.isoformat()},"
-            f" restores {_size(record.config, _kind_of(o.identity.cloud))} (ConfigMap {o.name})"
+            f" restores {_size(record.config, _kind_of(o.identity))} (ConfigMap {o.name})"
         )
         if not o.failed:
             lines.append(f"      {o.reason}; drop it with: {o.delete}")

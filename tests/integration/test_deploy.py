@@ -1120,10 +1120,14 @@ def test_the_rendered_rbac_is_enough_for_a_night_with_a_drain(
     # the jobs as the CronJobs' ServiceAccounts, under the emulator's RBAC); the shutdown warnings given are listed
     # only with warnBefore (nodegroups/test_warnings.py); notifications read namespaces and their Secret only with
     # `notify` (test_notify.py); the history's weeks are deleted only past the retention, by the command's hook
-    # (test_history.py).
+    # (test_history.py); Karpenter pools' grants are used by their own night (nodegroups/test_karpenter.py runs it
+    # under this same RBAC).
     notify = {("get", "namespaces"), ("get", "secrets")}
     excused = {("get", "poddisruptionbudgets"), ("get", "configmaps"), ("list", "events"), ("delete", "configmaps")}
-    assert used == allowed - excused - notify
+    karpenter = {("get", "nodepools"), ("list", "nodepools"), ("patch", "nodepools")}
+    karpenter |= {("list", "nodeclaims"), ("delete", "nodeclaims"), ("delete", "pods"), ("create", "pods")}
+    karpenter |= {("get", "priorityclasses"), ("create", "priorityclasses")}
+    assert used == allowed - excused - notify - karpenter
 
 
 @pytest.mark.integration

@@ -176,7 +176,7 @@ def test_a_nodegroups_job_scales_what_a_cli_run_plans_and_describe_shows_its_eve
     plan = run_cli(["nodegroups", "--dry-run", "--cluster", cluster, "--at", EVENING, "--output", "json"], env)
     assert plan.code == 0, plan.stderr
     planned = {g["name"]: g["after"] for g in items(json.loads(plan.stdout), "node group") if "after" in g}
-    assert set(planned) == {"training-a100"}
+    assert set(planned) == {"training-a100", "train-h100"}  # the Karpenter pool too, under the same RBAC
 
     start_job(world, cluster, "nodegroups", "nodegroups-evening", GPU_JOBS_AT=EVENING, GPU_JOBS_OUTPUT="json")
     job, pod, logs = finished(world, cluster, "nodegroups-evening")

@@ -185,7 +185,7 @@ def test_the_documented_commands_as_written(world: dict[str, Any]) -> None:
     assert "namespace quotas:" in text
     assert "nvidia.com/gpu: 0  nvidia.com/gpu: 4" in text
     assert "| default (every namespace no rule matches) | nvidia.com/gpu: 0 | nvidia.com/gpu: 4 |" in markdown
-    assert "#### Node groups: 0 of 7 change their hours" in markdown
+    assert "#### Node groups: 0 of 8 change their hours" in markdown
 
 
 def test_diff_with_namespaces_reads_the_cluster_and_lists_those_whose_quota_changes(

@@ -55,6 +55,10 @@ def cloud_state(world: World, group: Group) -> tuple[Any, ...]:
     from tests.emulators.aws import moto_state
 
     loc = group.locator
+    if group.kind == "karpenter":  # a NodePool, in its cluster: its limits (and replicas) are its configuration
+        pool = world.kubes[group.cluster].get("nodepools", loc["nodePool"], api_version="karpenter.sh/v1")
+        assert pool is not None
+        return pool["spec"].get("limits"), pool["spec"].get("replicas")
     if group.kind in ("eks", "asg"):
         asg = moto_state.find_asg(loc["region"], world.asg_names[group.name])
         assert asg is not None
@@ -300,8 +304,11 @@ def test_dry_run_plans_the_evening_and_reports_unmanaged_groups(world: World) ->
     envelope.validate(report)
     assert report["exitCode"] == done.returncode
     planned = envelope.named(report, "node group", "planned")
-    assert set(planned) == {"training-a100", "batch-nightly-g5", "notebooks-t4", "finetune-a100"}
+    assert set(planned) == {"training-a100", "batch-nightly-g5", "notebooks-t4", "finetune-a100", "train-h100"}
     assert all(g["status"] == "planned" and g["direction"] == "down" for g in planned.values())
+    # The Karpenter pool: its zero limit and its idle claim now; the claim running a training job stays (wait).
+    assert planned["train-h100"]["after"]["limits"] == {"cpu": "0", "nodes": "0"}
+    assert "default/pretrain-70b-0" in planned["train-h100"]["reason"]
     assert planned["training-a100"]["after"]["max"] == 1  # EKS keeps maxSize >= 1
     skipped = {s["name"]: s["reason"] for s in envelope.items(report, "node group", "skipped") if "warning" in s}
     assert "postponed" in skipped["research-h100"]
@@ -374,26 +381,35 @@ def test_the_night_goes_down_changes_nothing_twice_and_restores_exactly(world: W
     for phase in (tonight, again, tomorrow):
         assert phase.ok, phase.stderr
     busy = {p.group for p in world.fleet.pods if (p.namespace, p.name) not in FINISHED}
-    expect_down = {n for n in groups if state_at(calendar, n, evening)[0] == "down" and n not in busy}
+    # A Karpenter pool goes down around its running work: its limit and its idle claim, its busy claim kept.
+    pools = {n for n, g in groups.items() if g.kind == "karpenter" and state_at(calendar, n, evening)[0] == "down"}
+    assert pools == {"train-h100"}
+    expect_down = {n for n in groups if state_at(calendar, n, evening)[0] == "down" and n not in busy | pools}
     results = {g["name"]: g for g in envelope.items(tonight.report, "node group") if "direction" in g}
-    assert set(results) == expect_down
+    assert set(results) == expect_down | pools
     assert all(r["status"] == "applied" and r["direction"] == "down" for r in results.values())
     for name in expect_down:  # node counts are the clouds' live sizes, synced into the cluster after each run
         assert tonight.nodes[name] == (groups[name].nodes, 0), name
     assert "postponed" in envelope.named(tonight.report, "node group", "skipped")["research-h100"]["reason"]
     assert tonight.nodes["research-h100"] == (2, 2)
+    assert results["train-h100"]["after"]["limits"] == {"cpu": "0", "nodes": "0"}
+    assert "default/pretrain-70b-0" in results["train-h100"]["reason"]  # its claim kept
+    claims = world.kubes["ml-prod"].list("nodeclaims", api_version="karpenter.sh/v1")
+    assert len([c for c in claims if not c["metadata"].get("deletionTimestamp")]) == 1  # the idle one went
 
     assert [g for g in envelope.items(again.report, "node group") if "direction" in g] == []
     # Outcomes are read, not written: no cloud write (the install's cluster gets the records, Events, the Lease).
     assert sum(w for k, (_, w) in again.requests.items() if not k.startswith("kube:")) == 0, again.requests
-    assert all(after == before for before, after in again.nodes.values())
+    # (A Karpenter node finishing its termination is Karpenter's doing, not this run's.)
+    assert all(after == before for name, (before, after) in again.nodes.items() if name not in pools)
 
     restored = {g["name"] for g in envelope.items(tomorrow.report, "node group") if g.get("direction") == "up"}
-    assert restored == {n for n in expect_down if state_at(calendar, n, morning)[0] == "up"}
-    assert {"training-a100", "notebooks-t4", "finetune-a100", "batch-nightly-g5"} <= restored
+    assert restored == {n for n in expect_down | pools if state_at(calendar, n, morning)[0] == "up"}
+    assert {"training-a100", "notebooks-t4", "finetune-a100", "batch-nightly-g5", "train-h100"} <= restored
     for name in restored:
-        assert cloud_state(world, groups[name]) == before[name], name
-        assert tomorrow.nodes[name] == (0, groups[name].nodes), name
+        assert cloud_state(world, groups[name]) == before[name], name  # a pool's limits exactly as they were
+        if name not in pools:  # a pool's nodes come with pods, not with its restore
+            assert tomorrow.nodes[name] == (0, groups[name].nodes), name
 
 
 # --- the sweep ---------------------------------------------------------------------------------------------------
@@ -483,7 +499,8 @@ def test_the_sweep_marks_then_acts_after_the_grace_period_and_a_second_run_write
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig["reason"]
     unallocated = {(u["cluster"], u["node"]): u["gpus"] for u in envelope.items(marks.report, "unallocated GPU")}
     per_cluster = {c: sum(g for (cl, _), g in unallocated.items() if cl == c) for c in world.kubes}
-    assert per_cluster == {"ml-prod": 33, "batch": 24, "research": 0, "notebooks": 3, "aks-ml": 10}
+    # ml-prod: 8 of them on the Karpenter pool's idle claim.
+    assert per_cluster == {"ml-prod": 41, "batch": 24, "research": 0, "notebooks": 3, "aks-ml": 10}
     mig_node = _seat(world, "biotech", "fold-eval")[0].placement.node
     assert unallocated[("aks-ml", mig_node)] == 5  # 7 slices, 2 held
     for (ns, name), verdict in state.items():

@@ -377,6 +377,8 @@ def run_one_off(world: World, cluster: str, cronjob: str) -> tuple[Phase, list[s
 
 
 def _size(config: dict[str, Any]) -> str:
+    if config.get("limits") is not None:  # a Karpenter NodePool: its limits are its size
+        return " ".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in sorted(config["limits"].items())) or "no limits"
     desired = "?" if config.get("desired") is None else str(config["desired"])
     text = f"{config['min']}/{desired}/{config['max']}"
     if config.get("autoscaling"):

@@ -67,6 +67,8 @@ HARDWARE: dict[str, Hardware] = {
     "training-a100": Hardware("p4d.24xlarge", 8, A100, spot=True),
     # Its last node's L4 is time-sliced in two (the NVIDIA device plugin's per-node config).
     "inference-l4": Hardware("g6.xlarge", 1, L4, size=10, shared_last=2),
+    # A Karpenter NodePool: two NodeClaims in the evening, one running a training job, one idle.
+    "train-h100": Hardware("p5.48xlarge", 8, H100),
     "batch-nightly-g5": Hardware("g5.12xlarge", 4, A10G),
     "research-h100": Hardware(
         "a3-highgpu-8g",
@@ -96,7 +98,7 @@ class Group:
 
     name: str  # policy name, or a descriptive one for unmanaged groups
     cloud: Cloud
-    kind: Literal["eks", "asg", "gke", "aks"]
+    kind: Literal["eks", "asg", "gke", "aks", "karpenter"]
     locator: dict[str, str]
     hardware: Hardware
     min: int
@@ -220,7 +222,7 @@ def _hardware(group: NodeGroup) -> Hardware:
     return hw
 
 
-def _policy_group(group: NodeGroup) -> Group:
+def _policy_group(group: NodeGroup, policy: Policy) -> Group:
     hw = _hardware(group)
     if group.up is not None:
         low, want, high = group.up.min, group.up.desired, group.up.max
@@ -228,6 +230,15 @@ def _policy_group(group: NodeGroup) -> Group:
         low, want, high = hw.autoscaling[0], hw.size, hw.autoscaling[1]
     else:
         low, want, high = hw.size, hw.size, max(hw.size, 2 * hw.size)
+    if group.karpenter is not None:
+        # Its nodes are NodeClaims' (tests/sandbox/karpenter_world.py seeds the NodePool and its model); the region
+        # is its cluster's, where its instances run.
+        cluster = policy.cluster_of(group)
+        pool = group.karpenter.node_pool
+        region = cluster.aws.region if cluster.aws is not None else ""
+        locator = {"region": region, "cluster": group.karpenter.cluster, "nodePool": pool}
+        labels = {"karpenter.sh/nodepool": pool, "karpenter.sh/capacity-type": "on-demand"}
+        return Group(group.name, "aws", "karpenter", locator, hw, 0, hw.size, hw.size, node_labels=labels)
     if group.aws is not None:
         if group.aws.nodegroup and group.aws.cluster:
             locator = {"region": group.aws.region, "cluster": group.aws.cluster, "nodegroup": group.aws.nodegroup}
@@ -331,6 +342,9 @@ PODS: tuple[Pod, ...] = (
     Pod("ranking", "ranker-canary", "inference-l4", 1, "idle", owner="deployment", replicas=2, shared=True, grace_s=5),
     # A long training run that did not finish by the evening: research-h100 is postponed, not killed.
     Pod("ml-research", "train-llm-7b-0", "research-h100", 8, "busy", owner="none"),
+    # On the Karpenter pool's first claim (its second is idle): its night keeps this node only. In `default`, which
+    # the namespace quotas leave alone (exclude), so the quotas' story stays as it is.
+    Pod("default", "pretrain-70b-0", "train-h100", 8, "busy", owner="none"),
     Pod("ml-research", "train-llm-7b-1", "research-h100", 4, "busy", owner="none"),
     Pod("nlp", "eval-harness-0", "research-h100", 1, "busy"),
     Pod("genai", "diffusion-sweep-0", "research-h100", 2, "idle"),
@@ -373,7 +387,7 @@ def _instances(managed: list[Group], extra_regions: tuple[str, ...] = ()) -> lis
     found: list[Instance] = []
     # Each cloud's last group says where (us-east-1 and europe-west4-a in the example policy); AWS ones also in the
     # sweep's other regions (eu-west-1, us-west-2).
-    clouds = {g.cloud: g for g in managed}
+    clouds = {g.cloud: g for g in managed if g.kind != "karpenter"}  # a NodePool's instances are Karpenter's
     if aws := clouds.get("aws"):
         region = aws.locator["region"]
         found += [
@@ -421,7 +435,7 @@ def _instances(managed: list[Group], extra_regions: tuple[str, ...] = ()) -> lis
 
 def build_fleet(policy: Policy) -> Fleet:
     """The whole sample fleet for ``policy``: its groups at working size, extras, pods, instances."""
-    managed = [replace(_policy_group(g), cluster=policy.cluster_of(g).name) for g in policy.node_groups]
+    managed = [replace(_policy_group(g, policy), cluster=policy.cluster_of(g).name) for g in policy.node_groups]
     groups = (*managed, *_extra_groups(managed))
     names = {g.name for g in groups}
     pods = tuple(p for p in PODS if p.group in names)

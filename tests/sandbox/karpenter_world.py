@@ -78,3 +78,37 @@ def seed_gpu_pool(
     return KarpenterWorld(
         karpenter, pool, busy["metadata"]["name"], idle["metadata"]["name"], busy_node, idle_node, "train-llm-0"
     )
+
+
+#: The sandbox pool's limits in the evening (what its morning must give back, exactly).
+SANDBOX_LIMITS = {"cpu": "1000", "nvidia.com/gpu": "64"}
+
+
+def adopt_nodes(
+    kube: KubeHandle,
+    pool: str,
+    nodes: list[str],
+    *,
+    limits: dict[str, Any] | None = None,
+    instance_type: str = "p5.48xlarge",
+) -> model.Karpenter:
+    """The sandbox's Karpenter pool: a NodePool whose NodeClaims are the group's nodes the sandbox already seeded
+    (so they carry its labels, GPUs and DCGM series), each registered and Ready, with Karpenter's termination
+    finalizer; then the Karpenter model on the cluster's real clock. Seeded in-process, never through the API."""
+    karpenter = model.Karpenter(kube.cluster)
+    kube.create(model.nodepool(pool, limits=dict(limits or SANDBOX_LIMITS), taints=[model.GPU_TAINT]))
+    with kube.cluster.lock:
+        stored = kube.cluster.get("nodepools", pool, api_version=model.API_VERSION)
+        assert stored is not None
+        it = next(t for t in karpenter.catalogue if t.name == instance_type)
+        now = kube.cluster.now()
+        for name in nodes:
+            node = kube.get("Node", name)
+            assert node is not None
+            meta = node["metadata"]
+            meta["finalizers"] = [model.TERMINATION_FINALIZER]
+            meta["labels"] = {**meta["labels"], "karpenter.sh/registered": "true", "karpenter.sh/initialized": "true"}
+            kube.put(node)
+            karpenter._registered(karpenter._launch(stored, it, now), name, now)
+    kube.cluster.settle()
+    return karpenter

@@ -54,6 +54,7 @@ from tests.emulators.kube.fixtures import KubeHandle, start_kube
 from tests.sandbox import install as installer
 from tests.sandbox.executor import JobExecutor
 from tests.sandbox.fleet import CLOUD_QUOTAS, FINISHED, JOB_NAMESPACE, SNOOZE, Fleet, Group, Hardware, Pod, build_fleet
+from tests.sandbox.karpenter_world import adopt_nodes
 
 if TYPE_CHECKING:
     from tests.emulators.aws.emulator import AwsEmulator
@@ -149,6 +150,7 @@ class World:
     #: The instant the DCGM series end: the sandbox's start.
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     asg_names: dict[str, str] = field(default_factory=dict)  # group -> the ASG holding its instances
+    karpenters: dict[str, Any] = field(default_factory=dict)  # group -> the Karpenter model of its NodePool
     _serial: dict[str, int] = field(default_factory=dict)  # group -> next node index
     _nodes: dict[str, list[str]] = field(default_factory=dict)  # group -> its Node names, oldest first
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -351,6 +353,8 @@ class World:
         from tests.emulators.aws import moto_state
 
         loc = group.locator
+        if group.kind == "karpenter":  # its claims' nodes, which Karpenter (the model) makes and removes itself
+            return len(self.nodes_of(group))
         if group.kind in ("eks", "asg"):
             asg = moto_state.find_asg(loc["region"], self.asg_names[group.name])
             return int(asg.desired_capacity or 0) if asg is not None else 0
@@ -369,7 +373,11 @@ class World:
     def _seed(self, nodes: dict[str, list[str]]) -> None:
         """The clouds (the clusters were seeded first, see :func:`_seed_kube`)."""
         for group in self.fleet.groups:
-            self._seed_cloud(group)
+            if group.kind == "karpenter":  # no cloud object: a NodePool in its cluster, its claims its nodes
+                pool = group.locator["nodePool"]
+                self.karpenters[group.name] = adopt_nodes(self.kubes[group.cluster], pool, nodes[group.name])
+            else:
+                self._seed_cloud(group)
             self._nodes[group.name] = list(nodes[group.name])
             self._serial[group.name] = len(nodes[group.name])
             if group.kind == "gke":
@@ -519,6 +527,8 @@ class World:
         """
         with self._sync_lock:
             for group in self.fleet.groups:
+                if group.kind == "karpenter":
+                    continue  # Karpenter adds and removes its nodes itself
                 kube = self.kubes[group.cluster]
                 names = self._nodes[group.name]
                 want = self.live_nodes(group)
@@ -572,7 +582,7 @@ def write_kubeconfig(path: Path, contexts: dict[str, KubeHandle], current: str |
 
 def _node_name(group: Group, index: int) -> str:
     key = _suffix(group.name)
-    if group.kind in ("eks", "asg"):
+    if group.kind in ("eks", "asg", "karpenter"):
         octet = int(key[:2], 16)
         return f"ip-10-{octet}-{index // 250}-{index % 250 + 4}.{group.locator['region']}.compute.internal"
     if group.kind == "gke":
@@ -671,7 +681,8 @@ def _seed_kube(
 
     for kube in kubes.values():
         for namespace in fleet.namespaces:
-            kube.create(seed.namespace(namespace, {"team": namespace}))
+            if kube.get("Namespace", namespace) is None:  # `default` is every cluster's own
+                kube.create(seed.namespace(namespace, {"team": namespace}))
     for group in fleet.groups:
         for name in nodes[group.name]:
             kubes[group.cluster].create(_node(group, name, _shared_node(group, nodes[group.name], name)))

@@ -57,8 +57,8 @@ def test_validate_directory_means_every_yaml_in_it(tmp_path: Path) -> None:
     done = run_cli("validate", str(tmp_path))
     assert done.returncode == 2
     assert done.stdout.splitlines() == [
-        f"{tmp_path}/a.yaml: valid: 7 node groups in 5 clusters, 1 override, 4 namespace quota rules, 4 cloud quotas",
-        "  7 node groups warn running GPU pods 30m before shutdown",  # what acts on people, a line each
+        f"{tmp_path}/a.yaml: valid: 8 node groups in 5 clusters, 1 override, 4 namespace quota rules, 4 cloud quotas",
+        "  8 node groups warn running GPU pods 30m before shutdown",  # what acts on people, a line each
         "  1 node group wakes on demand (up to 2h)",
         "  sweep: idle pods below 5% for 2h: delete after 30m, snoozes at most 7d",
         "  sweep: instances without owner, project: stop after 24h",

@@ -43,6 +43,7 @@ def test_the_example_policy_declares_five_clusters_and_places_every_group() -> N
         "notebooks-t4": "notebooks",
         "finetune-a100": "aks-ml",
         "vision-t4": "aks-ml",
+        "train-h100": "ml-prod",
     }
     assert all(c.kube_context == c.name for c in policy.fleet)
     assert [g.name for g in policy.groups_in("aks-ml")] == ["finetune-a100", "vision-t4"]

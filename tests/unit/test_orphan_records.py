@@ -88,3 +88,38 @@ def test_only_a_record_that_left_the_group_changed_fails() -> None:
     assert OrphanRecord("r", "gpu-jobs", None, context="prod ctx").delete == (
         "kubectl --context 'prod ctx' -n gpu-jobs delete configmap r"
     )
+
+
+def test_every_provider_of_the_table_has_restore_commands() -> None:
+    from jobs.core.orphan_records import RESTORE_COMMANDS
+    from jobs.core.providers import PROVIDERS
+
+    assert set(RESTORE_COMMANDS) == set(PROVIDERS)
+
+
+@pytest.mark.parametrize(
+    ("cloud", "limits", "replicas", "expected"),
+    [
+        (
+            "aws",
+            {"cpu": "1000", "nvidia.com/gpu": "64"},
+            None,
+            "kubectl patch nodepool gpu-h100 --type json -p"
+            ' \'[{"op":"add","path":"/spec/limits","value":{"cpu":"1000","nvidia.com/gpu":"64"}}]\'',
+        ),
+        (
+            "azure",
+            {},
+            2,
+            "kubectl patch nodepool gpu-h100 --type json -p"
+            ' \'[{"op":"remove","path":"/spec/limits"},{"op":"add","path":"/spec/replicas","value":2}]\'',
+        ),
+    ],
+)
+def test_a_karpenter_pool_gets_its_limits_back_whole(
+    cloud: str, limits: dict[str, str], replicas: int | None, expected: str
+) -> None:
+    # A pool's locator is its cluster and nodePool (a GKE pool's has a project too): the table tells them apart.
+    identity = GroupIdentity.of("ml-prod", cloud, {"cluster": "ml-prod", "nodePool": "gpu-h100"})
+    config = GroupConfig(0, 2, 0, limits=limits, replicas=replicas)
+    assert restore_commands(identity, config) == (expected,)

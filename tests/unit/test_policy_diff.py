@@ -76,7 +76,7 @@ def test_a_quota_only_change_names_the_quota_and_no_node_group() -> None:
     ]
     markdown = report.to_markdown(diff, "base.yaml", "policy.yaml")
     assert "| default (every namespace no rule matches) | nvidia.com/gpu: 0 | nvidia.com/gpu: 4 |" in markdown
-    assert "#### Node groups: 0 of 7 change their hours" in markdown
+    assert "#### Node groups: 0 of 8 change their hours" in markdown
     assert not any(g.name in markdown for g in BASE.node_groups)  # an unchanged group does not appear
 
 
@@ -87,16 +87,16 @@ def test_only_the_changed_group_appears_with_units_and_fleet_totals() -> None:
     assert change.up_delta == 10  # 2 h on 5 weekdays
     assert change.gpu_delta is None  # no up size: GPU-hours unknown, not 0
     assert diff.totals.up_delta == 10
-    assert diff.totals.groups == (7, 7)
+    assert diff.totals.groups == (8, 8)
     # The total is the fleet's, unchanged groups included; the GPU total counts the groups with an up size.
     assert change.before is not None
     assert diff.totals.up_hours[0] > change.before.up_hours
-    assert diff.totals.without_size == (4, 4)
+    assert diff.totals.without_size == (5, 5)
     markdown = report.to_markdown(diff)
     rows = [line for line in markdown.splitlines() if line.startswith("| `") and "nodeGroups[" not in line]
     assert rows == ["| `notebooks-t4` | 61.25 | 71.25 | +10 | n/a (no up size) | n/a (no up size) | n/a | notebooks |"]
     assert "| node group | before h/week | after h/week | change | GPU-h/week before |" in markdown
-    assert "| **all 7 groups** |" in markdown
+    assert "| **all 8 groups** |" in markdown
     assert "GPU-h = up-hours x up.desired x gpusPerNode" in markdown
     # The schedule's field change is listed too: the reviewer sees what was edited and what it does.
     assert [c.path for c in diff.node_group_fields] == ["nodeGroups[notebooks-t4].workingHours[0].end"]
@@ -219,7 +219,7 @@ def test_a_new_and_a_removed_group() -> None:
     diff = diff_policies(BASE, after, ref())
     names = {c.name: report.label(c) for c in diff.schedules}
     assert names == {"vision-t4": " (removed)", "vision-t4-new": " (new)"}
-    assert diff.totals.groups == (7, 7)
+    assert diff.totals.groups == (8, 8)
     assert {c.path: c.kind for c in diff.node_group_fields} == {
         "nodeGroups[vision-t4]": "removed",
         "nodeGroups[vision-t4-new]": "added",
@@ -335,7 +335,7 @@ def test_a_cluster_view_shows_only_that_clusters_groups() -> None:
     diff = diff_policies(BASE, after, ref(), cluster="ml-prod")
     assert [c.name for c in diff.schedules] == ["training-a100"]
     assert [c.path for c in diff.node_group_fields] == ["nodeGroups[training-a100].up.desired"]
-    assert diff.totals.groups == (2, 2)
+    assert diff.totals.groups == (3, 3)
 
 
 def test_a_percent_given_as_a_number_reads_as_a_percent() -> None:

@@ -20,7 +20,7 @@ from jobs.adapters.permissions import Permissions
 from jobs.adapters.polling import poll_until
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.group_config import GroupConfig
-from jobs.core.nodegroups import CloudGroup, SetPower, SetSize, Step
+from jobs.core.nodegroups import CloudGroup, SetPower, SetSize, Step, cloud_step
 from jobs.core.policy import AwsLocator, NodeGroup
 from jobs.core.providers import PROVIDERS
 from jobs.errors import CloudError, Invalid, NotDelivered, NotFound, Unavailable
@@ -113,6 +113,7 @@ class EksNodeGroups:
         return config
 
     def apply(self, group: NodeGroup, step: Step) -> None:
+        step = cloud_step(step)
         target = _target(group)
         if isinstance(step, SetPower):
             raise no_power_state(group.name, "EKS node groups")

@@ -34,7 +34,7 @@ from jobs.adapters.azure.auth import ArmAuth
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.group_config import GroupConfig
-from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetSize, Step
+from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetSize, Step, cloud_step
 from jobs.core.policy import AzureLocator, NodeGroup
 from jobs.core.providers import PROVIDERS
 from jobs.errors import Busy, CloudError, Denied, Invalid, NotDelivered
@@ -262,6 +262,7 @@ def _check(group: NodeGroup, pool: AgentPool, step: Step) -> None:
 
 def _change(pool: AgentPool, step: Step) -> None:
     """Apply one step to the pool as read; everything else is sent back unchanged (PUT replaces the pool)."""
+    step = cloud_step(step)
     if isinstance(step, SetAutoscaling):
         pool.enable_auto_scaling = step.enabled
         # AKS requires the bounds cleared when the autoscaler goes off; the count stays where it is.

@@ -26,7 +26,7 @@ from jobs.adapters.gcp.session import GcpSession
 from jobs.adapters.permissions import Permissions
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.group_config import GroupConfig
-from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetPower, SetSize, Step
+from jobs.core.nodegroups import CloudGroup, SetAutoscaling, SetPower, SetSize, Step, cloud_step
 from jobs.core.policy import GcpLocator, NodeGroup
 from jobs.core.providers import PROVIDERS
 from jobs.errors import Invalid, NotDelivered
@@ -111,6 +111,7 @@ class GkeNodePools:
         )
 
     def apply(self, group: NodeGroup, step: Step) -> None:
+        step = cloud_step(step)
         ref = _PoolRef.of(group)
         client = self._gke_client()
         if isinstance(step, SetSize):
