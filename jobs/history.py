@@ -181,8 +181,10 @@ def _group_entries(result: ScopeResult, item: ItemResult, policy: Policy, histor
         kind: EntryKind = "down" if detail["direction"] == "down" else "up"
         return [Entry(at, result.job, scope, kind, item.name, nodes, gpus, per_node, detail.get("why"))]
     if item.status == "skipped" and (item.reason or "").startswith(KEPT_UP_FOR_BUSY):
-        if last is not None and last.kind == "postponed":
-            return []  # one entry per keep-up, not one per run
+        if last is not None and last.kind in ("postponed", "down"):
+            # One entry per keep-up, not one per run; and a pool already down whose busy nodes alone stay
+            # (Karpenter, onBusy wait) was not kept up: its nodes' end is the "gone" entry's.
+            return []
         return [Entry(at, result.job, scope, "postponed", item.name, reason=item.reason)]
     if item.status == "unchanged":
         size = detail.get("size") or {}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobs.commands import notifications
@@ -57,7 +56,9 @@ def _record(kube: Kubeconfig, run: Run, result: ScopeResult, log: Any) -> Record
     except Exception as exc:  # no configuration: the same warning as a write that failed
         return Recorded(scope.name, warning=f"history not written ({exc})")
     store = ConfigMapHistory(api, job_namespace(), scope.name, log)
-    return record(result, run.policy, store, datetime.now(UTC), log)
+    # Retention counts back from the run's own instant (``--at`` for a replay): a week written for a past instant
+    # is not pruned by the same run.
+    return record(result, run.policy, store, result.at, log)
 
 
 def _context(run: Run, scope: Scope) -> str | None:

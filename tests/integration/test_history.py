@@ -245,3 +245,13 @@ def test_the_sweeps_deleted_pods_are_kept_with_their_idle_gpu_hours(
     again, _ = sweep(kube, tmp_path, prometheus.url, "delete", now + timedelta(minutes=10))
     assert again.code == 0
     assert len([e for es in history(kube).values() for e in es]) == 3  # nothing new: nothing acted on again
+
+
+def test_a_run_replayed_at_a_past_instant_keeps_its_week(central: Fleet, tmp_path: Path) -> None:
+    """Retention counts back from the run's own instant: a night replayed with ``--at`` 20 weeks ago (past the 4
+    weeks kept, counted from the wall clock) keeps what it wrote, as the simulated week and a replay need."""
+    past = EVENING - timedelta(weeks=20)
+    done = gpu_jobs(central, tmp_path, "nodegroups", "--at", past.isoformat())
+    assert done.code == 0, done.stdout + done.stderr
+    kept = [(kind, datetime.fromisoformat(at)) for kind, at in kinds(central.kubes["ml-prod"], "train")]
+    assert ("down", past) in kept  # the same instant (written in the summer's offset)

@@ -216,7 +216,7 @@ def test_the_docs_command_for_other_ci_systems_as_typed(world: dict[str, Any], t
         cwd=repo, env={**env, "TMPDIR": str(out)}, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("policy.yaml: valid: 7 node groups")
+    assert done.stdout.startswith("policy.yaml: valid: 8 node groups")
     assert (
         "| default (every namespace no rule matches) | nvidia.com/gpu: 0 | nvidia.com/gpu: 2 |"
         in (out / "policy-diff.md").read_text()
