@@ -350,23 +350,46 @@ def _warnings(rg: ResolvedGroup, og: ObservedGroup, now: datetime) -> list[PodWa
         return []
     desired = rg.schedule.desired(now)
     at = desired.next_change
+    postponed = _postponement_end(rg, og) if desired.state == "down" else None
     if desired.state == "down" and og.record is not None and og.record.wake is not None and _woken(og, now):
         at = og.record.wake.until  # a woken group goes down when its wake ends: warned first, like any shutdown
+    elif postponed is not None:
+        at = postponed  # the wait for running pods ends then, and they are evicted: announced like a shutdown
     elif desired.state != "up":
         return []
     if at is None or at - now > settings.warn_before:
         return []
     due = ((p, warning_event(p, at)) for p in og.pods)
     return [
-        PodWarning(rg.name, p, at, _warning_text(rg.name, at, settings, og.pods, p), name)
+        PodWarning(rg.name, p, at, _warning_text(rg.name, at, settings, og.pods, p, postponed is not None), name)
         for p, name in due
-        if f"{p.namespace}/{name}" not in og.warned
+        if f"{p.namespace}/{name}" not in og.warned and not (postponed and _warned_for_this_shutdown(og, p))
     ]
 
 
-def _warning_text(group: str, at: datetime, settings: GroupSettings, pods: tuple[GpuPod, ...], pod: GpuPod) -> str:
+def _postponement_end(rg: ResolvedGroup, og: ObservedGroup) -> datetime | None:
+    """When a shutdown postponed for running GPU pods (``onBusy: wait``) stops waiting and takes them (evicted, or
+    down with their nodes); None when nothing waits, or when the group then simply stays up."""
+    record, settings = og.record, rg.settings
+    if record is None or record.phase != "up" or record.busy_since is None or settings.on_busy != "wait":
+        return None
+    # In the group's timezone: the Event names the time as the schedule says it.
+    return (
+        None if settings.after_delay == "stay" else (record.busy_since + settings.max_delay).astimezone(rg.schedule.tz)
+    )
+
+
+def _warned_for_this_shutdown(og: ObservedGroup, pod: GpuPod) -> bool:
+    """Whether the pod still carries a warning of this job (the window's end said already what maxDelay does): one
+    Event per pod per shutdown. A pod started during the wait has none, and is warned before it is taken."""
+    return any(w.startswith(f"{pod.namespace}/{pod.name[:200]}") and ".shutdown-" in w for w in og.warned)
+
+
+def _warning_text(
+    group: str, at: datetime, settings: GroupSettings, pods: tuple[GpuPod, ...], pod: GpuPod, postponed: bool = False
+) -> str:
     """What a person reads under ``kubectl describe pod``: which group, when, what happens to running work, and how
-    to keep it."""
+    to keep it. ``postponed``: the group is past its window and waits for running pods until ``at``."""
     when = at.strftime("%a %Y-%m-%d %H:%M %Z")
     kept = [p for p in pods if not p.evictable]
     keep = (
@@ -386,6 +409,10 @@ def _warning_text(group: str, at: datetime, settings: GroupSettings, pods: tuple
         fate = "onBusy drain: GPU pods still running then are evicted"
     else:
         fate = "onBusy force: GPU pods still running then go down with their nodes"
+    if postponed:
+        fate = "they are evicted" if settings.after_delay == "drain" else "they go down with their nodes"
+        head = f"Node group {group} is past its working hours and waits for running GPU pods until {when}"
+        return f"{head} (maxDelay {format_duration(settings.max_delay)}): then {fate}; {keep}"
     return f"Node group {group} goes down at {when}: {fate}; {keep}"
 
 

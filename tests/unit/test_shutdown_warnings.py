@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from jobs.core.group_config import GroupConfig
+from jobs.core.group_record import Record
 from jobs.core.nodegroup_plan import GpuPod, ObservedGroup, PodWarning, plan_nodegroups, warning_event
 from jobs.core.policy import Policy
 from jobs.nodegroups.job import NodeGroupsPlan
@@ -156,3 +157,32 @@ def test_a_bad_warn_before_is_named_with_file_and_line(value: str, message: str)
     problem = str(caught.value.problems[0])
     assert problem.startswith("test.yaml:6: defaults.warnBefore: "), problem
     assert message in problem
+
+
+# Past the window with GPU pods running (onBusy wait): the shutdown waits maxDelay (2h) from 20:00, then evicts.
+WAITING = Record(UP, "up", SHUTDOWN, busy_since=SHUTDOWN)
+EVICTION = datetime.fromisoformat("2026-12-01T22:00:00+01:00")
+
+
+def waiting(p: Policy, at: str, warned: frozenset[str] = frozenset()) -> tuple[PodWarning, ...]:
+    observed = ObservedGroup(
+        p.node_groups[0], "eks", UP, WAITING, (TRAIN, NOTEBOOK), ("node-1",), cluster="ml", warned=warned
+    )
+    return plan_nodegroups(p, (observed,), datetime.fromisoformat(at)).warnings
+
+
+def test_a_pod_started_while_the_shutdown_waits_is_warned_before_the_wait_ends() -> None:
+    """The window's end warned TRAIN (its Event is still there); NOTEBOOK started at 20:30 and was never told. Both
+    are evicted at 22:00: only the one not warned for this shutdown gets an Event, 30 minutes before."""
+    told = frozenset({f"team-a/{warning_event(TRAIN, SHUTDOWN)}"})
+    assert waiting(policy(), "2026-12-01T21:20:00+01:00", told) == ()  # 40 min before: not yet
+    (found,) = waiting(policy(), "2026-12-01T21:35:00+01:00", told)
+    assert (found.pod, found.at, found.event) == (NOTEBOOK, EVICTION, warning_event(NOTEBOOK, EVICTION))
+    assert found.message.startswith(
+        "Node group train-a100 is past its working hours and waits for running GPU pods until Tue 2026-12-01 22:00"
+        " CET (maxDelay 2h): then they are evicted; to keep it up while this pod runs: kubectl -n team-b annotate"
+    )
+    # Its own Event found again by the next run: nothing more; a group that then stays up takes nothing: no warning.
+    again = frozenset({*told, f"team-b/{found.event}"})
+    assert waiting(policy(), "2026-12-01T21:45:00+01:00", again) == ()
+    assert waiting(policy(defaults="  warnBefore: 30m\n  afterDelay: stay\n"), "2026-12-01T21:35:00+01:00") == ()
