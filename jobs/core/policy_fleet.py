@@ -225,6 +225,9 @@ class NodeGroup(Schedule):
         if self.strategy == "stop" and not rules_for(self.cloud, self.locator).can_stop:
             stoppable = " and ".join(f"{r.title}s" for r in PROVIDERS.values() if r.can_stop)
             raise ValueError(f"strategy stop is for {stoppable} only")
+        if self.strategy == "stop" and self.wake is not None:
+            # A stopped pool starts with the node count it stopped with: a wake could not keep to maxNodes.
+            raise ValueError("wake: a pool with strategy stop starts at its full count; wake needs strategy scale")
         return self
 
     @property

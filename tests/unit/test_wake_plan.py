@@ -262,3 +262,13 @@ def test_validate_warns_that_autoscaler_wake_up_is_deprecated_and_names_wake() -
     assert (warning.path, warning.warning) == ("nodeGroups[0].autoscalerWakeUp", True)
     assert warning.message.startswith("autoscalerWakeUp is deprecated")
     assert "use wake: {namespaces: [...], for: 2h, maxNodes: 1} on train instead" in warning.message
+
+
+def test_a_stopped_pool_cannot_be_woken_within_max_nodes_so_the_policy_refuses_it() -> None:
+    aks = (
+        "nodeGroups:\n  - name: finetune\n    cloud: azure\n"
+        "    azure: {subscription: s, resourceGroup: rg, cluster: ml, agentPool: gpu}\n"
+        "    strategy: stop\n    wake: {namespaces: [ml-*], maxNodes: 1}\n"
+    )
+    with pytest.raises(PolicyError, match=r"test.yaml:\d+: nodeGroups\[0\]: wake: a pool with strategy stop starts at"):
+        policy_from('defaults:\n  workingHours: [{days: Mon-Fri, start: "08:00", end: "20:00"}]\n' + aks)
