@@ -18,38 +18,18 @@ from jobs.adapters.kube.history import ConfigMapHistory, object_name
 from jobs.history import Entry, decode
 from jobs.labels import RECORD_KIND_LABEL
 from tests.docs import shell_block
-from tests.emulators.aws.emulator import AwsEmulator
-from tests.emulators.azure.emulator import AzureEmulator
-from tests.emulators.gcp.emulator import GcpEmulator
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.prometheus.fixtures import PrometheusFactory
 from tests.integration.cli import CliRun, run_cli
 from tests.integration.nodegroups import conftest as nodegroups_fixtures
-from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet, make_central_fleet
+from tests.integration.nodegroups.world import EVENING, MORNING, POLICY, Fleet
 from tests.integration.sweep.test_pods_actions import idle_series, seeded, sweep
 from tests.integration.test_deploy import rendered_allow_list
 
 pytestmark = pytest.mark.integration
-# The two extra APIs of the central world, as the nodegroups tests have them (one server each per session).
+# The central world of the nodegroups tests (one API per cluster, one server each per session) and its fixture.
 _research_api, _aks_api = nodegroups_fixtures._research_api, nodegroups_fixtures._aks_api
-
-
-@pytest.fixture
-def central(
-    kube: KubeHandle,
-    _research_api: KubeHandle,
-    _aks_api: KubeHandle,
-    aws: AwsEmulator,
-    gcp: GcpEmulator,
-    azure: AzureEmulator,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-) -> Fleet:
-    """The fleet as a central install reaches it: one API per cluster (tests/integration/nodegroups/world.py)."""
-    for api in (_research_api, _aks_api):
-        api.reset()
-    kubes = {"ml-prod": kube, "research": _research_api, "aks-ml": _aks_api}
-    return make_central_fleet(kubes, aws, gcp, azure, monkeypatch, tmp_path)
+central = nodegroups_fixtures.central
 
 
 # train: 8 GPUs per node, priced from the shipped list (p4d.24xlarge); research per GPU-hour in the policy.
