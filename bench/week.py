@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -28,14 +29,15 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.core.resolved import view_of  # noqa: E402
-from jobs.policy_file import load_policy  # noqa: E402
-from tests.sandbox.fleet import build_fleet  # noqa: E402
-from tests.sandbox.week import figures  # noqa: E402
-from tests.sandbox.week.model import Model  # noqa: E402
-from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model  # noqa: E402
-from tests.sandbox.week.workload import generate  # noqa: E402
-from tests.sandbox.world import DEFAULT_POLICY, World, child_env  # noqa: E402
+from jobs.core.resolved import view_of
+from jobs.policy_file import load_policy
+from tests.sandbox.fleet import Fleet, build_fleet
+from tests.sandbox.week import figures
+from tests.sandbox.week.model import Model
+from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
+from tests.sandbox.week.wake_policy import with_wake
+from tests.sandbox.week.workload import Job, generate
+from tests.sandbox.world import DEFAULT_POLICY, World, child_env
 
 PLAIN_MONDAY = date(2027, 3, 8)  # no holiday in DE-BE, GB-ENG, US or US-NY that week, no DST change
 
@@ -49,7 +51,22 @@ def simulate(model: Model, strategy: Strategy, start: datetime, end: datetime, s
         at += step
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_product(
+    args: argparse.Namespace, fleet: Fleet, jobs: tuple[Job, ...], start: datetime, end: datetime, step: timedelta
+) -> tuple[GpuJobs, figures.Column, float | None, str, str]:
+    """The gpu-jobs column: a sandbox world (with the wake where validate takes it), the week, the product's report."""
+    with tempfile.TemporaryDirectory(prefix="gpu-jobs-week-") as scratch:
+        product_policy, wake_note = with_wake(Path(args.policy), Path(scratch))
+        with World.start(product_policy, sync=False) as world:
+            product = GpuJobs(world, view_of(world.policy), step, args.every_step)
+            model = new_model(fleet, view_of(world.policy), jobs, start)
+            simulate(model, product, start, end, step)
+            column = figures.Column("gpu-jobs", model.figures, product.api_calls(), model.waited_min("wake"))
+            report, note = figures.product_report(child_env(world), figures.iso_week(start))
+    return product, column, report, note, wake_note
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default=str(DEFAULT_POLICY))
     parser.add_argument("--monday", type=date.fromisoformat, default=PLAIN_MONDAY)
@@ -61,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--every-step", action="store_true", help="run every cluster's job at every step")
     parser.add_argument("--output", choices=("text", "json"), default="text")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     began = time.perf_counter()
     policy = load_policy(Path(args.policy))
     fleet, view = build_fleet(policy), view_of(policy)
@@ -78,15 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     for strategy in (AlwaysOn(fleet), Naive(fleet, view)):
         model = new_model(fleet, view, jobs, start)
         simulate(model, strategy, start, end, step)
-        columns[strategy.name] = figures.Column(strategy.name, model.figures, strategy.api_calls())
-    world_began = time.perf_counter()
-    with World.start(args.policy, sync=False) as world:
-        world_s = time.perf_counter() - world_began
-        product = GpuJobs(world, view, step, args.every_step)
-        model = new_model(fleet, view, jobs, start)
-        simulate(model, product, start, end, step)
-        columns["gpu-jobs"] = figures.Column("gpu-jobs", model.figures, product.api_calls())
-        report, note = figures.product_report(child_env(world), figures.iso_week(start))
+        waited = model.waited_min("wake")
+        columns[strategy.name] = figures.Column(strategy.name, model.figures, strategy.api_calls(), waited)
+    product, run_figures, report, note, wake_note = run_product(args, fleet, jobs, start, end, step)
+    columns["gpu-jobs"] = run_figures
     truth = figures.truth_avoided(columns["always-on"].figures, columns["gpu-jobs"].figures)
     wall = time.perf_counter() - began
     steps = int((end - start) / step)
@@ -94,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     warm_up = min(view.group(g.name).settings.warm_up for g in managed(fleet)) / timedelta(minutes=1)
     run = {
         "wallSeconds": round(wall, 1),
-        "worldStartSeconds": round(world_s, 1),
         "jobRuns": product.runs,
         "jobRunsSkipped": product.skipped,
         "jobRunSeconds": round(product.run_seconds, 1),
@@ -102,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": steps,
         "pods": len(jobs),
         "cores": os.cpu_count(),
+        "wake": wake_note,
     }
     if args.output == "json":
         print(figures.render_json(columns, report, truth, {"run": run}))
@@ -113,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{product.skipped} skipped where no input moved"
             + (" (none: --every-step)" if args.every_step else "")
             + f"; {product.failed_runs} failed to run",
-            f"wall time {wall:.0f} s (world start {world_s:.0f} s, job runs {product.run_seconds:.0f} s) "
-            f"on {os.cpu_count()} cores",
+            f"wall time {wall:.0f} s (job runs {product.run_seconds:.0f} s) on {os.cpu_count()} cores",
+            f"wake: {wake_note}",
         ]
         print(figures.render_text(columns, report, note, truth, warm_up, header))
         for error in product.errors[:5]:

@@ -25,6 +25,8 @@ class Column:
     name: str
     figures: Figures
     api_calls: Mapping[str, int]
+    #: How long the person who needs a GPU at 21:00 waited for it (minutes; None: outside the slice).
+    wake_wait_min: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         f = self.figures
@@ -38,6 +40,7 @@ class Column:
             "waitingPodMinutesWorkingHours": round(f.waiting_working_min),
             "longestWaitMinutesWorkingHours": round(f.max_wait_working_min),
             "apiCalls": dict(self.api_calls),
+            "wakeWaitMinutes": None if self.wake_wait_min is None else round(self.wake_wait_min),
         }
 
 
@@ -115,6 +118,7 @@ def render_text(
         ("busy pods interrupted", "interruptedBusyPods"),
         ("pod-minutes waiting (working hours)", "waitingPodMinutesWorkingHours"),
         ("longest wait in working hours (min)", "longestWaitMinutesWorkingHours"),
+        ("the 21:00 person waited (min)", "wakeWaitMinutes"),
     ):
         rows.append((label, [str(docs[n][key]) for n in names]))
     for cloud in ("aws", "gcp", "azure", "kube"):
@@ -133,8 +137,8 @@ def render_text(
     for text, met in targets(columns, report, truth):
         lines.append(f"  [{'met' if met else 'n/a' if met is None else 'NOT met'}] {text}")
     longest = columns["gpu-jobs"].figures.max_wait_working_min
-    met = "met" if longest <= warm_up_min else "NOT met"
-    lines.append(f"  [{met}] working-hours wait <= the groups' warmUp ({longest:.0f} min vs {warm_up_min:.0f} min)")
+    said = "met" if longest <= warm_up_min else "NOT met"
+    lines.append(f"  [{said}] working-hours wait <= the groups' warmUp ({longest:.0f} min vs {warm_up_min:.0f} min)")
     return "\n".join(lines)
 
 

@@ -91,6 +91,11 @@ class Model:
     figures: Figures = field(default_factory=Figures)
     _next: int = 0  # next job of ``jobs`` to submit
 
+    def waited_min(self, kind: str) -> float | None:
+        """The longest any pod of ``kind`` waited in all (None: no such pod was submitted)."""
+        waits = [p.waited_total / timedelta(minutes=1) for p in self.pods.values() if p.job.kind == kind]
+        return max(waits) if waits else None
+
     def node_names(self, group: str) -> list[str]:
         return [n.name for n in self.groups[group].nodes]
 

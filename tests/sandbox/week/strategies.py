@@ -63,7 +63,12 @@ def new_model(fleet: Fleet, view: ResolvedPolicy, jobs: tuple[Job, ...], start: 
 
         zones = max(1, len(g.hardware.zones)) if g.kind == "gke" else 1
         groups[g.name] = GroupModel(
-            g.name, g.cluster, g.hardware.gpus, g.max * zones, working, boot=SLOW_BOOT.get(g.name, timedelta(minutes=10))
+            g.name,
+            g.cluster,
+            g.hardware.gpus,
+            g.max * zones,
+            working,
+            boot=SLOW_BOOT.get(g.name, timedelta(minutes=10)),
         )
     model = Model(groups, jobs, lambda gm, i: _node_name(by_name[gm.name], i))
     for g in managed(fleet):
@@ -252,6 +257,10 @@ class GpuJobs:
                 started=pod.started,
                 grace_s=0,
             )
+            # The pod asks for its group's nodes, as a person's manifest does: what tells a wake which group it needs.
+            selector = self.view.group(pod.job.group).node_selector
+            if selector:
+                manifest["spec"]["nodeSelector"] = dict(selector)
             kube.create(manifest)
             self._pods[pod.name] = (cluster, want)
             self._changed.add(cluster)

@@ -54,12 +54,25 @@ def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
             for i in range(2):  # daytime training, 8 GPUs each, spot with 30-minute checkpoints
                 hours = rng.uniform(3, 8)
                 jobs.append(
-                    Job(f"train-a100-{tag}-{i}", "training", "training-a100", 8, _at(day, rng.uniform(8.5, 11)),
-                        timedelta(hours=hours), checkpoint=timedelta(minutes=30))
+                    Job(
+                        f"train-a100-{tag}-{i}",
+                        "training",
+                        "training-a100",
+                        8,
+                        _at(day, rng.uniform(8.5, 11)),
+                        timedelta(hours=hours),
+                        checkpoint=timedelta(minutes=30),
+                    )
                 )
             jobs.append(
-                Job(f"train-h100-{tag}", "training", "research-h100", 8, _at(day, rng.uniform(9, 11)),
-                    timedelta(hours=rng.uniform(4, 7)))
+                Job(
+                    f"train-h100-{tag}",
+                    "training",
+                    "research-h100",
+                    8,
+                    _at(day, rng.uniform(9, 11)),
+                    timedelta(hours=rng.uniform(4, 7)),
+                )
             )
             for group, people in (("notebooks-t4", 3), ("vision-t4", 2), ("finetune-a100", 2)):
                 # vision-t4 works New York hours: its people open notebooks in their own morning
@@ -67,24 +80,49 @@ def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
                 for i in range(people):
                     opens = rng.uniform(9, 15)
                     jobs.append(
-                        Job(f"nb-{group.split('-')[0]}-{tag}-{i}", "notebook", group, 1, _at(local_day, opens).astimezone(tz),
-                            timedelta(hours=rng.uniform(1, min(4, 19 - opens))))
+                        Job(
+                            f"nb-{group.split('-')[0]}-{tag}-{i}",
+                            "notebook",
+                            group,
+                            1,
+                            _at(local_day, opens).astimezone(tz),
+                            timedelta(hours=rng.uniform(1, min(4, 19 - opens))),
+                        )
                     )
             # The nightly batch, in its window (22:00 New York, 8 h), on the batch group's 4-GPU nodes.
             local = day.astimezone(NEW_YORK).replace(hour=22, minute=30, second=0, microsecond=0)
             for i in range(4):
                 jobs.append(
-                    Job(f"batch-{tag}-{i}", "batch", "batch-nightly-g5", 4, local.astimezone(tz),
-                        timedelta(hours=rng.uniform(3, 5)))
+                    Job(
+                        f"batch-{tag}-{i}",
+                        "batch",
+                        "batch-nightly-g5",
+                        4,
+                        local.astimezone(tz),
+                        timedelta(hours=rng.uniform(3, 5)),
+                    )
                 )
         if n in (1, 3):  # Tue and Thu evenings: training submitted before going home, running into the night
             jobs.append(
-                Job(f"train-a100-{tag}-evening", "training", "training-a100", 8, _at(day, rng.uniform(19, 20.5)),
-                    timedelta(hours=rng.uniform(6, 9)), checkpoint=timedelta(minutes=30))
+                Job(
+                    f"train-a100-{tag}-evening",
+                    "training",
+                    "training-a100",
+                    8,
+                    _at(day, rng.uniform(19, 20.5)),
+                    timedelta(hours=rng.uniform(6, 9)),
+                    checkpoint=timedelta(minutes=30),
+                )
             )
             jobs.append(
-                Job(f"train-h100-{tag}-evening", "training", "research-h100", 8, _at(day, 19.5),
-                    timedelta(hours=rng.uniform(5, 8)))
+                Job(
+                    f"train-h100-{tag}-evening",
+                    "training",
+                    "research-h100",
+                    8,
+                    _at(day, 19.5),
+                    timedelta(hours=rng.uniform(5, 8)),
+                )
             )
     jobs += [Job("serving-l4", "serving", "inference-l4", 1, start, None)]
     specials = [
