@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         "jobRunsSkipped": product.skipped,
         "jobRunSeconds": round(product.run_seconds, 1),
         "jobRunsFailedToRun": product.failed_runs,
+        "jobRunsWithFailedItems": product.runs_with_failed_items,
+        "failedItems": product.failed_items,
         "steps": steps,
         "pods": len(jobs),
         "cores": os.cpu_count(),
@@ -128,11 +130,13 @@ def main(argv: list[str] | None = None) -> int:
             f"gpu-jobs: {product.runs} nodegroups runs (one per cluster, {clusters} clusters), "
             f"{product.skipped} skipped where no input moved"
             + (" (none: --every-step)" if args.every_step else "")
-            + f"; {product.failed_runs} failed to run",
+            + f"; {product.runs_with_failed_items} with a failed item (exit 1), {product.failed_runs} failed to run",
             f"wall time {wall:.0f} s (job runs {product.run_seconds:.0f} s) on {os.cpu_count()} cores",
             f"wake: {wake_note}",
         ]
         print(figures.render_text(columns, report, note, truth, warm_up, header))
+        for reason, count in sorted(product.failed_items.items(), key=lambda kv: -kv[1])[:8]:
+            print(f"failed item in {count} run(s): {reason}")
         for error in product.errors[:5]:
             print(f"run error: {error}")
     return 0

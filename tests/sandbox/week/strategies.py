@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -133,7 +134,9 @@ class GpuJobs:
     name: str = "gpu-jobs"
     runs: int = 0
     skipped: int = 0
-    failed_runs: int = 0
+    failed_runs: int = 0  # runs that printed no report (exit 2 or 3, a crash)
+    runs_with_failed_items: int = 0  # exit 1: the run went through, some item failed (its reasons below)
+    failed_items: dict[str, int] = field(default_factory=dict)  # "group: reason" -> how many runs said it
     run_seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
     _pods: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # pod -> (cluster, node or None)
@@ -182,11 +185,11 @@ class GpuJobs:
                 return True
         return False
 
-    def _run(self, cluster: str, at: datetime) -> tuple[str, int, str]:
+    def _run(self, cluster: str, at: datetime) -> tuple[str, int, str, str]:
         env = {**child_env(self.world), "KUBECONFIG": str(self.world.kubeconfig_for(cluster))}
         argv = [*GPU_JOBS, "nodegroups", "--cluster", cluster, "--at", at.isoformat(), "--output", "json"]
         done = forkserver.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
-        return cluster, done.returncode, done.stderr
+        return cluster, done.returncode, done.stdout, done.stderr
 
     def before(self, model: Model, at: datetime) -> None:
         clusters = [c.name for c in self.world.policy.fleet]
@@ -194,9 +197,12 @@ class GpuJobs:
         self.skipped += len(clusters) - len(due)
         began = time.perf_counter()
         with ThreadPoolExecutor(max_workers=max(1, len(due))) as pool:
-            for cluster, code, stderr in pool.map(lambda c: self._run(c, at), due):
+            for cluster, code, stdout, stderr in pool.map(lambda c: self._run(c, at), due):
                 self.runs += 1
                 self._changed.discard(cluster)
+                if code == 1:
+                    self.runs_with_failed_items += 1
+                    self._note_failed(stdout)
                 if code not in (0, 1):
                     self.failed_runs += 1
                     self.errors.append(f"{at.isoformat()} {cluster}: exit {code}: {stderr.strip()[-300:]}")
@@ -211,6 +217,17 @@ class GpuJobs:
                 del self._pods[name]
         for g in managed(self.world.fleet):
             model.resize(g.name, self.world.live_nodes(g), at)
+
+    def _note_failed(self, stdout: str) -> None:
+        try:
+            items = json.loads(stdout).get("items", [])
+        except ValueError:
+            return
+        for item in items:
+            if item.get("status") == "failed":
+                # Times and pod names vary run to run: the reason's first clause is what repeats.
+                key = f"{item.get('name')}: {str(item.get('reason', '')).split(':')[0][:120]}"
+                self.failed_items[key] = self.failed_items.get(key, 0) + 1
 
     # --- the mirror: what each cluster's API shows of the model ----------------------------------------------
 
