@@ -43,8 +43,10 @@ PLAIN_MONDAY = date(2027, 3, 8)  # no holiday in DE-BE, GB-ENG, US or US-NY that
 
 
 def simulate(model: Model, strategy: Strategy, start: datetime, end: datetime, step: timedelta) -> None:
-    at = start
+    at, began = start, time.perf_counter()
     while at < end:
+        if at > start and (at - start) % timedelta(hours=6) == timedelta(0):  # progress on stderr, stdout stays clean
+            print(f"{strategy.name}: {at.isoformat()} after {time.perf_counter() - began:.0f} s", file=sys.stderr)
         strategy.before(model, at)
         model.step(at, step)
         strategy.after(model, at)
