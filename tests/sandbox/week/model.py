@@ -73,6 +73,9 @@ class GroupModel:
 class Figures:
     billed: float = 0.0  # GPU-hours
     busy: float = 0.0
+    work: float = 0.0  # busy GPU-hours of pods doing work (not the idle or leaked ones, which hold GPUs all the same)
+    idle_working: float = 0.0  # billed and not busy, inside the group's working hours
+    idle_off: float = 0.0  # ... outside them (warm-up included): what a schedule can save
     waiting_working_min: float = 0.0
     interrupted: int = 0  # interruptions of running pods doing work (not idle or leaked ones)
     interrupted_pods: list[str] = field(default_factory=list)
@@ -148,9 +151,17 @@ class Model:
             billed = len(g.nodes) * g.gpus_per_node * hours
             f.billed += billed
             f.per_group_billed[g.name] = f.per_group_billed.get(g.name, 0.0) + billed
+            held = sum(p.job.gpus for p in self.pods.values() if p.state == "running" and p.job.group == g.name)
+            idle = billed - held * hours
+            if g.working(at):
+                f.idle_working += idle
+            else:
+                f.idle_off += idle
         for pod in self.pods.values():
             if pod.state == "running":
                 f.busy += pod.job.gpus * hours
+                if pod.job.profile == "busy":
+                    f.work += pod.job.gpus * hours
                 pod.done += step
                 if pod.job.work is not None and pod.done >= pod.job.work:
                     pod.state, pod.node = "done", None
