@@ -31,7 +31,7 @@ def with_wake(policy: Path, workdir: Path) -> tuple[Path, str]:
     workdir.mkdir(parents=True, exist_ok=True)
     woken = workdir / "policy-with-wake.yaml"
     woken.write_text(yaml.safe_dump(doc, sort_keys=False))
-    argv = [sys.executable, "-m", "jobs", "validate", "--policy", str(woken)]
+    argv = [sys.executable, "-m", "jobs", "validate", str(woken)]
     done = forkserver.run(argv, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         said = (done.stdout + done.stderr).strip().splitlines()
