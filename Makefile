@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 LINTENV := .tools/lint
 
-.PHONY: image install tools test lint typecheck imports docs unit schema calendar bench bench-fleet bench-quotas bench-sweep bench-wake clean
+.PHONY: image install tools test lint typecheck imports docs unit schema calendar bench bench-fleet bench-quotas bench-sweep bench-wake bench-week clean
 
 install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
 
@@ -86,6 +86,11 @@ bench-wake:
 
 bench-sweep:
 	$(BIN)/python bench/sweep.py --pods 10000 --window 2h --step 60s
+
+# The simulated week (docs/week.md): always-on, a naive 20:00/08:00 schedule and gpu-jobs over the same week and
+# workload, Monday 00:00 to Monday 00:00 in 10-minute steps; --hours N / --days N run a shorter slice.
+bench-week:
+	$(BIN)/python bench/week.py
 
 # The image, built with docker (with a daemon), podman or buildah, whichever works (.ci/build-image says so when none
 # does); IMAGE and VERSION override the name and tag (docs/release.md).

@@ -1,0 +1,148 @@
+"""The simulated week (issue 26): the same week and workload under three strategies side by side, always-on, a naive
+20:00/08:00 schedule, and gpu-jobs (its real ``nodegroups`` job per cluster against the sandbox's emulators).
+
+    .venv/bin/python bench/week.py [--days 7 | --hours N] [--from-hour H] [--step-minutes 10] [--seed 26]
+                                   [--every-step] [--output text|json]
+
+Monday 00:00 in the policy's timezone (``--monday``, a plain week by default: no holiday, no DST change) to the next
+Monday 00:00, in 10-minute steps; ``--from-hour`` starts the slice that many hours after Monday 00:00 (its jobs are
+those submitted inside the slice). The workload (:mod:`tests.sandbox.week.workload`) and the scheduler and
+autoscaler model (:mod:`tests.sandbox.week.model`) are test infrastructure; the gpu-jobs column is the product.
+
+Prints per strategy: billed GPU-hours (node-hours x GPUs), busy GPU-hours (running pods x GPUs), their ratio, idle
+GPU-hours, busy pods interrupted, pod-minutes waiting for capacity in working hours, API calls per cloud; the
+product's ``gpu-jobs report`` for the week beside the simulator's truth (n/a while the command does not exist); the
+targets, met or NOT met (printed, never asserted); the wall time and how many job runs were made and skipped.
+``--output json`` prints one line instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jobs.core.resolved import view_of
+from jobs.policy_file import load_policy
+from tests.sandbox.fleet import Fleet, build_fleet
+from tests.sandbox.week import figures
+from tests.sandbox.week.model import Model
+from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
+from tests.sandbox.week.wake_policy import with_wake
+from tests.sandbox.week.workload import Job, generate
+from tests.sandbox.world import DEFAULT_POLICY, World, child_env
+
+PLAIN_MONDAY = date(2027, 3, 8)  # no holiday in DE-BE, GB-ENG, US or US-NY that week, no DST change
+
+
+def simulate(model: Model, strategy: Strategy, start: datetime, end: datetime, step: timedelta) -> None:
+    at, began = start, time.perf_counter()
+    while at < end:
+        if at > start and (at - start) % timedelta(hours=6) == timedelta(0):  # progress on stderr, stdout stays clean
+            print(f"{strategy.name}: {at.isoformat()} after {time.perf_counter() - began:.0f} s", file=sys.stderr)
+        strategy.before(model, at)
+        model.step(at, step)
+        strategy.after(model, at)
+        at += step
+
+
+def run_product(
+    args: argparse.Namespace, fleet: Fleet, jobs: tuple[Job, ...], start: datetime, end: datetime, step: timedelta
+) -> tuple[GpuJobs, figures.Column, float | None, str, str]:
+    """The gpu-jobs column: a sandbox world (with the wake where validate takes it), the week, the product's report."""
+    with tempfile.TemporaryDirectory(prefix="gpu-jobs-week-") as scratch:
+        product_policy, wake_note = with_wake(Path(args.policy), Path(scratch))
+        with World.start(product_policy, sync=False) as world:
+            product = GpuJobs(world, view_of(world.policy), step, args.every_step)
+            model = new_model(fleet, view_of(world.policy), jobs, start)
+            simulate(model, product, start, end, step)
+            column = figures.Column("gpu-jobs", model.figures, product.api_calls(), model.waited_min("wake"))
+            report, note = figures.product_report(child_env(world), figures.iso_week(start))
+    return product, column, report, note, wake_note
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", default=str(DEFAULT_POLICY))
+    parser.add_argument("--monday", type=date.fromisoformat, default=PLAIN_MONDAY)
+    span = parser.add_mutually_exclusive_group()
+    span.add_argument("--days", type=float, default=None)
+    span.add_argument("--hours", type=float, default=None)
+    parser.add_argument("--from-hour", type=float, default=0.0, help="start this many hours after Monday 00:00")
+    parser.add_argument("--step-minutes", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--every-step", action="store_true", help="run every cluster's job at every step")
+    parser.add_argument("--output", choices=("text", "json"), default="text")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    began = time.perf_counter()
+    policy = load_policy(Path(args.policy))
+    fleet, view = build_fleet(policy), view_of(policy)
+    tz = ZoneInfo(policy.defaults.timezone)
+    monday = datetime(args.monday.year, args.monday.month, args.monday.day, tzinfo=tz)
+    hours = args.hours if args.hours is not None else 24 * (args.days if args.days is not None else 7)
+    start = monday + timedelta(hours=args.from_hour)
+    end = start + timedelta(hours=hours)
+    step = timedelta(minutes=args.step_minutes)
+    week = generate(monday, 7, args.seed)
+    jobs = tuple(j for j in week if start <= j.submit < end)
+
+    columns: dict[str, figures.Column] = {}
+    for strategy in (AlwaysOn(fleet), Naive(fleet, view)):
+        model = new_model(fleet, view, jobs, start)
+        simulate(model, strategy, start, end, step)
+        waited = model.waited_min("wake")
+        columns[strategy.name] = figures.Column(strategy.name, model.figures, strategy.api_calls(), waited)
+    product, run_figures, report, note, wake_note = run_product(args, fleet, jobs, start, end, step)
+    columns["gpu-jobs"] = run_figures
+    truth = figures.truth_avoided(columns["always-on"].figures, columns["gpu-jobs"].figures)
+    wall = time.perf_counter() - began
+    steps = int((end - start) / step)
+    clusters = len(policy.fleet)
+    warm_up = min(view.group(g.name).settings.warm_up for g in managed(fleet)) / timedelta(minutes=1)
+    run = {
+        "wallSeconds": round(wall, 1),
+        "jobRuns": product.runs,
+        "jobRunsSkipped": product.skipped,
+        "jobRunSeconds": round(product.run_seconds, 1),
+        "jobRunsFailedToRun": product.failed_runs,
+        "jobRunsWithFailedItems": product.runs_with_failed_items,
+        "failedItems": product.failed_items,
+        "steps": steps,
+        "pods": len(jobs),
+        "cores": os.cpu_count(),
+        "wake": wake_note,
+    }
+    if args.output == "json":
+        print(figures.render_json(columns, report, truth, {"run": run}))
+    else:
+        header = [
+            f"simulated {start.isoformat()} .. {end.isoformat()} ({hours:g} h, {steps} steps of {step}), "
+            f"{len(jobs)} pods, seed {args.seed}, policy {args.policy}",
+            f"gpu-jobs: {product.runs} nodegroups runs (one per cluster, {clusters} clusters), "
+            f"{product.skipped} skipped where no input moved"
+            + (" (none: --every-step)" if args.every_step else "")
+            + f"; {product.runs_with_failed_items} with a failed item (exit 1), {product.failed_runs} failed to run",
+            f"wall time {wall:.0f} s (job runs {product.run_seconds:.0f} s) on {os.cpu_count()} cores",
+            f"wake: {wake_note}",
+        ]
+        print(figures.render_text(columns, report, note, truth, warm_up, header))
+        for reason, count in sorted(product.failed_items.items(), key=lambda kv: -kv[1])[:8]:
+            print(f"failed item in {count} run(s): {reason}")
+        for error in product.errors[:5]:
+            print(f"run error: {error}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""``bench/week.py`` on a slice of the week (Tuesday 19:00 for 90 minutes), as docs/week.md shows it: the script
+runs end to end, its JSON line has the documented keys, and the accounting holds (every strategy billed at least
+what it ran; the naive schedule cuts the evening training running past 20:00; gpu-jobs postpones and interrupts
+nothing). Its times and ratios are printed figures, never asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.docs import shell_block
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = "docs/week.md"
+KEYS = {"billedGpuHours", "busyGpuHours", "interruptedBusyPods", "waitingPodMinutesWorkingHours", "apiCalls"}
+
+
+def test_a_slice_of_the_week_accounts_for_every_strategy() -> None:
+    command = shell_block(PAGE, "## A slice of the week")
+    done = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, "one JSON line"
+    doc = json.loads(lines[0])
+    assert set(doc["strategies"]) == {"always-on", "naive", "gpu-jobs"}
+    assert set(doc["report"]) == {"avoidedGpuHours", "truthAvoidedGpuHours"}
+    for name, s in doc["strategies"].items():
+        assert set(s) >= KEYS, name
+        assert s["billedGpuHours"] >= s["busyGpuHours"] > 0, name
+    always, naive, product = (doc["strategies"][n] for n in ("always-on", "naive", "gpu-jobs"))
+    # 20:00: the naive script takes every group to zero with the evening's training on it.
+    assert naive["interruptedBusyPods"] >= 1
+    assert "train-a100-tue-evening" in naive["interruptedPods"]
+    assert naive["busyGpuHours"] < always["busyGpuHours"]
+    # gpu-jobs postpones a busy group's shutdown (onBusy wait): the training runs on, as under always-on.
+    assert product["interruptedBusyPods"] == 0
+    assert product["busyGpuHours"] == always["busyGpuHours"]
+    assert product["billedGpuHours"] < always["billedGpuHours"]
+    assert doc["report"]["truthAvoidedGpuHours"] == pytest.approx(
+        always["billedGpuHours"] - product["billedGpuHours"], abs=0.05
+    )
+    assert doc["run"]["jobRuns"] > 0
+
+
+def test_make_bench_week_runs_the_whole_week() -> None:
+    assert shell_block(PAGE, "## Run it").strip() == "make bench-week"
+    planned = subprocess.run(
+        ["make", "-n", "bench-week"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert planned.stdout.strip().endswith("bench/week.py")

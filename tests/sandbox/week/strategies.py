@@ -1,0 +1,287 @@
+"""The three strategies the week is run under, each moving a :class:`~tests.sandbox.week.model.Model`'s group sizes.
+
+- :class:`AlwaysOn`: every group at its working size all week (the autoscaler still adds nodes for pending pods).
+- :class:`Naive`: what a CronJob with two ``scale`` commands does: every scheduled group to 0 at 20:00 and back to its
+  working size at 08:00 (policy timezone), every day; no busy check, no warm-up, no wake. The always-on group is
+  left alone (nobody would put production serving in such a script).
+- :class:`GpuJobs`: the product: ``gpu-jobs nodegroups --cluster C --at T`` per cluster, as each cluster's CronJob
+  runs it (every 10 minutes), against the sandbox's emulated clusters and clouds (:class:`tests.sandbox.world.World`);
+  the model's pods and ready nodes are mirrored into each cluster's API (what the job sees), the groups' sizes read
+  back from the emulated clouds (what the job did), and a pod the job evicted is an interruption.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from jobs.core.resolved import ResolvedPolicy, view_of
+from tests import forkserver
+from tests.emulators.kube import seed
+from tests.sandbox.fleet import Fleet, Group
+from tests.sandbox.week.model import SLOW_BOOT, GroupModel, Model
+from tests.sandbox.week.workload import NAMESPACE, Job
+from tests.sandbox.world import GROUP_LABEL, World, _label_value, _node, _node_name, child_env
+
+GPU_JOBS = (sys.executable, "-m", "jobs")
+#: The writes a scale-down or a scale-up costs per group kind (the naive script's calls): GKE turns its pool
+#: autoscaler off (or on) besides the resize; the others take one update.
+NAIVE_WRITES = {"eks": 1, "asg": 1, "gke": 2, "aks": 1}
+CLOUD_OF = {"eks": "aws", "asg": "aws", "gke": "gcp", "aks": "azure"}
+
+
+class Strategy(Protocol):
+    name: str
+
+    def before(self, model: Model, at: datetime) -> None: ...
+
+    def after(self, model: Model, at: datetime) -> None: ...
+
+    def api_calls(self) -> dict[str, int]: ...
+
+
+def managed(fleet: Fleet) -> list[Group]:
+    """The policy's GPU groups (the unmanaged ones are the same in every strategy: left out of the figures)."""
+    return [g for g in fleet.groups if g.managed and g.hardware.gpus and not g.system]
+
+
+def new_model(fleet: Fleet, view: ResolvedPolicy, jobs: tuple[Job, ...], start: datetime) -> Model:
+    """The managed groups at their working size (ready at ``start``) and the week's jobs, none submitted yet."""
+    groups: dict[str, GroupModel] = {}
+    by_name = {g.name: g for g in fleet.groups}
+    for g in managed(fleet):
+        rg = view.group(g.name)
+
+        def working(at: datetime, rg: Any = rg) -> bool:
+            desired = rg.schedule.desired(at, timedelta(days=1))
+            return bool(desired.state == "up" and not desired.reason.startswith("warming up"))
+
+        zones = max(1, len(g.hardware.zones)) if g.kind == "gke" else 1
+        groups[g.name] = GroupModel(
+            g.name,
+            g.cluster,
+            g.hardware.gpus,
+            g.max * zones,
+            working,
+            boot=SLOW_BOOT.get(g.name, timedelta(minutes=10)),
+        )
+    model = Model(groups, jobs, lambda gm, i: _node_name(by_name[gm.name], i))
+    for g in managed(fleet):
+        model.seed_nodes(g.name, g.nodes, start)
+    return model
+
+
+@dataclass
+class AlwaysOn:
+    fleet: Fleet
+    name: str = "always-on"
+
+    def before(self, model: Model, at: datetime) -> None:
+        for g in managed(self.fleet):
+            model.resize(g.name, g.nodes, at)
+
+    def after(self, model: Model, at: datetime) -> None:
+        return None
+
+    def api_calls(self) -> dict[str, int]:
+        return {"aws": 0, "gcp": 0, "azure": 0}
+
+
+@dataclass
+class Naive:
+    fleet: Fleet
+    view: ResolvedPolicy
+    name: str = "naive"
+    calls: dict[str, int] = field(default_factory=lambda: {"aws": 0, "gcp": 0, "azure": 0})
+    _night: bool | None = None
+
+    def before(self, model: Model, at: datetime) -> None:
+        local = at.astimezone(self.view.groups[0].schedule.tz)
+        night = local.hour >= 20 or local.hour < 8
+        if night == self._night:
+            return
+        self._night = night
+        for g in managed(self.fleet):
+            if self.view.group(g.name).group.always_on:
+                continue
+            model.resize(g.name, 0 if night else g.nodes, at)
+            self.calls[CLOUD_OF[g.kind]] += NAIVE_WRITES[g.kind]
+
+    def after(self, model: Model, at: datetime) -> None:
+        return None
+
+    def api_calls(self) -> dict[str, int]:
+        return dict(self.calls)
+
+
+@dataclass
+class GpuJobs:
+    """The real ``nodegroups`` job per cluster against ``world``. ``every_step``: every cluster's job at every step,
+    as the CronJobs run; otherwise a cluster's job is skipped at a step where none of its inputs moved (no schedule
+    change of its groups since the step before, every group's size as its schedule wants, no pod of the cluster
+    started, ended or moved): a level-triggered job plans nothing there, and a skipped run is counted as such."""
+
+    world: World
+    view: ResolvedPolicy
+    step: timedelta
+    every_step: bool = False
+    name: str = "gpu-jobs"
+    runs: int = 0
+    skipped: int = 0
+    failed_runs: int = 0  # runs that printed no report (exit 2 or 3, a crash)
+    runs_with_failed_items: int = 0  # exit 1: the run went through, some item failed (its reasons below)
+    failed_items: dict[str, int] = field(default_factory=dict)  # "group: reason" -> how many runs said it
+    run_seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    _pods: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # pod -> (cluster, node or None)
+    _nodes: dict[str, set[str]] = field(default_factory=dict)  # group -> its Node objects in its cluster
+    _changed: set[str] = field(default_factory=set)  # clusters whose pods or nodes moved since their last run
+    _calls0: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        world = self.world
+        for kube in world.kubes.values():
+            kube.cluster.pod_stop_s = 0.0  # an evicted pod's container exits at once: no real 30 s grace
+            kube.create(seed.namespace(NAMESPACE, {"team": NAMESPACE}))
+        # A clean slate on the managed groups: the sandbox's own story pods go, the week's pods are the workload.
+        for g in managed(world.fleet):
+            kube = world.kubes[g.cluster]
+            names = {n["metadata"]["name"] for n in world.nodes_of(g)}
+            self._nodes[g.name] = names
+            for pod in kube.list("Pod"):
+                if pod["spec"].get("nodeName") in names:
+                    with contextlib.suppress(Exception):
+                        kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+        self._changed = {c.name for c in world.policy.fleet}
+        self._calls0 = self._calls()
+
+    def _calls(self) -> dict[str, int]:
+        logs = self.world.logs()
+        found = {k: len(v.reads()) + len(v.writes()) for k, v in logs.items() if not k.startswith("kube:")}
+        found["kube"] = sum(len(v.reads()) + len(v.writes()) for k, v in logs.items() if k.startswith("kube:"))
+        return found
+
+    def api_calls(self) -> dict[str, int]:
+        now = self._calls()
+        return {k: now[k] - self._calls0.get(k, 0) for k in now}
+
+    # --- the jobs -----------------------------------------------------------------------------------------------
+
+    def _due(self, cluster: str, at: datetime) -> bool:
+        if self.every_step or cluster in self._changed:
+            return True
+        for g in managed(self.world.fleet):
+            if g.cluster != cluster:
+                continue
+            schedule = self.view.group(g.name).schedule
+            now, before = schedule.desired(at), schedule.desired(at - self.step)
+            if now.state != before.state or (now.state == "up") != (self.world.live_nodes(g) > 0):
+                return True
+        return False
+
+    def _run(self, cluster: str, at: datetime) -> tuple[str, int, str, str]:
+        env = {**child_env(self.world), "KUBECONFIG": str(self.world.kubeconfig_for(cluster))}
+        argv = [*GPU_JOBS, "nodegroups", "--cluster", cluster, "--at", at.isoformat(), "--output", "json"]
+        done = forkserver.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+        return cluster, done.returncode, done.stdout, done.stderr
+
+    def before(self, model: Model, at: datetime) -> None:
+        clusters = [c.name for c in self.world.policy.fleet]
+        due = [c for c in clusters if self._due(c, at)]
+        self.skipped += len(clusters) - len(due)
+        began = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=max(1, len(due))) as pool:
+            for cluster, code, stdout, stderr in pool.map(lambda c: self._run(c, at), due):
+                self.runs += 1
+                self._changed.discard(cluster)
+                if code == 1:
+                    self.runs_with_failed_items += 1
+                    self._note_failed(stdout)
+                if code not in (0, 1):
+                    self.failed_runs += 1
+                    self.errors.append(f"{at.isoformat()} {cluster}: exit {code}: {stderr.strip()[-300:]}")
+        self.run_seconds += time.perf_counter() - began
+        # Pods the job evicted (a drain) are gone from their cluster: interrupted by the product.
+        present = {(c, p["metadata"]["name"]) for c, k in self.world.kubes.items() for p in k.list("Pod", NAMESPACE)}
+        for name, (cluster, node) in list(self._pods.items()):
+            if node is not None and (cluster, name) not in present:
+                pod = model.pods.get(name)
+                if pod is not None and pod.state == "running":
+                    model.interrupt(pod)
+                del self._pods[name]
+        for g in managed(self.world.fleet):
+            model.resize(g.name, self.world.live_nodes(g), at)
+
+    def _note_failed(self, stdout: str) -> None:
+        try:
+            items = json.loads(stdout).get("items", [])
+        except ValueError:
+            return
+        for item in items:
+            if item.get("status") == "failed":
+                # Times and pod names vary run to run: the reason's first clause is what repeats.
+                key = f"{item.get('name')}: {str(item.get('reason', '')).split(':')[0][:120]}"
+                self.failed_items[key] = self.failed_items.get(key, 0) + 1
+
+    # --- the mirror: what each cluster's API shows of the model ----------------------------------------------
+
+    def after(self, model: Model, at: datetime) -> None:
+        world = self.world
+        by_name = {g.name: g for g in world.fleet.groups}
+        for gm in model.groups.values():
+            kube, group = world.kubes[gm.cluster], by_name[gm.name]
+            ready = {n.name for n in gm.nodes if n.ready <= at}
+            known = self._nodes.setdefault(gm.name, set())
+            for name in sorted(ready - known):
+                kube.create(_node(group, name))
+                self._changed.add(gm.cluster)
+            for name in known - ready:
+                with contextlib.suppress(Exception):
+                    kube.cluster.delete("Node", name)
+                self._changed.add(gm.cluster)
+            self._nodes[gm.name] = ready
+        for pod in model.pods.values():
+            cluster = model.groups[pod.job.group].cluster
+            kube = world.kubes[cluster]
+            want = pod.node if pod.state == "running" else None
+            had = self._pods.get(pod.name)
+            if pod.state == "done":
+                if had is not None:
+                    with contextlib.suppress(Exception):
+                        kube.cluster.delete("Pod", pod.name, NAMESPACE)
+                    del self._pods[pod.name]
+                    self._changed.add(cluster)
+                continue
+            if had is not None and had[1] == want:
+                continue
+            if had is not None:
+                with contextlib.suppress(Exception):
+                    kube.cluster.delete("Pod", pod.name, NAMESPACE)
+            manifest = seed.gpu_pod(
+                pod.name,
+                NAMESPACE,
+                want,
+                pod.job.gpus,
+                labels={"app": pod.job.kind, GROUP_LABEL: _label_value(pod.job.group)},
+                phase="Running" if want else "Pending",
+                created=pod.started or pod.job.submit,
+                started=pod.started,
+                grace_s=0,
+            )
+            # The pod asks for its group's nodes, as a person's manifest does: what tells a wake which group it needs.
+            selector = self.view.group(pod.job.group).node_selector
+            if selector:
+                manifest["spec"]["nodeSelector"] = dict(selector)
+            kube.create(manifest)
+            self._pods[pod.name] = (cluster, want)
+            self._changed.add(cluster)
+
+
+def gpu_jobs_strategy(world: World, step: timedelta, every_step: bool) -> GpuJobs:
+    return GpuJobs(world, view_of(world.policy), step, every_step)
