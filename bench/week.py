@@ -35,7 +35,7 @@ from tests.sandbox.fleet import Fleet, build_fleet
 from tests.sandbox.week import figures
 from tests.sandbox.week.model import Model
 from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
-from tests.sandbox.week.wake_policy import with_wake
+from tests.sandbox.week.wake_policy import with_wake, without_karpenter
 from tests.sandbox.week.workload import Job, generate
 from tests.sandbox.world import DEFAULT_POLICY, World, child_env
 
@@ -86,6 +86,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     began = time.perf_counter()
+    scratch = Path(tempfile.mkdtemp(prefix="gpu-jobs-week-policy-"))
+    args.policy, unmodelled = without_karpenter(Path(args.policy), scratch)
     policy = load_policy(Path(args.policy))
     fleet, view = build_fleet(policy), view_of(policy)
     tz = ZoneInfo(policy.defaults.timezone)
@@ -122,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "pods": len(jobs),
         "cores": os.cpu_count(),
         "wake": wake_note,
+        "notModelled": list(unmodelled),
     }
     if args.output == "json":
         print(figures.render_json(columns, report, truth, {"run": run}))
@@ -135,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
             + f"; {product.runs_with_failed_items} with a failed item (exit 1), {product.failed_runs} failed to run",
             f"wall time {wall:.0f} s (job runs {product.run_seconds:.0f} s) on {os.cpu_count()} cores",
             f"wake: {wake_note}",
+            *(
+                [f"not modelled (Karpenter pools have no size to simulate): {', '.join(unmodelled)}"]
+                if unmodelled
+                else []
+            ),
         ]
         print(figures.render_text(columns, report, note, truth, warm_up, header))
         for reason, count in sorted(product.failed_items.items(), key=lambda kv: -kv[1])[:8]:

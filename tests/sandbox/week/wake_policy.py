@@ -19,6 +19,23 @@ WAKE_GROUP = "notebooks-t4"
 WAKE = {"namespaces": [NAMESPACE], "for": "2h", "maxNodes": 1}
 
 
+def without_karpenter(policy: Path, workdir: Path) -> tuple[Path, tuple[str, ...]]:
+    """(the policy the week runs, the Karpenter pools left out): the week's model sizes groups within [min, max], and
+    a Karpenter pool has no size (its nodes follow its pods within its limits): it is not modelled, and says so."""
+    doc: dict[str, Any] = yaml.safe_load(policy.read_text())
+    pools = tuple(str(g.get("name")) for g in doc.get("nodeGroups", []) if "karpenter" in g)
+    if not pools:
+        return policy, ()
+    doc["nodeGroups"] = [g for g in doc["nodeGroups"] if "karpenter" not in g]
+    pricing = doc.get("pricing") or {}
+    for name in pools:  # a price for a group the policy no longer has is an error
+        (pricing.get("nodeGroups") or {}).pop(name, None)
+    workdir.mkdir(parents=True, exist_ok=True)
+    sized = workdir / "policy-without-karpenter.yaml"
+    sized.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return sized, pools
+
+
 def with_wake(policy: Path, workdir: Path) -> tuple[Path, str]:
     """(the policy to run, what was decided): a copy with the wake where validate accepts it, else ``policy``."""
     doc: dict[str, Any] = yaml.safe_load(policy.read_text())
