@@ -53,6 +53,7 @@ from jobs.core.wake import (
     notice_event,
     rfc3339,
     wake_config,
+    wake_limits,
     waking_text,
 )
 from jobs.errors import Busy
@@ -484,7 +485,9 @@ def _wake(
         return GroupSkip(rg.name, f"not woken for {pods[0]}: {why}; the next run looks again", warning=True)
     if current.stopped:
         return GroupSkip(rg.name, "not woken: a stopped pool starts at its full count (wake is for scaled pools)", True)
-    upper = group.up.max if group.up is not None else (record.config.max or record.config.desired or 0)
+    # A Karpenter pool has no size to stay under: maxNodes (and a recorded ``nodes`` limit) bound it.
+    sized = not rg.rules.by_limits
+    upper = group.up.max if group.up is not None else (record.config.max or record.config.desired or 0) if sized else 0
     cap = min(group.wake.max_nodes, upper) if upper > 0 else group.wake.max_nodes
     zones = max(1, current.zones)
     nodes = min(nodes_needed(pods, group.gpus_per_node), cap)
@@ -498,7 +501,7 @@ def _wake(
     reason = f"wake: {pods[0]}{more} Pending out of hours (wake.onPendingPods, namespace {pods[0].namespace})"
     wake = WakeRecord(str(pods[0]), pods[0].uid, reason, now, until, nodes)
     saved = replace(record, wake=wake, woke=tuple(sorted({*record.woke, *(p.uid for p in pods)})))
-    target = wake_config(rg.kind, current, nodes)
+    target = wake_config(rg.kind, current, nodes) if sized else wake_limits(record.config, current, nodes)
     steps = tuple(steps_between(rg.kind, current, target))
     ready = READY_MINUTES.get(rg.kind, 5)
     told = tuple((p, notice_event(p, "wake"), waking_text(rg.name, nodes, ready, until)) for p in pods)

@@ -206,13 +206,6 @@ class NodeGroup(Schedule):
                 raise ValueError(f'cluster "{self.cluster}": the `{sections[0]}:` locator names its cluster')
             if self.up is not None:
                 raise ValueError(f"`up:` sizes a group; a {rules.title} has none (its limits are recorded)")
-            if self.wake is not None:
-                # Its nodes follow its pods once its limits allow: a bounded wake would have to give the limits
-                # back for a while, which the job does not do (yet). Refused, so that nobody counts on it.
-                raise ValueError(
-                    f"wake: a {rules.title} cannot be woken on demand yet; keep it up with"
-                    " gpu-jobs/keep-up-until on a running pod, or give it working hours"
-                )
             return self
         if self.prewarm is not None:
             raise ValueError("prewarm is for Karpenter NodePools (`karpenter:`): other kinds come back at their size")

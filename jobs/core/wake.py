@@ -29,7 +29,7 @@ WAKING = "NodeGroupWaking"
 NOT_WOKEN = "NodeGroupNotWoken"
 
 #: How long new GPU nodes usually take to be Ready, per provider, as the pod's Event says it (boot, driver, join).
-READY_MINUTES: Mapping[str, int] = {"eks": 5, "asg": 5, "gke": 4, "aks": 6}
+READY_MINUTES: Mapping[str, int] = {"eks": 5, "asg": 5, "gke": 4, "aks": 6, "karpenter": 4}
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,18 @@ def wake_config(kind: ProviderKind, current: GroupConfig, nodes: int) -> GroupCo
         return replace(current, min=0, desired=nodes, max=max(nodes, rules.min_max_size), autoscaling=False)
     per_zone = math.ceil(nodes / max(1, current.zones))
     return replace(current, desired=per_zone, max=max(current.max, per_zone), autoscaling=False, stopped=False)
+
+
+def wake_limits(recorded: GroupConfig, current: GroupConfig, nodes: int) -> GroupConfig:
+    """A Karpenter pool woken for ``nodes`` nodes: its recorded limits back, with a ``nodes`` limit of ``nodes`` (or
+    the recorded one, if lower), so Karpenter launches for the Pending pods and no more; a static pool gets
+    ``nodes`` replicas (at most its recorded ones)."""
+    limits = dict(recorded.limits or {})
+    if recorded.replicas is not None:
+        return replace(current, limits=limits, replicas=min(nodes, recorded.replicas))
+    had = limits.get("nodes", "")
+    limits["nodes"] = str(min(nodes, int(had)) if had.isdigit() else nodes)
+    return replace(current, limits=limits, replicas=None)
 
 
 def notice_event(pod: PendingPod, kind: str) -> str:

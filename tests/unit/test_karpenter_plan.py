@@ -72,7 +72,6 @@ def test_the_locator_gives_the_kind_the_clusters_cloud_and_the_claims_label() ->
     [
         ("up: {min: 0, desired: 1, max: 2}", r"test.yaml:10: nodeGroups\[0\]: `up:` sizes a group"),
         ("prewarm: {nodes: 0}", r"test.yaml:12: nodeGroups\[0\].prewarm.nodes: 0"),
-        ("wake: {namespaces: [ml], maxNodes: 1}", r"test.yaml:10: nodeGroups\[0\]: wake: a Karpenter NodePool cannot be woken"),
     ],
 )
 def test_a_pool_takes_no_size(extra: str, says: str) -> None:

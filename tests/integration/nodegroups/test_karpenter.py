@@ -339,3 +339,53 @@ def test_a_lost_answer_on_a_claim_delete_is_read_back(kube: KubeHandle, tmp_path
     assert (run.code, run.summary["applied"]) == (0, 1)
     assert kube.log.count("delete nodeclaims") == 1
     assert claims(w) == [w.busy_claim]
+
+
+NIGHT = datetime(2026, 3, 2, 23, 0, tzinfo=UTC)
+WAKE = "    wake: {namespaces: [ml], for: 2h, maxNodes: 1}\n"
+
+
+def pending(name: str, namespace: str, pool: str) -> dict[str, Any]:
+    """A training pod that asks for the pool's nodes (its nodeSelector) and cannot run: the pool is at zero."""
+    pod = model.pending_gpu_pod(name, gpus=8, namespace=namespace)
+    pod["spec"]["nodeSelector"] = {model.NODEPOOL_LABEL: pool}
+    return pod
+
+
+def test_a_pending_pod_wakes_the_pool_within_its_recorded_limits_for_wake_for_then_it_goes_down_again(
+    kube: KubeHandle, tmp_path: Path
+) -> None:
+    """At night, a Pending GPU pod in an allowed namespace gives the pool its recorded limits back with a ``nodes``
+    limit of ``maxNodes``: Karpenter launches a claim for it, and no more. After ``wake.for`` the night comes back
+    (zero limit, the claim removed once its pod is gone); a pod in a namespace not allowed wakes nothing."""
+    w = world(kube)
+    assert gpu_jobs(kube, tmp_path, EVENING, on_busy="force", extra=WAKE).code == 0
+    w.karpenter.advance(120)
+    assert (limits(kube), w.karpenter.claims(w.pool)) == (ZERO, [])
+
+    kube.create(seed.namespace("interns"))
+    kube.create(pending("stray-0", "interns", w.pool))
+    nothing = gpu_jobs(kube, tmp_path, NIGHT, on_busy="force", extra=WAKE)
+    assert (nothing.code, limits(kube)) == (0, ZERO)  # not allowed: nothing woken
+    kube.cluster.delete("pods", "stray-0", "interns")
+
+    kube.create(pending("late-0", "ml", w.pool))
+    kube.log.clear()
+    woke = gpu_jobs(kube, tmp_path, NIGHT.replace(minute=5), on_busy="force", extra=WAKE)
+    assert woke.code == 0
+    assert limits(kube) == {**LIMITS, "nodes": "1"}  # the recorded limits, at most one node
+    (wake,) = items(woke.document, "wake")
+    assert (wake["pod"], wake["nodes"], wake["status"]) == ("late-0", 1, "applied")
+    assert "waking train-h100: 1 node" in wake["reason"]
+    assert record(kube)["config"]["limits"] == LIMITS  # the record keeps what the morning restores
+    w.karpenter.advance(600)
+    assert len(claims(w)) == 1  # Karpenter launched for the pod, and no more
+    assert gpu_jobs(kube, tmp_path, NIGHT.replace(minute=15), on_busy="force", extra=WAKE).summary["applied"] == 0
+
+    kube.cluster.delete("pods", "late-0", "ml")  # its work done
+    later = gpu_jobs(kube, tmp_path, NIGHT.replace(hour=1, day=3, minute=10), on_busy="force", extra=WAKE)
+    assert (later.code, limits(kube)) == (0, ZERO)  # the wake is over: the night again
+    w.karpenter.advance(120)
+    assert claims(w) == []
+    morning = gpu_jobs(kube, tmp_path, MORNING, on_busy="force", extra=WAKE)
+    assert (morning.code, limits(kube)) == (0, LIMITS)  # exactly as before the night
