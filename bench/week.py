@@ -64,7 +64,7 @@ def run_product(
             model = new_model(fleet, view_of(world.policy), jobs, start)
             simulate(model, product, start, end, step)
             column = figures.Column("gpu-jobs", model.figures, product.api_calls(), model.waited_min("wake"))
-            report, note = figures.product_report(child_env(world), figures.iso_week(start))
+            report, note = figures.product_report(child_env(world), figures.iso_week(start), end)
     return product, column, report, note, wake_note
 
 

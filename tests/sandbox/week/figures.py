@@ -52,10 +52,11 @@ def truth_avoided(always_on: Figures, product: Figures) -> float:
     return sum(max(0.0, b - product.per_group_billed.get(g, 0.0)) for g, b in always_on.per_group_billed.items())
 
 
-def product_report(env: Mapping[str, str], week: str) -> tuple[float | None, str]:
+def product_report(env: Mapping[str, str], week: str, at: datetime) -> tuple[float | None, str]:
     """``gpu-jobs report --week W --output json``'s total avoided GPU-hours, or None and why (the command may not
     exist yet, or say nothing the hook can read)."""
-    argv = [sys.executable, "-m", "jobs", "report", "--week", week, "--output", "json"]
+    # ``at``: the report's now, the simulated week's end (the week lies in the future of the wall clock).
+    argv = [sys.executable, "-m", "jobs", "report", "--week", week, "--at", at.isoformat(), "--output", "json"]
     done: subprocess.CompletedProcess[str] = forkserver.run(
         argv, env=dict(env), capture_output=True, text=True, timeout=300, check=False
     )
