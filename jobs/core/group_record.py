@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from jobs.core.group_config import GroupConfig
+from jobs.core.group_identity import GroupIdentity, RecordError
 from jobs.core.timespec import ECHO_LIMIT, quoted
 from jobs.core.wake import KeepUp, NodeShape, WakeRecord
 
@@ -17,39 +18,6 @@ Phase = Literal["stopping", "down", "up"]
 
 
 RECORD_SCHEMA = 2  # 2: records say which group they describe
-
-
-class RecordError(ValueError):
-    """A stored record that cannot be used: malformed, of another schema, or describing another group."""
-
-
-@dataclass(frozen=True)
-class GroupIdentity:
-    """What a record describes: the cloud's group in its cluster, not the policy's name for it. A record is applied
-    only to the group it was taken from: a renamed group keeps its record, a name pointed elsewhere does not."""
-
-    cluster: str
-    cloud: str
-    locator: tuple[tuple[str, str], ...]  # sorted (key, value) pairs, e.g. (("nodePool", "h100"), ...)
-
-    @classmethod
-    def of(cls, cluster: str, cloud: str, locator: Mapping[str, Any]) -> GroupIdentity:
-        return cls(cluster, cloud, tuple(sorted((k, str(v)) for k, v in locator.items() if v is not None)))
-
-    def describe(self) -> str:
-        order = ("region", "project", "subscription", "location", "resourceGroup", "cluster")
-        values = sorted(self.locator, key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
-        return f"{self.cloud} {'/'.join(v for _, v in values)} in cluster {self.cluster}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "cloud": self.cloud, "locator": dict(self.locator)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GroupIdentity:
-        locator = data["locator"]
-        if not isinstance(locator, Mapping):
-            raise RecordError("describes.locator is not a mapping")
-        return cls.of(str(data["cluster"]), str(data["cloud"]), locator)
 
 
 def _instant(data: Mapping[str, Any], key: str) -> datetime:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs.core.group_config import GroupConfig
-from jobs.core.group_record import GroupIdentity, Record
+from jobs.core.group_identity import GroupIdentity
+from jobs.core.group_record import Record
 from jobs.core.providers import ProviderKind, rules_of_identity
 
 #: What a left-down group's report says (the failed item's reason).

@@ -17,7 +17,7 @@ from typing import Literal
 from weakref import finalize
 from zoneinfo import ZoneInfo
 
-from jobs.core.group_record import GroupIdentity
+from jobs.core.group_identity import GroupIdentity
 from jobs.core.policy import Policy
 from jobs.core.policy_fields import MAX_SETTING_DURATION, warm_up_of
 from jobs.core.policy_fleet import NodeGroup

@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from jobs.core.group_record import GroupIdentity, Record, RecordError
+from jobs.core.group_identity import GroupIdentity, RecordError
+from jobs.core.group_record import Record
 from jobs.core.nodegroup_plan import GpuPod, NodeInfo, ObservedGroup
 from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord

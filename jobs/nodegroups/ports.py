@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from jobs.core.group_config import GroupConfig
-from jobs.core.group_record import Record, RecordError
+from jobs.core.group_identity import RecordError
+from jobs.core.group_record import Record
 from jobs.core.nodegroup_plan import GpuPod, NodeInfo
 from jobs.core.nodegroups import CloudGroup, Step
 from jobs.core.orphan_records import OrphanRecord

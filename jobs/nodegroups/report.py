@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from jobs.core.group_config import GroupConfig
-from jobs.core.group_record import GroupIdentity
+from jobs.core.group_identity import GroupIdentity
 from jobs.core.nodegroup_plan import GroupSkip, ObservedGroup, PodNotice, PodWarning
 from jobs.core.nodegroups import CloudGroup
 from jobs.core.orphan_records import OrphanRecord

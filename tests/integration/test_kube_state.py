@@ -15,7 +15,8 @@ from jobs.adapters.kube.client import api_client
 from jobs.adapters.kube.records import ConfigMapRecords
 from jobs.adapters.kube.state import ConfigMapState
 from jobs.core.group_config import GroupConfig
-from jobs.core.group_record import GroupIdentity, Record
+from jobs.core.group_identity import GroupIdentity
+from jobs.core.group_record import Record
 from jobs.errors import Conflict
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import namespace

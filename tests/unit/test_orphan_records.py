@@ -7,7 +7,8 @@ from datetime import datetime
 import pytest
 
 from jobs.core.group_config import GroupConfig
-from jobs.core.group_record import GroupIdentity, Record
+from jobs.core.group_identity import GroupIdentity
+from jobs.core.group_record import Record
 from jobs.core.orphan_records import LEFT_DOWN, OrphanRecord, restore_commands
 
 AT = datetime.fromisoformat("2026-12-01T20:05:00+01:00")  # the evening it went down

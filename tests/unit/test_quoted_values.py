@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.core.group_record import Record, RecordError
+from jobs.core.group_identity import RecordError
+from jobs.core.group_record import Record
 from jobs.core.policy_sweep import UntaggedInstances
 from jobs.core.timespec import ECHO_LIMIT, quoted
 from jobs.core.untagged import GpuInstance, judge

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 
 from jobs.adapters.kube import state
 from jobs.adapters.kube.client import ApiClient
-from jobs.core.group_record import GroupIdentity, Record, RecordError
+from jobs.core.group_identity import GroupIdentity, RecordError
+from jobs.core.group_record import Record
 from jobs.core.orphan_records import OrphanRecord
 from jobs.labels import NODE_GROUP_LABEL, RECORD_KEY
 

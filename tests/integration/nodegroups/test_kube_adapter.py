@@ -13,7 +13,8 @@ from jobs.adapters.kube.lease import LeaseLock
 from jobs.adapters.kube.records import ConfigMapRecords, record_name
 from jobs.adapters.kube.workloads import KubeCluster
 from jobs.core.group_config import GroupConfig
-from jobs.core.group_record import GroupIdentity, Record, RecordError
+from jobs.core.group_identity import GroupIdentity, RecordError
+from jobs.core.group_record import Record
 from jobs.errors import Conflict, Throttled, Unavailable
 from tests.emulators.kube.fixtures import KubeHandle
 from tests.emulators.kube.seed import gpu_node, gpu_pod, namespace
