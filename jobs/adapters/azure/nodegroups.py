@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -176,6 +176,9 @@ class AksAgentPools:
             return client
 
     def _new_client(self, subscription: str) -> ContainerServiceClient:
+        # Built under the lock, once: the models' first use works out their fields here, in one thread (see
+        # _power_code), before the threads of the run read pools at once.
+        _power_code(AgentPool({"properties": {"powerState": {"code": "Running"}}}))
         return ContainerServiceClient(self._auth.credential(), subscription, **self._auth.client_options())
 
     def _call(self, group: NodeGroup, operation: str, call: Callable[[], T]) -> T:
@@ -205,8 +208,18 @@ def _text(value: object) -> str:
     return str(value.value) if isinstance(value, Enum) else str(value or "")
 
 
+def _power_code(pool: AgentPool) -> str:
+    """The pool's power state code. The SDK's models work out their fields' types on first use, per class and not
+    under a lock: a pool read by one thread while another first builds the class can keep ``powerState`` as the raw
+    JSON mapping (seen once in about ten fleet runs as ``'dict' object has no attribute 'code'``). Either is read."""
+    power: object = pool.power_state
+    if isinstance(power, Mapping):
+        return _text(power.get("code"))
+    return _text(getattr(power, "code", None) if power else "")
+
+
 def _config(pool: AgentPool) -> GroupConfig:
-    power = _text(pool.power_state.code if pool.power_state else "")
+    power = _power_code(pool)
     return GroupConfig(
         min=pool.min_count or 0,
         desired=pool.count or 0,
