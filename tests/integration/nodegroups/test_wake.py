@@ -36,6 +36,7 @@ def fleet(
     kube: KubeHandle, aws: AwsEmulator, gcp: GcpEmulator, azure: AzureEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> Fleet:
     world = make_fleet(kube, aws, gcp, azure, monkeypatch)
+    kube.cluster.pod_stop_s = 0.3  # evicted containers exit on SIGTERM: no real wait for their 30 s grace period
     for ns in ("ml-a", "team-b"):
         world.kube.create(namespace(ns))
     return world
