@@ -34,9 +34,7 @@ def after_run(job: str, run: Run, results: Sequence[ScopeResult], ended: Outcome
         return list(results)  # a dry run changed nothing: nothing to keep, and it must not pose as the last run
     recorded: dict[Scope, Recorded | None] = {}
     if job in RECORDED_JOBS:
-        from jobs.adapters.kube.client import Kubeconfig  # noqa: PLC0415  # only for a run that records
-
-        kube = Kubeconfig()  # read once for every scope of the run
+        kube = run.kubeconfig  # the run's: read once, each request bounded by the run's deadline
         recorded = {r.scope: _record(kube, run, r, log) for r in results}
     url = env("PUSHGATEWAY_URL")
     if url:

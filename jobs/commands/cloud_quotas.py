@@ -57,7 +57,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.CloudQuotasWork]:
     from jobs.adapters.kube import client, events, lease, state  # noqa: PLC0415
 
     adapters = AdapterSettings.from_env(run.settings.deadline)
-    api = client.Kubeconfig(adapters.request_timeout_s).client()  # the install's own cluster: account state lives there
+    api = run.kubeconfig.client()  # the install's own cluster: account state lives there
     namespace = client.job_namespace()
     backoff = Backoff(deadline_s=seconds_setting("RETRY_DEADLINE", 180.0), run=run.settings.deadline)
     scoped = scopes_of(policy.cloud_quotas)

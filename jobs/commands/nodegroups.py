@@ -99,9 +99,7 @@ def _wire(run: Run, log: Any) -> dict[Scope, job.NodeGroupsWork]:
     adapters = AdapterSettings.from_env(run.settings.deadline)
     groups = [g for s in scopes for g in policy.groups_in(s.name) if only in (None, g.name)]
     clouds = _clouds({view_of(policy).group(g.name).kind for g in groups}, adapters)
-    from jobs.adapters.kube.client import Kubeconfig  # noqa: PLC0415
-
-    kube = Kubeconfig(adapters.request_timeout_s)  # read once for every cluster of the run
+    kube = run.kubeconfig  # read once for every cluster of the run
     return {
         s: job.NodeGroupsWork(
             policy,

@@ -62,7 +62,7 @@ def _ports(run: Run, section: Notify) -> Ports:
     from jobs.adapters.webhook import URL_ENV, WebhookPost  # noqa: PLC0415
 
     adapters = AdapterSettings.from_env(run.settings.deadline)
-    kube = client.Kubeconfig(adapters.request_timeout_s)
+    kube = run.kubeconfig
 
     def namespaces(scope: Scope) -> Namespaces:
         try:

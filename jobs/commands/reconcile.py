@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from jobs.commands.after_run import after_run
@@ -27,6 +28,10 @@ from jobs.outcome import Outcome
 from jobs.policy_file import load_policy
 from jobs.runner import SCOPES_AT_ONCE, Reconcile, RunSettings, ScopeReport, ScopeWork, outcome
 from jobs.scopes import Scope
+
+if TYPE_CHECKING:
+    from jobs.adapters.kube.client import Kubeconfig
+
 from jobs.settings import (
     choice_setting,
     deadline_setting,
@@ -79,6 +84,15 @@ class Run:
     policy: Policy
     now: datetime
     settings: RunSettings
+
+    @cached_property
+    def kubeconfig(self) -> Kubeconfig:
+        """The run's one Kubernetes configuration, read on first use: the wiring, the notifications and the history
+        reach every cluster through it, each request bounded by the run's deadline."""
+        from jobs.adapters.kube.client import Kubeconfig  # noqa: PLC0415 - the Kubernetes client only when used
+        from jobs.adapters.settings import AdapterSettings  # noqa: PLC0415
+
+        return Kubeconfig(AdapterSettings.from_env(self.settings.deadline).request_timeout_s)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def _pods_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dict[Sco
     work = {}
     # One client per Prometheus: a shared Thanos (or GPU_JOBS_PROMETHEUS_URL) serves every cluster through one pool.
     clients: dict[str, Metrics] = {}
-    kube = client.Kubeconfig(adapters.request_timeout_s)  # read once for every cluster of the run
+    kube = run.kubeconfig  # read once for every cluster of the run
     for scope in cluster_scopes(run.policy, run.args.cluster or None, log):
         source = run.policy.cluster(scope.name).prometheus
         url = override or (source.url if source is not None else None)
@@ -139,7 +139,7 @@ def _instances_work(run: Run, section: Sweep, backoff: Backoff, log: Any) -> dic
     untagged = section.untagged_instances
     assert untagged is not None
     adapters = AdapterSettings.from_env(run.settings.deadline)
-    api = client.Kubeconfig(adapters.request_timeout_s).client()  # the install's own cluster: account state lives there
+    api = run.kubeconfig.client()  # the install's own cluster: account state lives there
     namespace = client.job_namespace()
     scopes = account_scopes(run.policy, extra=instances.extra_scopes(untagged))
     clouds: dict[str, Instances] = {

@@ -13,6 +13,7 @@ from jobs.commands import sweep
 from jobs.commands.reconcile import Run
 from jobs.core.limits import ChangeLimit
 from jobs.core.policy import Policy
+from jobs.deadline import Deadline
 from jobs.runner import RunSettings
 from jobs.settings import SettingsError
 from tests.unit.policies import policy_from
@@ -88,3 +89,18 @@ def test_kube_ports_cover_both_parts() -> None:
     assert set(sweep.KUBE_PORTS) == set(sweep.KUBE_PORTS_PODS) | set(sweep.KUBE_PORTS_INSTANCES)
     assert "pods" in sweep.KUBE_PORTS_PODS
     assert "lease" in sweep.KUBE_PORTS_INSTANCES
+
+
+def test_a_run_reaches_its_clusters_through_one_configuration_bounded_by_its_deadline() -> None:
+    """The wiring, the notifications and the history share the run's one Kubernetes configuration (the kubeconfig
+    read once), and no request of it may outlast the reserve at the end of the run's deadline: the history and the
+    notifications are written after the work, when little of the deadline is left."""
+    deadline = Deadline.start(60)
+    run = Run(
+        argparse.Namespace(),
+        policy_from(CLUSTER),
+        datetime(2026, 12, 2, 15, tzinfo=UTC),
+        RunSettings(deadline=deadline),
+    )
+    assert run.kubeconfig is run.kubeconfig
+    assert run.kubeconfig.timeout_s == min(30.0, max(1.0, deadline.reserve_s)) < 30.0

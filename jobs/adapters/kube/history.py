@@ -55,6 +55,7 @@ class ConfigMapHistory:
         self.scope = scope
         self.log = log
         self._configmaps = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps"
+        self._listed: list[dict[str, Any]] | None = None  # the weeks ``read`` found: ``prune`` needs no list of its own
 
     def _listing(self) -> list[dict[str, Any]]:
         selector = (
@@ -64,7 +65,8 @@ class ConfigMapHistory:
 
     def read(self) -> list[Entry]:
         found: list[Entry] = []
-        for cm in self._listing():
+        self._listed = self._listing()
+        for cm in self._listed:
             entries, problems = decode((cm.get("data") or {}).get(DATA_KEY, ""))
             for problem in problems:  # a line nobody can read is left where it is and said, never fatal
                 if self.log is not None:
@@ -126,7 +128,9 @@ class ConfigMapHistory:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {DATA_KEY: encode(entries)}}
 
     def prune(self, now: datetime, retention: timedelta) -> list[str]:
-        listing = {str((cm["metadata"].get("labels") or {}).get(HISTORY_WEEK_LABEL, "")): cm for cm in self._listing()}
+        # A week made after ``read`` is this run's: never past the retention.
+        weeks = self._listed if self._listed is not None else self._listing()
+        listing = {str((cm["metadata"].get("labels") or {}).get(HISTORY_WEEK_LABEL, "")): cm for cm in weeks}
         expired = expired_weeks((w for w in listing if w), now, retention)
         for week in expired:
             meta = listing[week]["metadata"]
