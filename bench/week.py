@@ -34,8 +34,8 @@ from jobs.policy_file import load_policy
 from tests.sandbox.fleet import Fleet, build_fleet
 from tests.sandbox.week import figures
 from tests.sandbox.week.model import Model
+from tests.sandbox.week.policy import for_the_week, without_karpenter
 from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
-from tests.sandbox.week.wake_policy import with_wake, without_karpenter
 from tests.sandbox.week.workload import Job, generate
 from tests.sandbox.world import DEFAULT_POLICY, World, child_env
 
@@ -55,17 +55,17 @@ def simulate(model: Model, strategy: Strategy, start: datetime, end: datetime, s
 
 def run_product(
     args: argparse.Namespace, fleet: Fleet, jobs: tuple[Job, ...], start: datetime, end: datetime, step: timedelta
-) -> tuple[GpuJobs, figures.Column, float | None, str, str]:
-    """The gpu-jobs column: a sandbox world (with the wake where validate takes it), the week, the product's report."""
+) -> tuple[GpuJobs, figures.Column, figures.Report, str]:
+    """The gpu-jobs column: a sandbox world on the week's policy, the week, the product's report."""
     with tempfile.TemporaryDirectory(prefix="gpu-jobs-week-") as scratch:
-        product_policy, wake_note = with_wake(Path(args.policy), Path(scratch))
+        product_policy, policy_note = for_the_week(Path(args.policy), Path(scratch), overnight=args.overnight)
         with World.start(product_policy, sync=False) as world:
             product = GpuJobs(world, view_of(world.policy), step, args.every_step)
             model = new_model(fleet, view_of(world.policy), jobs, start)
             simulate(model, product, start, end, step)
             column = figures.Column("gpu-jobs", model.figures, product.api_calls(), model.waited_min("wake"))
-            report, note = figures.product_report(child_env(world), figures.iso_week(start), end)
-    return product, column, report, note, wake_note
+            report = figures.product_report(child_env(world), figures.iso_week(start), end)
+    return product, column, report, policy_note
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -80,6 +80,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--every-step", action="store_true", help="run every cluster's job at every step")
     parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--shipped-max-delay",
+        dest="overnight",
+        action="store_false",
+        help="keep the policy's maxDelay on the training groups (the week gives them 10h for overnight training)",
+    )
     return parser.parse_args(argv)
 
 
@@ -105,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         simulate(model, strategy, start, end, step)
         waited = model.waited_min("wake")
         columns[strategy.name] = figures.Column(strategy.name, model.figures, strategy.api_calls(), waited)
-    product, run_figures, report, note, wake_note = run_product(args, fleet, jobs, start, end, step)
+    product, run_figures, report, policy_note = run_product(args, fleet, jobs, start, end, step)
     columns["gpu-jobs"] = run_figures
-    truth = figures.truth_avoided(columns["always-on"].figures, columns["gpu-jobs"].figures)
+    truth = figures.truth_by_group(columns["always-on"].figures, columns["gpu-jobs"].figures)
     wall = time.perf_counter() - began
     steps = int((end - start) / step)
     clusters = len(policy.fleet)
@@ -123,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": steps,
         "pods": len(jobs),
         "cores": os.cpu_count(),
-        "wake": wake_note,
+        "policy": policy_note,
         "notModelled": list(unmodelled),
     }
     if args.output == "json":
@@ -137,14 +143,14 @@ def main(argv: list[str] | None = None) -> int:
             + (" (none: --every-step)" if args.every_step else "")
             + f"; {product.runs_with_failed_items} with a failed item (exit 1), {product.failed_runs} failed to run",
             f"wall time {wall:.0f} s (job runs {product.run_seconds:.0f} s) on {os.cpu_count()} cores",
-            f"wake: {wake_note}",
+            f"the week's policy: {policy_note}",
             *(
                 [f"not modelled (Karpenter pools have no size to simulate): {', '.join(unmodelled)}"]
                 if unmodelled
                 else []
             ),
         ]
-        print(figures.render_text(columns, report, note, truth, warm_up, header))
+        print(figures.render_text(columns, report, truth, warm_up, header))
         for reason, count in sorted(product.failed_items.items(), key=lambda kv: -kv[1])[:8]:
             print(f"failed item in {count} run(s): {reason}")
         for error in product.errors[:5]:

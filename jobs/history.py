@@ -189,7 +189,9 @@ def _group_entries(result: ScopeResult, item: ItemResult, policy: Policy, histor
     if item.status == "unchanged":
         size = detail.get("size") or {}
         down = bool(size.get("stopped")) or size.get("desired") == 0
-        if down and detail.get("nodes") == 0 and last is not None and last.kind == "down":
+        # Gone is what the cluster's API shows after the product's shutdown, whatever the size reads: a GKE pool
+        # reports no desired size outside a live read, so its size cannot say it is down.
+        if detail.get("nodes") == 0 and last is not None and last.kind == "down":
             return [Entry(at, result.job, scope, "gone", item.name)]
         if not down and last is not None and last.kind in ("postponed", "wake"):
             return [Entry(at, result.job, scope, "kept", item.name, reason="working hours")]

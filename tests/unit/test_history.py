@@ -82,6 +82,16 @@ def quiet_item(desired: int, nodes: int | None) -> ItemResult:
     return ItemResult("node group", "train", "unchanged", "as the schedule wants", detail=detail)
 
 
+def test_a_gke_pool_whose_size_reads_no_desired_count_is_gone_when_its_nodes_are() -> None:
+    # A GKE pool's unchanged item carries no desired count (no live read): its nodes alone say it is gone.
+    down = Entry(BERLIN_EVENING, "nodegroups", "ml-prod", "down", "train", 2, 16, 8)
+    later = BERLIN_EVENING + timedelta(minutes=10)
+    gke = {"min": 0, "desired": None, "max": 0, "autoscaling": False, "stopped": False, "zones": 2}
+    item = ItemResult("node group", "train", "unchanged", "as the schedule wants", detail={"size": gke, "nodes": 0})
+    (gone,) = entries_of(result([item], later), policy(), [down])
+    assert (gone.kind, gone.subject, gone.at) == ("gone", "train", later)
+
+
 def test_a_shutdown_records_the_nodes_and_gpus_before() -> None:
     (entry,) = entries_of(result([down_item(3)]), policy(), [])
     assert (entry.kind, entry.subject, entry.nodes, entry.gpus, entry.gpus_per_node) == ("down", "train", 3, 24, 8)

@@ -47,38 +47,47 @@ class Column:
         }
 
 
-def truth_avoided(always_on: Figures, product: Figures) -> float:
-    """GPU-hours avoided as the simulator counts them: per group, what always-on billed that gpu-jobs did not."""
-    return sum(max(0.0, b - product.per_group_billed.get(g, 0.0)) for g, b in always_on.per_group_billed.items())
+def truth_by_group(always_on: Figures, product: Figures) -> dict[str, float]:
+    """GPU-hours avoided as the simulator counts them, per group: what always-on billed that gpu-jobs did not."""
+    return {g: max(0.0, b - product.per_group_billed.get(g, 0.0)) for g, b in always_on.per_group_billed.items()}
 
 
-def product_report(env: Mapping[str, str], week: str, at: datetime) -> tuple[float | None, str]:
-    """``gpu-jobs report --week W --output json``'s total avoided GPU-hours, or None and why (the command may not
-    exist yet, or say nothing the hook can read)."""
+@dataclass(frozen=True)
+class Report:
+    """What the product's ``gpu-jobs report`` said of the week: its total and each group's avoided GPU-hours (None
+    and why where it could not be read)."""
+
+    total: float | None
+    groups: Mapping[str, float]
+    note: str
+    idle_gpu_hours: float | None = None  # reclaimed by the sweep
+    pods: int | None = None  # the sweep acted on
+
+
+def product_report(env: Mapping[str, str], week: str, at: datetime) -> Report:
+    """``gpu-jobs report --week W --output json`` at the simulated week's end."""
     # ``at``: the report's now, the simulated week's end (the week lies in the future of the wall clock).
     argv = [sys.executable, "-m", "jobs", "report", "--week", week, "--at", at.isoformat(), "--output", "json"]
     done: subprocess.CompletedProcess[str] = forkserver.run(
         argv, env=dict(env), capture_output=True, text=True, timeout=300, check=False
     )
-    if done.returncode == 2 and "invalid choice" in done.stderr:
-        return None, "`gpu-jobs report` does not exist on this branch yet"
     try:
-        found = _avoided(json.loads(done.stdout))
+        doc = json.loads(done.stdout)
     except ValueError:
-        return None, f"`gpu-jobs report` exited {done.returncode} without a JSON report: {done.stderr.strip()[-200:]}"
-    if found is None:
-        return None, "`gpu-jobs report`'s JSON has no total avoidedGpuHours"
-    return found, f"`gpu-jobs report` exited {done.returncode}"
-
-
-def _avoided(doc: Any) -> float | None:
-    """The report's fleet total: a top-level ``avoidedGpuHours``, else one under ``total``/``totals``."""
-    if not isinstance(doc, dict):
-        return None
-    for holder in (doc, doc.get("total"), doc.get("totals")):
-        if isinstance(holder, dict) and isinstance(holder.get("avoidedGpuHours"), int | float):
-            return float(holder["avoidedGpuHours"])
-    return None
+        why = f"`gpu-jobs report` exited {done.returncode} without a JSON report: {done.stderr.strip()[-200:]}"
+        return Report(None, {}, why)
+    total = doc.get("total") or {}
+    groups: dict[str, float] = {}
+    for g in doc.get("groups") or []:
+        groups[g["group"]] = groups.get(g["group"], 0.0) + float(g.get("avoidedGpuHours") or 0.0)
+    sweep = doc.get("sweep") or {}
+    return Report(
+        total.get("avoidedGpuHours"),
+        groups,
+        f"`gpu-jobs report` exited {done.returncode}",
+        sweep.get("idleGpuHoursReclaimed"),
+        sweep.get("podsActedOn"),
+    )
 
 
 def targets(columns: Mapping[str, Column], report: float | None, truth: float) -> list[tuple[str, bool | None]]:
@@ -105,12 +114,12 @@ def targets(columns: Mapping[str, Column], report: float | None, truth: float) -
 
 def render_text(
     columns: Mapping[str, Column],
-    report: float | None,
-    report_note: str,
-    truth: float,
+    product_said: Report,
+    truth_groups: Mapping[str, float],
     warm_up_min: float,
     header: list[str],
 ) -> str:
+    report, truth = product_said.total, sum(truth_groups.values())
     names = list(columns)
     rows: list[tuple[str, list[str]]] = []
     docs = {n: c.as_json() for n, c in columns.items()}
@@ -138,7 +147,15 @@ def render_text(
             lines.append(f"interrupted ({n}): {', '.join(docs[n]['interruptedPods'])}")
     lines.append("")
     shown = f"{report:.1f}" if report is not None else "n/a"
-    lines.append(f"gpu-jobs report, avoided GPU-hours: {shown}  ({report_note}); simulator's truth: {truth:.1f}")
+    lines.append(f"gpu-jobs report, avoided GPU-hours: {shown}  ({product_said.note}); simulator's truth: {truth:.1f}")
+    width = max((len(g) for g in truth_groups), default=5)
+    for group, true in sorted(truth_groups.items()):
+        said = product_said.groups.get(group)
+        lines.append(f"  {group:{width}}  report {said or 0.0:>8.1f}  truth {true:>8.1f}")
+    if product_said.idle_gpu_hours is not None:
+        lines.append(
+            f"  the sweep: {product_said.pods} pods acted on, {product_said.idle_gpu_hours:.1f} idle GPU-hours ended"
+        )
     lines.append("")
     lines.append("targets (a benchmark: printed, not asserted):")
     for text, met in targets(columns, report, truth):
@@ -149,10 +166,17 @@ def render_text(
     return "\n".join(lines)
 
 
-def render_json(columns: Mapping[str, Column], report: float | None, truth: float, extra: dict[str, Any]) -> str:
+def render_json(
+    columns: Mapping[str, Column], product_said: Report, truth_groups: Mapping[str, float], extra: dict[str, Any]
+) -> str:
+    truth = sum(truth_groups.values())
     doc = {
         "strategies": {n: c.as_json() for n, c in columns.items()},
-        "report": {"avoidedGpuHours": report, "truthAvoidedGpuHours": round(truth, 2)},
+        "report": {"avoidedGpuHours": product_said.total, "truthAvoidedGpuHours": round(truth, 2)},
+        "reportByGroup": {
+            g: {"avoidedGpuHours": round(product_said.groups.get(g, 0.0), 2), "truthAvoidedGpuHours": round(t, 2)}
+            for g, t in sorted(truth_groups.items())
+        },
         **extra,
     }
     return json.dumps(doc)
