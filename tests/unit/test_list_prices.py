@@ -3,7 +3,7 @@ name an instance type are priced from the table."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from jobs import savings
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_price_names_its_dated_source_region_and_address() -> None:
     for kind, price in LIST_PRICES.items():
         where = SOURCES[price.cloud]
-        assert date.fromisoformat(price.as_of) <= date.today(), kind
+        assert date.fromisoformat(price.as_of) <= datetime.now(UTC).date(), kind
         assert price.source.startswith(f"{price.cloud} list price {kind} as of {where.as_of}, {where.region}, "), kind
         assert price.source.endswith(where.address), kind
         assert where.address.startswith("https://"), kind
