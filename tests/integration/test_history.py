@@ -113,7 +113,7 @@ def test_a_night_and_a_morning_are_kept_in_each_cluster_and_reported(central: Fl
     text = gpu_jobs(central, tmp_path, "report", "--since", "7d", "--at", "2026-12-02T12:00:00+01:00").stdout
     assert text.startswith("gpu-jobs report since 7d: ")
     assert "ml-prod/train" in text
-    assert "[1] aws list price p4d.24xlarge as of 2025-07-01" in text
+    assert "[1] aws list price p4d.24xlarge as of 2026-07-20" in text
 
     # The docs' weekly post, as typed there.
     (command,) = [shlex.split(line) for line in shell_block("docs/report.md", "## A weekly post").splitlines()]

@@ -15,7 +15,7 @@ import pytest
 
 from jobs import savings
 from jobs.commands.report import window
-from jobs.core.list_prices import AS_OF, LIST_PRICES
+from jobs.core.list_prices import LIST_PRICES
 from jobs.envelope import ItemResult, ScopeResult, tally
 from jobs.errors import Unavailable
 from jobs.history import (
@@ -35,6 +35,8 @@ from jobs.policy_file import PolicyError, parse_policy
 from jobs.scopes import cluster
 from jobs.settings import SettingsError
 from tests.fakes import RecordingLog
+
+AS_OF = LIST_PRICES["p4d.24xlarge"].as_of  # the date of the AWS prices the train group is priced from
 
 POLICY = textwrap.dedent("""\
     apiVersion: gpu-jobs/v1
@@ -229,7 +231,7 @@ def test_prices_from_the_policy_and_from_the_dated_list() -> None:
     assert train is not None
     assert (train.currency, train.gpu_hour) == ("USD", LIST_PRICES["p4d.24xlarge"].hourly / 8)
     assert AS_OF in train.source
-    assert "aws.amazon.com" in train.source
+    assert "AWS Price List API" in train.source
     negotiated = policy(POLICY + "  instanceTypes: {p4d.24xlarge: 16.0}\n")
     assert savings.price_of(negotiated, "train") == savings.Price(
         2.0, "EUR", "policy pricing.instanceTypes.p4d.24xlarge"
