@@ -36,10 +36,29 @@ from tests.sandbox.week import figures
 from tests.sandbox.week.model import Model
 from tests.sandbox.week.policy import for_the_week, without_karpenter
 from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
-from tests.sandbox.week.workload import Job, generate
+from tests.sandbox.week.workload import NAMESPACE, Job, generate
 from tests.sandbox.world import DEFAULT_POLICY, World, child_env
 
-PLAIN_MONDAY = date(2027, 3, 8)  # no holiday in DE-BE, GB-ENG, US or US-NY that week, no DST change
+#: A plain week: no holiday in DE-BE, GB-ENG, US or US-NY (2027-03-08 was Berlin's Women's Day), no clock change
+#: (both are behind it: the US on 2027-03-14, Europe on 2027-03-28).
+PLAIN_MONDAY = date(2027, 4, 12)
+#: The sandbox's own workloads (its demo's pods, their owners) are not the week's: removed before the week starts.
+SANDBOX_WORKLOADS = ("Deployment", "ReplicaSet", "StatefulSet", "Pod")
+
+
+def week_only(world: World) -> int:
+    """Remove the sandbox's seeded workloads from every cluster (owners first, so nothing recreates a pod): the week's
+    pods are the only GPU work the jobs see, as the model counts it. Returns how many objects went."""
+    gone = 0
+    for kube in world.kubes.values():
+        for kind in SANDBOX_WORKLOADS:
+            for obj in kube.cluster.list(kind):
+                meta = obj["metadata"]
+                if meta.get("namespace") in (NAMESPACE, "kube-system"):
+                    continue
+                kube.cluster.delete(kind, meta["name"], meta.get("namespace", ""))
+                gone += 1
+    return gone
 
 
 def simulate(model: Model, strategy: Strategy, start: datetime, end: datetime, step: timedelta) -> None:
@@ -60,6 +79,7 @@ def run_product(
     with tempfile.TemporaryDirectory(prefix="gpu-jobs-week-") as scratch:
         product_policy, policy_note = for_the_week(Path(args.policy), Path(scratch), overnight=args.overnight)
         with World.start(product_policy, sync=False) as world:
+            week_only(world)
             product = GpuJobs(world, view_of(world.policy), step, args.every_step)
             model = new_model(fleet, view_of(world.policy), jobs, start)
             simulate(model, product, start, end, step)

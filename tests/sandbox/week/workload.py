@@ -41,6 +41,11 @@ def _at(day: datetime, hour: float) -> datetime:
     return day + timedelta(minutes=round(hour * 60))
 
 
+def _same_day(day: datetime, tz: ZoneInfo) -> datetime:
+    """Midnight of ``day``'s calendar date in ``tz`` (converting ``day`` would give the day before, west of it)."""
+    return datetime(day.year, day.month, day.day, tzinfo=tz)
+
+
 def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
     """The workload of ``days`` days from ``start`` (a Monday 00:00 in the policy's timezone)."""
     rng = random.Random(seed)
@@ -75,8 +80,8 @@ def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
                 )
             )
             for group, people in (("notebooks-t4", 3), ("vision-t4", 2), ("finetune-a100", 2)):
-                # vision-t4 works New York hours: its people open notebooks in their own morning
-                local_day = day.astimezone(NEW_YORK).replace(hour=0) if group == "vision-t4" else day
+                # vision-t4 works New York hours: its people open notebooks on the same weekday in New York
+                local_day = _same_day(day, NEW_YORK) if group == "vision-t4" else day
                 for i in range(people):
                     opens = rng.uniform(9, 15)
                     jobs.append(
@@ -90,7 +95,7 @@ def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
                         )
                     )
             # The nightly batch, in its window (22:00 New York, 8 h), on the batch group's 4-GPU nodes.
-            local = day.astimezone(NEW_YORK).replace(hour=22, minute=30, second=0, microsecond=0)
+            local = _same_day(day, NEW_YORK) + timedelta(hours=22, minutes=30)
             for i in range(4):
                 jobs.append(
                     Job(
