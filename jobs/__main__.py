@@ -18,9 +18,7 @@ def _without_pydantic_plugins() -> None:
 def run() -> None:
     stopping.install()
     _without_pydantic_plugins()
-    # Start-up builds tens of thousands of objects (modules, classes, the policy's models) that live as long as the
-    # process: the collector would walk them again and again and free none. jobs.cli turns it on for the command.
-    gc.disable()
+    stopping.pause_collection()  # until the start-up is over: a job's runner starts, another command runs
     from jobs.cli import main  # noqa: PLC0415 - after the handlers: a signal during these imports is handled
 
     code = main()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -116,7 +115,8 @@ def _run(argv: list[str], logger: list[Any]) -> Outcome:
     log = logs.get_logger(job=args.command)
     logger.append(log)
     log.debug("run.started", version=__version__, pid=os.getpid())
-    _collect_from_now_on()
+    if args.command not in JOBS:  # a job's start-up ends as its runner starts (stopping.settle), after its wiring
+        stopping.resume_collection()
     try:
         outcome: Outcome = modules[args.command].run(args, log)
     except PolicyError as exc:
@@ -132,15 +132,6 @@ def _run(argv: list[str], logger: list[Any]) -> Outcome:
         log.error("run.crashed", error=repr(exc), exc_info=True)
         outcome = Outcome(ExitCode.ITEM_FAILED, dry_run=_dry_run_asked(argv))
     return outcome
-
-
-def _collect_from_now_on() -> None:
-    """The process's start-up is over (jobs/__main__.py turned the collector off for it): its objects are frozen,
-    kept and never walked by a collection again, and the command's own garbage is collected as usual. A caller
-    that kept the collector on (a test calling ``main``) is left as it is."""
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
 
 
 def _settings_error(log: Any, exc: SettingsError, dry_run: bool) -> Outcome:
