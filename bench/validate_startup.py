@@ -2,7 +2,9 @@
 
 Each command runs as a separate process, the two of a pair one after the other (A B A B ...), so that a machine
 whose speed drifts affects both alike; a figure is the median over the runs, a ratio the median of the ratios pair
-by pair, CPU time (user + system) from the kernel's accounting of each child and wall time beside it.
+by pair, CPU time (user + system) from the kernel's accounting of each child and wall time beside it. A target is
+judged on CPU time: the wall time of a dry run also holds the emulators' answers (served by this process) and
+whatever else the machine runs.
 
     .venv/bin/python bench/validate_startup.py [--runs 11] [--custodian PATH] [--only custodian|dry-run]
 
@@ -89,8 +91,8 @@ def report(name_a: str, name_b: str, a: list[tuple[float, float]], b: list[tuple
         print(f"  {name:<46} cpu {statistics.median(cpu):.3f} s   wall {statistics.median(wall):.3f} s (medians)")
     cpu_ratio = statistics.median(x[0] / y[0] for x, y in zip(a, b, strict=True))
     wall_ratio = statistics.median(x[1] / y[1] for x, y in zip(a, b, strict=True))
-    verdict = "met" if cpu_ratio <= target and wall_ratio <= target else "NOT met"
-    print(f"  ratio cpu {cpu_ratio:.2f}, wall {wall_ratio:.2f}: target at most {target:g}x {verdict}")
+    verdict = "met" if cpu_ratio <= target else "NOT met"
+    print(f"  ratio cpu {cpu_ratio:.2f} (wall {wall_ratio:.2f}): target at most {target:g}x of CPU time {verdict}")
 
 
 def custodian_pair(runs: int, custodian: str | None, tmp: Path) -> None:
