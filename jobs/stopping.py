@@ -13,6 +13,9 @@ them until it exits. What a signal does depends on the moment:
   exits with the code its summary states.
 
 A second signal during the first's unwinding is only recorded: the run is already ending.
+
+The same moments bound the start-up for the garbage collector: off from the entry point (:func:`pause_collection`)
+until the runner starts or another command runs (:func:`resume_collection`).
 """
 
 from __future__ import annotations
