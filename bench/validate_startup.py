@@ -2,9 +2,11 @@
 
 Each command runs as a separate process, the two of a pair one after the other (A B A B ...), so that a machine
 whose speed drifts affects both alike; a figure is the median over the runs, a ratio the median of the ratios pair
-by pair, CPU time (user + system) from the kernel's accounting of each child and wall time beside it.
+by pair, CPU time (user + system) from the kernel's accounting of each child and wall time beside it. A target is
+judged on CPU time: the wall time of a dry run also holds the emulators' answers (served by this process) and
+whatever else the machine runs.
 
-    .venv/bin/python bench/validate_startup.py [--runs 11] [--custodian PATH]
+    .venv/bin/python bench/validate_startup.py [--runs 11] [--custodian PATH] [--only custodian|dry-run]
 
 Targets (issue 23): ``validate`` at most 0.6x ``custodian validate`` (Cloud Custodian's own policy check; not a
 dependency of this project: ``python -m venv /tmp/c7n && /tmp/c7n/bin/pip install c7n``, then --custodian
@@ -48,8 +50,16 @@ policies:
 """
 
 
+def with_bytecode(env: dict[str, str] | None) -> dict[str, str]:
+    """The image runs byte-compiled modules (.ci/slim-venv). With PYTHONDONTWRITEBYTECODE set (as in some shells and
+    CI), the warm-up run would write no .pyc and every run would compile its sources again: a third of a validate run
+    on top, and not what a pod pays."""
+    return {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one run of ``command``, which must succeed."""
+    env = with_bytecode(env)
     started = time.perf_counter()
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
@@ -81,8 +91,8 @@ def report(name_a: str, name_b: str, a: list[tuple[float, float]], b: list[tuple
         print(f"  {name:<46} cpu {statistics.median(cpu):.3f} s   wall {statistics.median(wall):.3f} s (medians)")
     cpu_ratio = statistics.median(x[0] / y[0] for x, y in zip(a, b, strict=True))
     wall_ratio = statistics.median(x[1] / y[1] for x, y in zip(a, b, strict=True))
-    verdict = "met" if cpu_ratio <= target and wall_ratio <= target else "NOT met"
-    print(f"  ratio cpu {cpu_ratio:.2f}, wall {wall_ratio:.2f}: target at most {target:g}x {verdict}")
+    verdict = "met" if cpu_ratio <= target else "NOT met"
+    print(f"  ratio cpu {cpu_ratio:.2f} (wall {wall_ratio:.2f}): target at most {target:g}x of CPU time {verdict}")
 
 
 def custodian_pair(runs: int, custodian: str | None, tmp: Path) -> None:
@@ -168,10 +178,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--custodian", default=shutil.which("custodian"), help="the custodian command")
+    parser.add_argument("--only", choices=("custodian", "dry-run"), help="one pair only (default: both)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpu-jobs-bench-") as tmp:
-        custodian_pair(args.runs, args.custodian, Path(tmp))
-        dry_run_pair(args.runs, Path(tmp))
+        if args.only in (None, "custodian"):
+            custodian_pair(args.runs, args.custodian, Path(tmp))
+        if args.only in (None, "dry-run"):
+            dry_run_pair(args.runs, Path(tmp))
 
 
 if __name__ == "__main__":

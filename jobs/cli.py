@@ -115,6 +115,8 @@ def _run(argv: list[str], logger: list[Any]) -> Outcome:
     log = logs.get_logger(job=args.command)
     logger.append(log)
     log.debug("run.started", version=__version__, pid=os.getpid())
+    if args.command not in JOBS:  # a job's start-up ends as its runner starts (stopping.settle), after its wiring
+        stopping.resume_collection()
     try:
         outcome: Outcome = modules[args.command].run(args, log)
     except PolicyError as exc:

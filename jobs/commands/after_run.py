@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.commands import notifications
 from jobs.envelope import ScopeResult
-from jobs.history import RECORDED_JOBS, Recorded, Savings, current_week, measure, record, week_window, with_warning
-from jobs.metrics import exposition, push, run_gauges
 from jobs.outcome import Outcome
 from jobs.scopes import Scope
 from jobs.settings import env
@@ -25,6 +23,7 @@ from jobs.settings import env
 if TYPE_CHECKING:
     from jobs.adapters.kube.client import Kubeconfig
     from jobs.commands.reconcile import Run
+    from jobs.history import Recorded, Savings
 
 
 def after_run(job: str, run: Run, results: Sequence[ScopeResult], ended: Outcome, log: Any) -> list[ScopeResult]:
@@ -32,6 +31,8 @@ def after_run(job: str, run: Run, results: Sequence[ScopeResult], ended: Outcome
     results = notifications.send(results, run, log)
     if ended.dry_run:
         return list(results)  # a dry run changed nothing: nothing to keep, and it must not pose as the last run
+    from jobs.history import RECORDED_JOBS, with_warning  # noqa: PLC0415 - not in a dry run's start-up
+
     recorded: dict[Scope, Recorded | None] = {}
     if job in RECORDED_JOBS:
         kube = run.kubeconfig  # the run's: read once, each request bounded by the run's deadline
@@ -47,6 +48,7 @@ def _record(kube: Kubeconfig, run: Run, result: ScopeResult, log: Any) -> Record
         return None  # nothing done there (refused, another run's, unread): nothing to keep
     from jobs.adapters.kube.client import job_namespace  # noqa: PLC0415
     from jobs.adapters.kube.history import ConfigMapHistory  # noqa: PLC0415
+    from jobs.history import Recorded, record  # noqa: PLC0415
 
     scope = result.scope
     try:
@@ -80,6 +82,9 @@ def _push(
     recorded: Sequence[Recorded],
     log: Any,
 ) -> None:
+    from jobs.history import current_week, measure, week_window  # noqa: PLC0415 - only with a Pushgateway
+    from jobs.metrics import exposition, push, run_gauges  # noqa: PLC0415
+
     timezone = run.policy.defaults.timezone
     start, _ = week_window(current_week(run.now, timezone), timezone)
     week: dict[str, Savings] = {r.scope: measure(r.history, start, run.now) for r in recorded}

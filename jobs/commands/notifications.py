@@ -16,7 +16,6 @@ from jobs import errors
 from jobs.adapters.settings import AdapterSettings
 from jobs.core.policy_notify import Notify
 from jobs.envelope import ScopeResult
-from jobs.notify import NOTIFY_BUDGET_S, Namespaces, Ports, Webhook, notices, notify
 from jobs.retry import Backoff
 from jobs.scopes import Scope
 from jobs.settings import seconds_setting
@@ -24,6 +23,7 @@ from jobs.stopping import STOP
 
 if TYPE_CHECKING:
     from jobs.commands.reconcile import Run
+    from jobs.notify import Namespaces, Ports, Webhook
 
 #: The ``jobs.adapters.kube`` modules notifications read through (namespaces' owner labels, the webhook's Secret):
 #: in the ``KUBE_PORTS`` of every job whose report announces something to people (nodegroups, sweep).
@@ -36,7 +36,11 @@ def send(results: Sequence[ScopeResult], run: Run, log: Any) -> list[ScopeResult
     """The results, with a warning line where a notification was not delivered. Never raises: a notification
     that fails (even by a bug) is reported, and the run's exit code stays the work's."""
     section = run.policy.notify
-    if section is None or run.settings.dry_run or not notices(results):
+    if section is None or run.settings.dry_run:
+        return list(results)
+    from jobs.notify import NOTIFY_BUDGET_S, notices, notify  # noqa: PLC0415 - not in a dry run's start-up
+
+    if not notices(results):
         return list(results)
     backoff = Backoff(
         deadline_s=seconds_setting("RETRY_DEADLINE", NOTIFY_BUDGET_S), base_s=RETRY_BASE_S, run=run.settings.deadline
@@ -60,6 +64,7 @@ def _ports(run: Run, section: Notify) -> Ports:
     from jobs.adapters.kube.namespaces import KubeNamespaces  # noqa: PLC0415
     from jobs.adapters.kube.secrets import KubeSecrets  # noqa: PLC0415
     from jobs.adapters.webhook import URL_ENV, WebhookPost  # noqa: PLC0415
+    from jobs.notify import Ports  # noqa: PLC0415
 
     adapters = AdapterSettings.from_env(run.settings.deadline)
     kube = run.kubeconfig

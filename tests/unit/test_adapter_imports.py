@@ -16,7 +16,6 @@ JOBS = Path(__file__).resolve().parents[2] / "jobs"
 #: SDK (top-level module) -> the only place under jobs/ allowed to import it.
 HOMES = {
     "kubernetes": "adapters/kube/client.py",
-    "boto3": "adapters/aws/",
     "botocore": "adapters/aws/",
     "google": "adapters/gcp/",
     "azure": "adapters/azure/",
@@ -47,6 +46,16 @@ def test_each_sdk_is_imported_only_by_its_own_adapter(sdk: str) -> None:
 
     assert found  # the SDK is still used, and the scan sees it
     assert {path for path in found if not path.startswith(HOMES[sdk])} == set()
+
+
+#: Installed with the SDKs, imported by no module under jobs/: boto3 (and the s3transfer it imports) would cost every
+#: AWS run's start time for nothing the jobs use (aws/session.py creates botocore's clients directly).
+NOWHERE = ("boto3", "s3transfer")
+
+
+@pytest.mark.parametrize("module", NOWHERE)
+def test_modules_no_job_needs_are_imported_nowhere(module: str) -> None:
+    assert importers(module) == set()
 
 
 def test_the_scan_sees_imports_inside_functions(tmp_path: Path) -> None:

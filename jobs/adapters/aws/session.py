@@ -1,8 +1,12 @@
-"""How the jobs reach AWS: one boto3 session per process, one client per (service, region), every call translated
-into ``jobs.errors`` and every paginated list read to the end.
+"""How the jobs reach AWS: one botocore session per process, one client per (service, region), every call
+translated into ``jobs.errors`` and every paginated list read to the end.
 
-boto3 finds its endpoint, region and credentials the standard way (``AWS_ENDPOINT_URL``, the credential chain);
+botocore finds its endpoint, region and credentials the standard way (``AWS_ENDPOINT_URL``, the credential chain);
 its own retries are off because the job retries Busy/Throttled/Unavailable itself, with backoff and a deadline.
+
+botocore, not boto3: the clients are botocore's either way (``boto3.Session.client`` creates them through its
+botocore session), and the jobs use no boto3 resource or S3 transfer. Importing boto3 imports s3transfer and its
+multiprocessing and concurrency modules too, and its session adds the resource and S3 handlers every client copies.
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-# boto3/botocore ship no type information and no stubs are installed: their clients are typed ``Any`` here.
-import boto3  # type: ignore[import-untyped]
+# botocore ships no type information and no stubs are installed: its clients are typed ``Any`` here.
+import botocore.session  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
@@ -21,7 +25,7 @@ from jobs.adapters.settings import AdapterSettings
 
 T = TypeVar("T")
 
-# One boto3 session per process, shared by every adapter instance: a session loads the service models on its first
+# One botocore session per process, shared by every adapter instance: a session loads the service models on its first
 # client (~0.5 s each), and sessions are not thread-safe, so clients are created from it under this lock only.
 # The clients themselves are thread-safe.
 _SESSION_LOCK = threading.Lock()
@@ -31,8 +35,8 @@ _SESSION: dict[str, Any] = {}
 def _new_client(service: str, region: str, config: Config) -> Any:
     with _SESSION_LOCK:
         if "session" not in _SESSION:
-            _SESSION["session"] = boto3.session.Session()
-        return _SESSION["session"].client(service, region_name=region, config=config)
+            _SESSION["session"] = botocore.session.get_session()
+        return _SESSION["session"].create_client(service, region_name=region, config=config)
 
 
 class AwsClients:
