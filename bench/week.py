@@ -31,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.core.resolved import view_of
 from jobs.policy_file import load_policy
+from tests.emulators.prometheus.pushgateway import start_pushgateway
 from tests.sandbox.fleet import Fleet, build_fleet
-from tests.sandbox.week import figures
+from tests.sandbox.week import dcgm, figures
 from tests.sandbox.week.model import Model
-from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
+from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model, reported_sweep
 from tests.sandbox.week.wake_policy import with_wake, without_karpenter
 from tests.sandbox.week.workload import Job, generate
 from tests.sandbox.world import DEFAULT_POLICY, World, child_env
@@ -59,12 +60,25 @@ def run_product(
     """The gpu-jobs column: a sandbox world (with the wake where validate takes it), the week, the product's report."""
     with tempfile.TemporaryDirectory(prefix="gpu-jobs-week-") as scratch:
         product_policy, wake_note = with_wake(Path(args.policy), Path(scratch))
-        with World.start(product_policy, sync=False) as world:
+        # The week's Prometheus: the workload's DCGM series at the week's times (the sandbox's own describe its story
+        # pods at the wall clock's now), scraping the Pushgateway the jobs push their gauges to.
+        gateway = start_pushgateway()
+        try:
+            prometheus = dcgm.start(dcgm.series(fleet, jobs, end), scrape=[gateway.address])
+        except BaseException:
+            gateway.stop()
+            raise
+        with World.start(product_policy, sync=False, prometheus=False) as world:
+            world.prometheus, world.pushgateway = prometheus, gateway  # stopped with the world
             product = GpuJobs(world, view_of(world.policy), step, args.every_step)
             model = new_model(fleet, view_of(world.policy), jobs, start)
+            queries = dcgm.queries_answered(prometheus.url)
             simulate(model, product, start, end, step)
+            product.sweep.queries = dcgm.queries_answered(prometheus.url) - queries
             column = figures.Column("gpu-jobs", model.figures, product.api_calls(), model.waited_min("wake"))
             report, note = figures.product_report(child_env(world), figures.iso_week(start), end)
+            product.sweep.reported = reported_sweep(child_env(world), figures.iso_week(start), end)
+    product.sweep.prometheus_s = prometheus.timings.total_s
     return product, column, report, note, wake_note
 
 
@@ -126,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         "wake": wake_note,
         "notModelled": list(unmodelled),
     }
+    sweep = product.sweep.as_json(columns["always-on"].figures, columns["gpu-jobs"].figures)
     if args.output == "json":
-        print(figures.render_json(columns, report, truth, {"run": run}))
+        print(figures.render_json(columns, report, truth, {"run": run, "sweep": sweep}))
     else:
         header = [
             f"simulated {start.isoformat()} .. {end.isoformat()} ({hours:g} h, {steps} steps of {step}), "
@@ -147,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         print(figures.render_text(columns, report, note, truth, warm_up, header))
         for reason, count in sorted(product.failed_items.items(), key=lambda kv: -kv[1])[:8]:
             print(f"failed item in {count} run(s): {reason}")
+        print(*product.sweep.lines(sweep), sep="\n")
         for error in product.errors[:5]:
             print(f"run error: {error}")
     return 0

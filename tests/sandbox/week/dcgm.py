@@ -26,6 +26,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -189,4 +190,18 @@ def start(found: Sequence[Series], scrape: Sequence[str] = (), step: timedelta =
         timings=StartupTimings(generated - began, backfilled - generated, ready - backfilled),
         workdir=workdir,
         _process=process,
+    )
+
+
+def queries_answered(url: str) -> int:
+    """How many instant queries the Prometheus at ``url`` has answered, by its own ``prometheus_http_requests_total``
+    (the real Prometheus keeps no request log of ours): the difference over the week is the sweep's queries."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return round(
+        sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query"' in line
+        )
     )
