@@ -143,6 +143,7 @@ class SweepRuns:
     marked: int = 0
     unmarked: int = 0
     acted: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # pod acted on -> its idle reason (idle, leaked-memory)
 
     #: The product's ``gpu-jobs report`` for the week: its ``sweep`` section (None: no report read).
     reported: dict[str, Any] | None = None
@@ -162,6 +163,7 @@ class SweepRuns:
             "marked": self.marked,
             "unmarked": self.unmarked,
             "deleted": sorted(self.acted),
+            "idleReasons": dict(sorted(self.reasons.items())),
             "idlePodGpuHours": {
                 "always-on": round(always_on.busy - always_on.work, 2),
                 "gpu-jobs": round(product.busy - product.work, 2),
@@ -176,6 +178,7 @@ class SweepRuns:
         calls = ", ".join(f"{k} {v}" for k, v in sorted(doc["apiCalls"].items())) or "none"
         held = doc["idlePodGpuHours"]
         reported = doc["report"]
+        deleted = ", ".join(f"{name}: {doc['idleReasons'].get(name)}" for name in doc["deleted"])
         said = (
             f"{reported.get('podsActedOn')} pods acted on, at least {reported.get('idleGpuHoursReclaimed')} idle"
             " GPU-hours ended"
@@ -187,7 +190,7 @@ class SweepRuns:
             f"sweep (sweep --part pods per cluster every 15 min, live): {doc['runs']} runs, {doc['runsSkipped']}"
             f" skipped with no Running GPU pod in the cluster; {doc['failedItems']} failed items,"
             f" {doc['failedToRun']} failed to run; {doc['runSeconds']:.0f} s; API calls: {calls}",
-            f"  marked {doc['marked']}, deleted {len(doc['deleted'])} ({', '.join(doc['deleted']) or 'none'}),"
+            f"  marked {doc['marked']}, deleted {len(doc['deleted'])} ({deleted or 'none'}),"
             f" busy again {doc['unmarked']}; DCGM series written and Prometheus ready in {doc['prometheusSeconds']:.0f} s",
             f"  GPU-hours held by the idle and leaked pods: always-on {held['always-on']}, gpu-jobs {held['gpu-jobs']}"
             " (simulator)",
@@ -370,6 +373,7 @@ class GpuJobs:
         elif state == "acted":
             name = str(item.get("pod"))
             self.sweep.acted.append(name)
+            self.sweep.reasons[name] = str(item.get("idleReason"))
             pod = model.pods.get(name)
             if item.get("namespace") == NAMESPACE and pod is not None and pod.state == "running":
                 model.finish(pod)  # deleted: a bare pod is gone for good
