@@ -63,14 +63,16 @@ def run_product(
         # The week's Prometheus: the workload's DCGM series at the week's times (the sandbox's own describe its story
         # pods at the wall clock's now), scraping the Pushgateway the jobs push their gauges to.
         gateway = start_pushgateway()
+        series = dcgm.series(fleet, jobs, end)
         try:
-            prometheus = dcgm.start(dcgm.series(fleet, jobs, end), scrape=[gateway.address])
+            prometheus = dcgm.start(series, scrape=[gateway.address])
         except BaseException:
             gateway.stop()
             raise
         with World.start(product_policy, sync=False, prometheus=False) as world:
             world.prometheus, world.pushgateway = prometheus, gateway  # stopped with the world
             product = GpuJobs(world, view_of(world.policy), step, args.every_step)
+            product.series = {s.workload.pod: (s.since, s.until) for s in series}
             model = new_model(fleet, view_of(world.policy), jobs, start)
             queries = dcgm.queries_answered(prometheus.url)
             simulate(model, product, start, end, step)
@@ -92,7 +94,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--from-hour", type=float, default=0.0, help="start this many hours after Monday 00:00")
     parser.add_argument("--step-minutes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=26)
-    parser.add_argument("--every-step", action="store_true", help="run every cluster's job at every step")
+    parser.add_argument(
+        "--every-step", action="store_true", help="run every cluster's job at every step (its sweep at every tick)"
+    )
     parser.add_argument("--output", choices=("text", "json"), default="text")
     return parser.parse_args(argv)
 

@@ -212,10 +212,12 @@ def reported_sweep(env: Mapping[str, str], week: str, at: datetime) -> dict[str,
 
 @dataclass
 class GpuJobs:
-    """The real ``nodegroups`` job per cluster against ``world``. ``every_step``: every cluster's job at every step,
-    as the CronJobs run; otherwise a cluster's job is skipped at a step where none of its inputs moved (no schedule
-    change of its groups since the step before, every group's size as its schedule wants, no pod of the cluster
-    started, ended or moved): a level-triggered job plans nothing there, and a skipped run is counted as such."""
+    """The real ``nodegroups`` job per cluster against ``world``, and its ``sweep --part pods`` every 15 minutes.
+    ``every_step``: every cluster's nodegroups job at every step and its sweep at every tick, as the CronJobs run.
+    Otherwise a cluster's nodegroups job is skipped at a step where none of its inputs moved (no schedule change of
+    its groups since the step before, every group's size as its schedule wants, no pod of the cluster started, ended
+    or moved): a level-triggered job plans nothing there; and its sweep where it could find nothing idle
+    (:meth:`_sweep_due`). A skipped run is counted as such."""
 
     world: World
     view: ResolvedPolicy
@@ -230,6 +232,8 @@ class GpuJobs:
     run_seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
     sweep: SweepRuns = field(default_factory=SweepRuns)
+    #: Each week pod's DCGM series, (since, until] (:func:`tests.sandbox.week.dcgm.series`): where the sweep can skip.
+    series: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
     _pods: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # pod -> (cluster, node or None)
     _nodes: dict[str, set[str]] = field(default_factory=dict)  # group -> its Node objects in its cluster
     _changed: set[str] = field(default_factory=set)  # clusters whose pods or nodes moved since their last run
@@ -240,9 +244,10 @@ class GpuJobs:
         for kube in world.kubes.values():
             kube.cluster.pod_stop_s = 0.0  # an evicted pod's container exits at once: no real 30 s grace
             kube.create(seed.namespace(NAMESPACE, {"team": NAMESPACE}))
-        # A clean slate on the GPU groups: the sandbox's own story pods go, the week's pods are the workload (the
-        # unmanaged groups' too: they have no DCGM series in the week, and a cluster whose running GPU pods have none
-        # is one the sweep refuses to judge).
+        # A clean slate on the GPU groups: the sandbox's own story pods go with their Deployments, ReplicaSets and
+        # StatefulSets (whose controllers would start them again on any node with free GPUs, the week's included),
+        # and the week's pods are the workload. The unmanaged groups' too: they have no DCGM series in the week, and
+        # a cluster whose running GPU pods have none is one the sweep refuses to judge.
         for g in world.fleet.groups:
             if not g.hardware.gpus:
                 continue
@@ -250,10 +255,13 @@ class GpuJobs:
             names = {n["metadata"]["name"] for n in world.nodes_of(g)}
             if g in managed(world.fleet):
                 self._nodes[g.name] = names
-            for pod in kube.list("Pod"):
-                if pod["spec"].get("nodeName") in names:
-                    with contextlib.suppress(Exception):
-                        kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+            pods = [p for p in kube.list("Pod") if p["spec"].get("nodeName") in names]
+            for kind, name, namespace in sorted({o for p in pods for o in _controllers(kube, p)}):
+                with contextlib.suppress(Exception):
+                    kube.cluster.delete(kind, name, namespace)
+            for pod in pods:
+                with contextlib.suppress(Exception):
+                    kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
         self._changed = {c.name for c in world.policy.fleet}
         self._calls0 = self._calls()
 
@@ -318,15 +326,14 @@ class GpuJobs:
     # --- the sweep ---------------------------------------------------------------------------------------------
 
     def _sweep(self, model: Model, at: datetime) -> None:
-        """The sweep-pods CronJob of every cluster, at each of its ticks in ``(at - step, at]``. A cluster with no
-        Running GPU pod is skipped (the run would judge nothing); a pod it deleted is done in the model."""
+        """The sweep-pods CronJob of every cluster, at each of its ticks in ``(at - step, at]``, where it could find
+        something idle (:meth:`_sweep_due`; ``every_step``: at every tick); a pod it deleted is done in the model."""
         ticks = sweep_ticks(at - self.step, at)
         if not ticks:
             return
         tick = ticks[-1]  # two ticks in one step (a step over 15 min): the CronJob's late run catches up once
-        running = {c for c, k in self.world.kubes.items() if any(_running_gpu(p) for p in k.list("Pod"))}
         clusters = [c.name for c in self.world.policy.fleet]
-        due = [c for c in clusters if c in running]
+        due = [c for c in clusters if self._sweep_due(c, tick, model)]
         self.sweep.skipped += len(clusters) - len(due)
         if not due:
             return
@@ -342,6 +349,27 @@ class GpuJobs:
                 self.errors.append(f"{tick.isoformat()} sweep {cluster}: exit {code}: {stderr.strip()[-300:]}")
             for item in _items(stdout):
                 self._note_sweep_item(model, cluster, item)
+
+    def _sweep_due(self, cluster: str, tick: datetime, model: Model) -> bool:
+        """Whether the cluster's sweep at ``tick`` could find anything idle. Not when every Running GPU pod there is
+        younger than the window (never judged) or a busy pod of the week whose series cover the whole window (judged
+        busy: the series are the truth, written from the pods' profiles): that run marks, deletes and refuses
+        nothing, as a nodegroups run with no input moved plans nothing; it is counted as skipped."""
+        idle = self.world.policy.sweep.idle_pods if self.world.policy.sweep is not None else None
+        if self.every_step or idle is None:
+            return idle is not None
+        for pod in self.world.kubes[cluster].list("Pod"):
+            if not _running_gpu(pod):
+                continue
+            started = pod.get("status", {}).get("startTime")
+            if started and datetime.fromisoformat(started) > tick - idle.window_td:
+                continue  # young: too little data, never judged
+            name, known = pod["metadata"]["name"], model.pods.get(pod["metadata"]["name"])
+            since, until = self.series.get(name, (tick, tick))
+            busy = known is not None and known.job.profile == "busy" and pod["metadata"]["namespace"] == NAMESPACE
+            if not (busy and since <= tick - idle.window_td and until >= tick):
+                return True
+        return False
 
     def _kube_calls(self) -> int:
         return sum(len(log.all()) for name, log in self.world.logs().items() if name.startswith("kube:"))
@@ -450,6 +478,19 @@ def sweep_ticks(after: datetime, until: datetime) -> list[datetime]:
     every = SWEEP_EVERY // timedelta(seconds=1)
     first = (int(after.timestamp()) // every + 1) * every
     return [datetime.fromtimestamp(t, after.tzinfo) for t in range(first, int(until.timestamp()) + 1, every)]
+
+
+def _controllers(kube: Any, pod: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """(kind, name, namespace) of the pod's controllers: its StatefulSet, or its ReplicaSet and that one's
+    Deployment."""
+    namespace = pod["metadata"]["namespace"]
+    found: set[tuple[str, str, str]] = set()
+    for ref in pod["metadata"].get("ownerReferences") or ():
+        found.add((ref["kind"], ref["name"], namespace))
+        owner = kube.get(ref["kind"], ref["name"], namespace) if ref["kind"] == "ReplicaSet" else None
+        for up in (owner or {}).get("metadata", {}).get("ownerReferences") or ():
+            found.add((up["kind"], up["name"], namespace))
+    return found
 
 
 def _running_gpu(pod: dict[str, Any]) -> bool:
