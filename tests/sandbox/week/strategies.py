@@ -129,8 +129,9 @@ class Naive:
 
 @dataclass
 class SweepRuns:
-    """What the week's sweep runs did: runs made and skipped (no Running GPU pod in the cluster), their wall time,
-    the kube API calls made while they ran, pods marked, unmarked (busy again) and acted on (deleted), by name."""
+    """What the week's sweep runs did: runs made and skipped (where they could find nothing idle), their wall time,
+    the kube API calls made while they ran and the Prometheus queries, pods marked, unmarked (busy again) and acted
+    on (deleted), by name and reason."""
 
     runs: int = 0
     skipped: int = 0
@@ -188,7 +189,7 @@ class SweepRuns:
         return [
             "",
             f"sweep (sweep --part pods per cluster every 15 min, live): {doc['runs']} runs, {doc['runsSkipped']}"
-            f" skipped with no Running GPU pod in the cluster; {doc['failedItems']} failed items,"
+            f" skipped where it could find nothing idle; {doc['failedItems']} failed items,"
             f" {doc['failedToRun']} failed to run; {doc['runSeconds']:.0f} s; API calls: {calls}",
             f"  marked {doc['marked']}, deleted {len(doc['deleted'])} ({deleted or 'none'}),"
             f" busy again {doc['unmarked']}; DCGM series written and Prometheus ready in {doc['prometheusSeconds']:.0f} s",
