@@ -31,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.core.resolved import view_of
 from jobs.policy_file import load_policy
+from tests.emulators.prometheus.pushgateway import start_pushgateway
 from tests.sandbox.fleet import Fleet, build_fleet
-from tests.sandbox.week import figures
+from tests.sandbox.week import dcgm, figures
 from tests.sandbox.week.model import Model
 from tests.sandbox.week.policy import for_the_week, without_karpenter
 from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
@@ -78,13 +79,28 @@ def run_product(
     """The gpu-jobs column: a sandbox world on the week's policy, the week, the product's report."""
     with tempfile.TemporaryDirectory(prefix="gpu-jobs-week-") as scratch:
         product_policy, policy_note = for_the_week(Path(args.policy), Path(scratch), overnight=args.overnight)
-        with World.start(product_policy, sync=False) as world:
+        # The week's Prometheus: the workload's DCGM series at the week's times (the sandbox's own describe its story
+        # pods at the wall clock's now), scraping the Pushgateway the jobs push their gauges to.
+        gateway = start_pushgateway()
+        series = dcgm.series(fleet, jobs, end)
+        try:
+            prometheus = dcgm.start(series, scrape=[gateway.address])
+        except BaseException:
+            gateway.stop()
+            raise
+        with World.start(product_policy, sync=False, prometheus=False) as world:
+            world.prometheus, world.pushgateway = prometheus, gateway  # stopped with the world
             week_only(world)
             product = GpuJobs(world, view_of(world.policy), step, args.every_step)
+            product.series = {s.workload.pod: (s.since, s.until) for s in series}
             model = new_model(fleet, view_of(world.policy), jobs, start)
+            queries = dcgm.queries_answered(prometheus.url)
             simulate(model, product, start, end, step)
+            product.sweep.queries = dcgm.queries_answered(prometheus.url) - queries
             column = figures.Column("gpu-jobs", model.figures, product.api_calls(), model.waited_min("wake"))
             report = figures.product_report(child_env(world), figures.iso_week(start), end)
+            product.sweep.reported = {"podsActedOn": report.pods, "idleGpuHoursReclaimed": report.idle_gpu_hours}
+    product.sweep.prometheus_s = prometheus.timings.total_s
     return product, column, report, policy_note
 
 
@@ -98,7 +114,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--from-hour", type=float, default=0.0, help="start this many hours after Monday 00:00")
     parser.add_argument("--step-minutes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=26)
-    parser.add_argument("--every-step", action="store_true", help="run every cluster's job at every step")
+    parser.add_argument(
+        "--every-step", action="store_true", help="run every cluster's job at every step (its sweep at every tick)"
+    )
     parser.add_argument("--output", choices=("text", "json"), default="text")
     parser.add_argument(
         "--shipped-max-delay",
@@ -152,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         "policy": policy_note,
         "notModelled": list(unmodelled),
     }
+    sweep = product.sweep.as_json(columns["always-on"].figures, columns["gpu-jobs"].figures)
     if args.output == "json":
-        print(figures.render_json(columns, report, truth, {"run": run}))
+        print(figures.render_json(columns, report, truth, {"run": run, "sweep": sweep}))
     else:
         header = [
             f"simulated {start.isoformat()} .. {end.isoformat()} ({hours:g} h, {steps} steps of {step}), "
@@ -173,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         print(figures.render_text(columns, report, truth, warm_up, header))
         for reason, count in sorted(product.failed_items.items(), key=lambda kv: -kv[1])[:8]:
             print(f"failed item in {count} run(s): {reason}")
+        print(*product.sweep.lines(sweep), sep="\n")
         for error in product.errors[:5]:
             print(f"run error: {error}")
     return 0

@@ -47,6 +47,35 @@ def test_a_slice_of_the_week_accounts_for_every_strategy() -> None:
     assert doc["run"]["jobRuns"] > 0
 
 
+def test_the_sweep_deletes_the_pod_that_does_nothing_and_the_report_counts_it() -> None:
+    """Tuesday 10:00 to 13:00: the pod that does nothing starts at 10:00 on notebooks-t4 (its DCGM series at ~1 %);
+    the sweep's window is 2 h and its grace 30 min, so the 12:00 run marks it and the 12:30 run deletes it. It is done
+    in the model (not an interruption, not resubmitted), and the product's report counts it."""
+    command = [".venv/bin/python", "bench/week.py", "--from-hour", "34", "--hours", "3", "--output", "json"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    sweep = doc["sweep"]
+    assert sweep["deleted"] == ["does-nothing"]
+    assert sweep["idleReasons"] == {"does-nothing": "idle"}
+    assert sweep["marked"] == 1
+    assert sweep["runs"] > 0
+    assert sweep["failedItems"] == sweep["failedToRun"] == 0
+    assert sweep["apiCalls"]["kube"] > 0
+    assert sweep["apiCalls"]["prometheus"] >= sweep["runs"]  # a few instant queries per run, never one per pod
+    # Deleted at 12:30 (2 h idle, then 30 min of grace): it held its GPU 2.5 h under gpu-jobs, 3 h under always-on.
+    held = sweep["idlePodGpuHours"]
+    assert held["gpu-jobs"] == pytest.approx(2.5, abs=0.2)
+    assert held["always-on"] == pytest.approx(3.0)
+    product = doc["strategies"]["gpu-jobs"]
+    assert product["interruptedBusyPods"] == 0
+    assert "does-nothing" not in product["interruptedPods"]
+    assert product["workGpuHours"] == doc["strategies"]["always-on"]["workGpuHours"]  # no busy pod was swept
+    # The product's own report, read from the history the sweep wrote in the cluster.
+    assert sweep["report"]["podsActedOn"] == 1
+    assert sweep["report"]["idleGpuHoursReclaimed"] == pytest.approx(2.5)  # at least window + grace, 1 GPU
+
+
 def test_make_bench_week_runs_the_whole_week() -> None:
     assert shell_block(PAGE, "## Run it").strip() == "make bench-week"
     planned = subprocess.run(

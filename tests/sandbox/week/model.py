@@ -123,6 +123,10 @@ class Model:
         pod.done = timedelta(0) if keep is None else keep * math.floor(pod.done / keep)
         pod.state, pod.node, pod.started = "pending", None, None
 
+    def finish(self, pod: Pod) -> None:
+        """A pod ended for good from outside (the sweep deleted it): done, never resubmitted, no interruption."""
+        pod.state, pod.node = "done", None
+
     def resize(self, group: str, base: int, at: datetime) -> None:
         """The group's base size (what the cloud runs for it, without the autoscaler's own nodes) is ``base``."""
         g = self.groups[group]

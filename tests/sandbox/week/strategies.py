@@ -7,7 +7,10 @@
 - :class:`GpuJobs`: the product: ``gpu-jobs nodegroups --cluster C --at T`` per cluster, as each cluster's CronJob
   runs it (every 10 minutes), against the sandbox's emulated clusters and clouds (:class:`tests.sandbox.world.World`);
   the model's pods and ready nodes are mirrored into each cluster's API (what the job sees), the groups' sizes read
-  back from the emulated clouds (what the job did), and a pod the job evicted is an interruption.
+  back from the emulated clouds (what the job did), and a pod the job evicted is an interruption. And
+  ``gpu-jobs sweep --part pods --cluster C --at T`` per cluster every 15 minutes (its CronJob's schedule), live, over
+  the week's DCGM series (:mod:`tests.sandbox.week.dcgm`): a pod it deleted is done (not an interruption, not
+  resubmitted).
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ from jobs.core.resolved import ResolvedPolicy, view_of
 from tests import forkserver
 from tests.emulators.kube import seed
 from tests.sandbox.fleet import Fleet, Group
-from tests.sandbox.week.model import SLOW_BOOT, GroupModel, Model
+from tests.sandbox.week.model import SLOW_BOOT, Figures, GroupModel, Model
 from tests.sandbox.week.workload import NAMESPACE, Job
 from tests.sandbox.world import GROUP_LABEL, World, _label_value, _node, _node_name, child_env
 
 GPU_JOBS = (sys.executable, "-m", "jobs")
+#: The sweep-pods CronJob's schedule (kustomize/base/cronjob-sweep-pods.yaml: ``*/15 * * * *``, UTC): its grace period
+#: of 30m is honoured to within one run.
+SWEEP_EVERY = timedelta(minutes=15)
 #: The writes a scale-down or a scale-up costs per group kind (the naive script's calls): GKE turns its pool
 #: autoscaler off (or on) besides the resize; the others take one update.
 NAIVE_WRITES = {"eks": 1, "asg": 1, "gke": 2, "aks": 1}
@@ -121,11 +127,85 @@ class Naive:
 
 
 @dataclass
+class SweepRuns:
+    """What the week's sweep runs did: runs made and skipped (where they could find nothing idle), their wall time,
+    the kube API calls made while they ran and the Prometheus queries, pods marked, unmarked (busy again) and acted
+    on (deleted), by name and reason."""
+
+    runs: int = 0
+    skipped: int = 0
+    failed_runs: int = 0  # no report (exit 2 or 3, a crash)
+    failed_items: int = 0
+    seconds: float = 0.0
+    kube_calls: int = 0
+    #: Instant queries the week's Prometheus answered (its own ``prometheus_http_requests_total``): the sweep's.
+    queries: int = 0
+    marked: int = 0
+    unmarked: int = 0
+    acted: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # pod acted on -> its idle reason (idle, leaked-memory)
+
+    #: The product's ``gpu-jobs report`` for the week: its ``sweep`` section (None: no report read).
+    reported: dict[str, Any] | None = None
+    #: Seconds to write the week's DCGM series and start Prometheus over them.
+    prometheus_s: float = 0.0
+
+    def as_json(self, always_on: Figures, product: Figures) -> dict[str, Any]:
+        """The runs, and the GPU-hours the idle and leaked pods held (the simulator's truth: busy minus work) under
+        always-on and gpu-jobs beside what the product's report says it reclaimed."""
+        return {
+            "runs": self.runs,
+            "runsSkipped": self.skipped,
+            "failedToRun": self.failed_runs,
+            "failedItems": self.failed_items,
+            "runSeconds": round(self.seconds, 1),
+            "apiCalls": {"kube": self.kube_calls, "prometheus": self.queries},
+            "marked": self.marked,
+            "unmarked": self.unmarked,
+            "deleted": sorted(self.acted),
+            "idleReasons": dict(sorted(self.reasons.items())),
+            "idlePodGpuHours": {
+                "always-on": round(always_on.busy - always_on.work, 2),
+                "gpu-jobs": round(product.busy - product.work, 2),
+            },
+            "report": self.reported,
+            "prometheusSeconds": round(self.prometheus_s, 1),
+        }
+
+    @staticmethod
+    def lines(doc: dict[str, Any]) -> list[str]:
+        """The text lines of :meth:`as_json`."""
+        calls = ", ".join(f"{k} {v}" for k, v in sorted(doc["apiCalls"].items())) or "none"
+        held = doc["idlePodGpuHours"]
+        reported = doc["report"]
+        deleted = ", ".join(f"{name}: {doc['idleReasons'].get(name)}" for name in doc["deleted"])
+        said = (
+            f"{reported.get('podsActedOn')} pods acted on, at least {reported.get('idleGpuHoursReclaimed')} idle"
+            " GPU-hours ended"
+            if reported
+            else "n/a (no report read)"
+        )
+        return [
+            "",
+            f"sweep (sweep --part pods per cluster every 15 min, live): {doc['runs']} runs, {doc['runsSkipped']}"
+            f" skipped where it could find nothing idle; {doc['failedItems']} failed items,"
+            f" {doc['failedToRun']} failed to run; {doc['runSeconds']:.0f} s; API calls: {calls}",
+            f"  marked {doc['marked']}, deleted {len(doc['deleted'])} ({deleted or 'none'}),"
+            f" busy again {doc['unmarked']}; DCGM series written and Prometheus ready in {doc['prometheusSeconds']:.0f} s",
+            f"  GPU-hours held by the idle and leaked pods: always-on {held['always-on']}, gpu-jobs {held['gpu-jobs']}"
+            " (simulator)",
+            f"  gpu-jobs report, sweep: {said}",
+        ]
+
+
+@dataclass
 class GpuJobs:
-    """The real ``nodegroups`` job per cluster against ``world``. ``every_step``: every cluster's job at every step,
-    as the CronJobs run; otherwise a cluster's job is skipped at a step where none of its inputs moved (no schedule
-    change of its groups since the step before, every group's size as its schedule wants, no pod of the cluster
-    started, ended or moved): a level-triggered job plans nothing there, and a skipped run is counted as such."""
+    """The real ``nodegroups`` job per cluster against ``world``, and its ``sweep --part pods`` every 15 minutes.
+    ``every_step``: every cluster's nodegroups job at every step and its sweep at every tick, as the CronJobs run.
+    Otherwise a cluster's nodegroups job is skipped at a step where none of its inputs moved (no schedule change of
+    its groups since the step before, every group's size as its schedule wants, no pod of the cluster started, ended
+    or moved): a level-triggered job plans nothing there; and its sweep where it could find nothing idle
+    (:meth:`_sweep_due`). A skipped run is counted as such."""
 
     world: World
     view: ResolvedPolicy
@@ -139,6 +219,9 @@ class GpuJobs:
     failed_items: dict[str, int] = field(default_factory=dict)  # "group: reason" -> how many runs said it
     run_seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    sweep: SweepRuns = field(default_factory=SweepRuns)
+    #: Each week pod's DCGM series, (since, until] (:func:`tests.sandbox.week.dcgm.series`): where the sweep can skip.
+    series: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
     _pods: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # pod -> (cluster, node or None)
     _nodes: dict[str, set[str]] = field(default_factory=dict)  # group -> its Node objects in its cluster
     _changed: set[str] = field(default_factory=set)  # clusters whose pods or nodes moved since their last run
@@ -149,15 +232,24 @@ class GpuJobs:
         for kube in world.kubes.values():
             kube.cluster.pod_stop_s = 0.0  # an evicted pod's container exits at once: no real 30 s grace
             kube.create(seed.namespace(NAMESPACE, {"team": NAMESPACE}))
-        # A clean slate on the managed groups: the sandbox's own story pods go, the week's pods are the workload.
-        for g in managed(world.fleet):
+        # A clean slate on the GPU groups: the sandbox's own story pods go with their Deployments, ReplicaSets and
+        # StatefulSets (whose controllers would start them again on any node with free GPUs, the week's included),
+        # and the week's pods are the workload. The unmanaged groups' too: they have no DCGM series in the week, and
+        # a cluster whose running GPU pods have none is one the sweep refuses to judge.
+        for g in world.fleet.groups:
+            if not g.hardware.gpus:
+                continue
             kube = world.kubes[g.cluster]
             names = {n["metadata"]["name"] for n in world.nodes_of(g)}
-            self._nodes[g.name] = names
-            for pod in kube.list("Pod"):
-                if pod["spec"].get("nodeName") in names:
-                    with contextlib.suppress(Exception):
-                        kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+            if g in managed(world.fleet):
+                self._nodes[g.name] = names
+            pods = [p for p in kube.list("Pod") if p["spec"].get("nodeName") in names]
+            for kind, name, namespace in sorted({o for p in pods for o in _controllers(kube, p)}):
+                with contextlib.suppress(Exception):
+                    kube.cluster.delete(kind, name, namespace)
+            for pod in pods:
+                with contextlib.suppress(Exception):
+                    kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
         self._changed = {c.name for c in world.policy.fleet}
         self._calls0 = self._calls()
 
@@ -207,6 +299,7 @@ class GpuJobs:
                     self.failed_runs += 1
                     self.errors.append(f"{at.isoformat()} {cluster}: exit {code}: {stderr.strip()[-300:]}")
         self.run_seconds += time.perf_counter() - began
+        self._sweep(model, at)
         # Pods the job evicted (a drain) are gone from their cluster: interrupted by the product.
         present = {(c, p["metadata"]["name"]) for c, k in self.world.kubes.items() for p in k.list("Pod", NAMESPACE)}
         for name, (cluster, node) in list(self._pods.items()):
@@ -217,6 +310,91 @@ class GpuJobs:
                 del self._pods[name]
         for g in managed(self.world.fleet):
             model.resize(g.name, self.world.live_nodes(g), at)
+
+    # --- the sweep ---------------------------------------------------------------------------------------------
+
+    def _sweep(self, model: Model, at: datetime) -> None:
+        """The sweep-pods CronJob of every cluster, at each of its ticks in ``(at - step, at]``, where it could find
+        something idle (:meth:`_sweep_due`; ``every_step``: at every tick); a pod it deleted is done in the model."""
+        ticks = sweep_ticks(at - self.step, at)
+        if not ticks:
+            return
+        tick = ticks[-1]  # two ticks in one step (a step over 15 min): the CronJob's late run catches up once
+        clusters = [c.name for c in self.world.policy.fleet]
+        due = [c for c in clusters if self._sweep_due(c, tick, model)]
+        self.sweep.skipped += len(clusters) - len(due)
+        if not due:
+            return
+        calls, began = self._kube_calls(), time.perf_counter()
+        with ThreadPoolExecutor(max_workers=len(due)) as pool:
+            done = list(pool.map(lambda c: self._run_sweep(c, tick), due))
+        self.sweep.seconds += time.perf_counter() - began
+        self.sweep.kube_calls += self._kube_calls() - calls  # the pods part calls no cloud
+        for cluster, code, stdout, stderr in done:
+            self.sweep.runs += 1
+            if code not in (0, 1):
+                self.sweep.failed_runs += 1
+                self.errors.append(f"{tick.isoformat()} sweep {cluster}: exit {code}: {stderr.strip()[-300:]}")
+            for item in _items(stdout):
+                self._note_sweep_item(model, cluster, item)
+
+    def _sweep_due(self, cluster: str, tick: datetime, model: Model) -> bool:
+        """Whether the cluster's sweep at ``tick`` could find anything idle. Not when every Running GPU pod there is
+        younger than the window (never judged) or a busy pod of the week whose series cover the whole window (judged
+        busy: the series are the truth, written from the pods' profiles): that run marks, deletes and refuses
+        nothing, as a nodegroups run with no input moved plans nothing; it is counted as skipped."""
+        idle = self.world.policy.sweep.idle_pods if self.world.policy.sweep is not None else None
+        if self.every_step or idle is None:
+            return idle is not None
+        for pod in self.world.kubes[cluster].list("Pod"):
+            if not _running_gpu(pod):
+                continue
+            started = pod.get("status", {}).get("startTime")
+            if started and datetime.fromisoformat(started) > tick - idle.window_td:
+                continue  # young: too little data, never judged
+            name, known = pod["metadata"]["name"], model.pods.get(pod["metadata"]["name"])
+            since, until = self.series.get(name, (tick, tick))
+            busy = known is not None and known.job.profile == "busy" and pod["metadata"]["namespace"] == NAMESPACE
+            if not (busy and since <= tick - idle.window_td and until >= tick):
+                return True
+        return False
+
+    def _kube_calls(self) -> int:
+        return sum(len(log.all()) for name, log in self.world.logs().items() if name.startswith("kube:"))
+
+    def _run_sweep(self, cluster: str, at: datetime) -> tuple[str, int, str, str]:
+        # Live, as kustomize/components/sweep-live turns the shipped dry-run CronJob (GPU_JOBS_DRY_RUN=false).
+        env = {
+            **child_env(self.world),
+            "KUBECONFIG": str(self.world.kubeconfig_for(cluster)),
+            "GPU_JOBS_DRY_RUN": "false",
+        }
+        argv = [*GPU_JOBS, "sweep", "--part", "pods", "--cluster", cluster, "--at", at.isoformat(), "--output", "json"]
+        done = forkserver.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+        return cluster, done.returncode, done.stdout, done.stderr
+
+    def _note_sweep_item(self, model: Model, cluster: str, item: dict[str, Any]) -> None:
+        # One envelope item: kind, name, status, reason and the pod's detail (state, action, namespace, pod...).
+        if item.get("status") == "failed":
+            key = f"sweep {item.get('name')}: {str(item.get('reason', '')).split(':')[0][:120]}"
+            self.failed_items[key] = self.failed_items.get(key, 0) + 1
+            self.sweep.failed_items += 1
+        if item.get("kind") != "pod" or item.get("status") != "applied":
+            return
+        state = item.get("state")
+        if state == "marked":
+            self.sweep.marked += 1
+        elif state == "unmarked":
+            self.sweep.unmarked += 1
+        elif state == "acted":
+            name = str(item.get("pod"))
+            self.sweep.acted.append(name)
+            self.sweep.reasons[name] = str(item.get("idleReason"))
+            pod = model.pods.get(name)
+            if item.get("namespace") == NAMESPACE and pod is not None and pod.state == "running":
+                model.finish(pod)  # deleted: a bare pod is gone for good
+                self._pods.pop(name, None)
+                self._changed.add(cluster)
 
     def _note_failed(self, stdout: str) -> None:
         try:
@@ -281,6 +459,45 @@ class GpuJobs:
             kube.create(manifest)
             self._pods[pod.name] = (cluster, want)
             self._changed.add(cluster)
+
+
+def sweep_ticks(after: datetime, until: datetime) -> list[datetime]:
+    """The sweep CronJob's instants in ``(after, until]``: every quarter-hour, UTC."""
+    every = SWEEP_EVERY // timedelta(seconds=1)
+    first = (int(after.timestamp()) // every + 1) * every
+    return [datetime.fromtimestamp(t, after.tzinfo) for t in range(first, int(until.timestamp()) + 1, every)]
+
+
+def _controllers(kube: Any, pod: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """(kind, name, namespace) of the pod's controllers: its StatefulSet, or its ReplicaSet and that one's
+    Deployment."""
+    namespace = pod["metadata"]["namespace"]
+    found: set[tuple[str, str, str]] = set()
+    for ref in pod["metadata"].get("ownerReferences") or ():
+        found.add((ref["kind"], ref["name"], namespace))
+        owner = kube.get(ref["kind"], ref["name"], namespace) if ref["kind"] == "ReplicaSet" else None
+        for up in (owner or {}).get("metadata", {}).get("ownerReferences") or ():
+            found.add((up["kind"], up["name"], namespace))
+    return found
+
+
+def _running_gpu(pod: dict[str, Any]) -> bool:
+    if pod.get("status", {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+        return False
+    limits = [c.get("resources", {}).get("limits", {}) for c in pod["spec"].get("containers", [])]
+    return any(k.endswith("gpu") or k.startswith("nvidia.com/") for lim in limits for k in lim)
+
+
+def _items(stdout: str) -> list[dict[str, Any]]:
+    """The items of a run's JSON report (the last line holding one), or none."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            return [i for i in doc.get("items", []) if isinstance(i, dict)]
+    return []
 
 
 def gpu_jobs_strategy(world: World, step: timedelta, every_step: bool) -> GpuJobs:
