@@ -307,6 +307,15 @@ class Interval:
         return max(timedelta(0), min(self.end, end) - max(self.start, start))
 
 
+def _size(down: Entry, up: Entry | None, known: Entry | None) -> tuple[int | None, int | None]:
+    """(nodes, GPUs) a night took away: the shutdown's own, else the restore's, else the last size any entry of the
+    group knew (a GKE pool under its autoscaler, down at the window's end, may have recorded none)."""
+    for e in (down, up, known):
+        if e is not None and e.nodes is not None:
+            return e.nodes, e.gpus
+    return None, None
+
+
 @dataclass(frozen=True)
 class GroupTimes:
     """A group's measured intervals: nodes gone (with the GPUs that would have run), kept up for busy work, by a
@@ -330,6 +339,7 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
         busy: list[Interval] = []
         wake: list[Interval] = []
         down: Entry | None = None
+        known: Entry | None = None  # the last entry that knew the group's size: the size a down that did not know
         gone_at: datetime | None = None
         busy_at: datetime | None = None
         wake_at: datetime | None = None
@@ -345,8 +355,7 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
                 gone_at = e.at
             elif e.kind in ("up", "wake"):
                 if gone_at is not None and down is not None:
-                    nodes = down.nodes if down.nodes is not None else e.nodes
-                    gpus = down.gpus if down.gpus is not None else e.gpus
+                    nodes, gpus = _size(down, e, known)
                     gone.append((Interval(gone_at, e.at), nodes, gpus))
                 down, gone_at = None, None
                 if e.kind == "wake" and wake_at is None:
@@ -359,8 +368,10 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
                 if wake_at is not None:
                     wake.append(Interval(wake_at, e.at))
                 busy_at = wake_at = None
+            if e.nodes is not None and e.kind in ("down", "up"):
+                known = e
         if gone_at is not None and down is not None:
-            gone.append((Interval(gone_at, until), down.nodes, down.gpus))
+            gone.append((Interval(gone_at, until), *_size(down, None, known)))
         if busy_at is not None:
             busy.append(Interval(busy_at, until))
         if wake_at is not None:

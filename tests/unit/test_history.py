@@ -201,6 +201,20 @@ def test_a_week_clips_a_weekend_and_a_dst_week_has_167_hours() -> None:
     assert (end - start, group.gone_hours, group.avoided_gpu_hours) == (timedelta(days=7), 167.0, 167.0 * 8)
 
 
+def test_a_night_still_open_whose_shutdown_knew_no_size_takes_the_last_size_restored() -> None:
+    # Down on Friday without a size (a GKE pool reads none before it goes down), still down when the window ends: the size Friday's morning
+    # brought back is what the weekend took away, not an unknown that hides the whole group's figure.
+    entries = [
+        entry("2026-12-04T07:30:00+01:00", "up", nodes=2, gpus=16, gpus_per_node=8),
+        entry("2026-12-04T20:00:00+01:00", "down"),
+        entry("2026-12-04T20:10:00+01:00", "gone"),
+    ]
+    start, end = week_window("2026-W49", "Europe/Berlin")
+    (group,) = measure(entries, start, end).groups
+    hours = (end - datetime.fromisoformat("2026-12-04T20:10:00+01:00")) / timedelta(hours=1)
+    assert (group.gone_hours, group.avoided_gpu_hours) == (hours, hours * 16)
+
+
 def test_a_group_still_down_counts_until_the_window_ends_and_unknown_gpus_are_not_zero() -> None:
     entries = [entry("2026-12-04T20:00:00+01:00", "down", nodes=2), entry("2026-12-04T20:10:00+01:00", "gone")]
     end = datetime.fromisoformat("2026-12-05T08:10:00+01:00")
