@@ -47,8 +47,12 @@ lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check jobs
 
+# Under CI (CI=true: .ci/run, GitHub Actions) mypy runs once on a fresh clone: no cache to reuse, and writing one for
+# the ~3,000 modules it reads costs ~4 s of a 20 s run (/dev/null: mypy writes none).
+MYPY_FLAGS := $(if $(filter true,$(CI)),--cache-dir=/dev/null)
+
 typecheck:
-	$(BIN)/mypy
+	$(BIN)/mypy $(MYPY_FLAGS)
 
 imports:
 	PYTHONPATH=. $(LINTENV)/bin/lint-imports
