@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate import utils as kv_utils
@@ -31,6 +30,7 @@ from jobs.commands import cloud_quotas as cloud_quotas_command
 from jobs.commands import nodegroups as nodegroups_command
 from jobs.commands import quotas as quotas_command
 from jobs.commands import sweep as sweep_command
+from tests import kube_schemas
 
 if TYPE_CHECKING:
     from tests.emulators.aws.emulator import AwsEmulator
@@ -196,7 +196,7 @@ def test_renders_and_every_object_passes_strict_validation(target: str) -> None:
     for obj in objects:
         for version in K8S_VERSIONS:
             # Raises ValidationError on unknown fields (strict) or schema violations; returns the version it used.
-            assert kubernetes_validate.validate(obj, version, strict=True) == version
+            assert kube_schemas.validate(obj, version, strict=True) == version
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -260,7 +260,7 @@ def test_the_sweep_is_shipped_in_dry_run_and_one_component_turns_it_live() -> No
         assert env(render_with("sweep-live"), job)["GPU_JOBS_DRY_RUN"] == "false"
     live = render_with("sweep-live")
     for obj in live:
-        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+        assert kube_schemas.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
     # Nothing else changes: the other CronJobs, the RBAC, the schedules; only that one value.
     assert yaml.safe_dump_all(live, sort_keys=True) == yaml.safe_dump_all(render("base"), sort_keys=True).replace(
         "name: GPU_JOBS_DRY_RUN\n              value: 'true'", "name: GPU_JOBS_DRY_RUN\n              value: 'false'"
@@ -282,7 +282,7 @@ def test_scale_owner_grants_exactly_the_owners_module_to_the_sweep_and_nobody_el
                 bound_roles(render("base"), account, "ClusterRoleBinding")
             )
     for obj in objects:
-        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+        assert kube_schemas.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
 
 
 # --- RBAC: exactly what the code calls ---------------------------------------------------------------------------
@@ -681,7 +681,7 @@ def render_with_patches(overlay: str, patches: list[Obj], tmp_path: Path) -> lis
     assert done.returncode == 0, done.stderr
     objects = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
     for obj in objects:
-        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+        assert kube_schemas.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
     return objects
 
 
@@ -982,7 +982,7 @@ def test_the_own_repository_example_replaces_the_policy_of_a_remote_base(tmp_pat
         assert volumes["policy"]["configMap"]["name"] == config_map["metadata"]["name"]
     assert identity_settings(objects) == expected_identity("aws", objects)
     for obj in objects:
-        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+        assert kube_schemas.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
     # But for the policy (and the name the CronJobs mount it by), the install of the base it names.
     base = render("production/aws")
     shipped = policy_configmap(base)["metadata"]["name"]

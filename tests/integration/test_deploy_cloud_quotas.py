@@ -9,10 +9,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
+from tests import kube_schemas
 from tests.integration.test_deploy import (
     CLOUDS,
     K8S_VERSIONS,
@@ -55,7 +55,7 @@ def render_central_on(cloud: str, tmp_path: Path) -> list[Obj]:
     objects = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
     for obj in objects:
         for version in K8S_VERSIONS:
-            assert kubernetes_validate.validate(obj, version, strict=True) == version
+            assert kube_schemas.validate(obj, version, strict=True) == version
     return objects
 
 

@@ -9,12 +9,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
 from jobs.core.placeholders import PLACEHOLDERS
-from tests import forkserver
+from tests import forkserver, kube_schemas
 from tests.integration.cli import run_cli
 from tests.integration.test_deploy import CLOUDS, K8S_VERSION, OVERLAYS, Obj, kubectl, named, target_dir
 
@@ -77,7 +76,7 @@ def test_the_base_and_components_hold_no_account_values() -> None:
 def test_one_install_file_sets_every_identity_of_its_cloud(cloud: str, tmp_path: Path) -> None:
     objects = render_install(cloud, VALUES[cloud], OWN_IMAGE)
     for obj in objects:
-        assert kubernetes_validate.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
+        assert kube_schemas.validate(obj, K8S_VERSION, strict=True) == K8S_VERSION
     assert not [o for o in objects if o["metadata"]["name"] == "gpu-jobs-install"]  # local-config: never applied
     for account in ACCOUNTS:
         job = account.removeprefix("gpu-jobs-")

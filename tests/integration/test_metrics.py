@@ -47,7 +47,7 @@ def monitoring() -> Iterator[tuple[PushgatewayServer, PrometheusServer]]:
 
 
 def scraped(server: PrometheusServer, promql: str, until: Any, timeout_s: float = 20.0) -> list[dict[str, Any]]:
-    """``promql`` now, once ``until(result)`` holds (the scrape runs every second)."""
+    """``promql`` now, once ``until(result)`` holds (the scrape runs four times a second)."""
     deadline = time.monotonic() + timeout_s
     while True:
         result = query(server.url, promql, datetime.now(UTC))

@@ -3,7 +3,8 @@
 with nothing but ``policies/gpu.yaml``, a base branch and a change), the release's scripts/ checked out at
 ``.gpu-jobs``, then its ``run:`` lines by bash, with ``gh`` replaced by a recorder. The install is real: pip installs
 gpu-jobs into a fresh venv, from this checkout instead of the release tag (GPU_JOBS_SOURCE, the documented
-override), with the dependencies this venv already has (so nothing is downloaded)."""
+override), with the dependencies this venv already has (so nothing is downloaded). The checkout is built into a wheel
+once for the module (pip's build of a source tree, ~4 s, would otherwise be paid by each of the three installs)."""
 
 from __future__ import annotations
 
@@ -66,10 +67,11 @@ def test_it_is_a_reusable_workflow_with_the_policy_path_and_the_release_as_input
 
 @pytest.fixture(scope="module")
 def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv (no gpu-jobs in it) that sees this venv's dependencies, but not this venv's gpu-jobs."""
+    """A fresh venv (no gpu-jobs in it) that sees this venv's dependencies, but not this venv's gpu-jobs. Without
+    a pip of its own (ensurepip takes ~4 s): ``python -m pip`` is this venv's, which installs into the fresh one."""
     base = tmp_path_factory.mktemp("venv")
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     deps = base / "deps"
     deps.mkdir()
     site = Path(next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()))
@@ -86,8 +88,25 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv / "bin/python"
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory, python: Path) -> Path:
+    """What pip installs instead of the tag: this checkout's package, as the release's tag holds it, built by pip."""
+    source = tmp_path_factory.mktemp("gpu-jobs-source")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "jobs", source / "jobs", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(source)],
+        check=True,
+        timeout=300,
+    )
+    (built,) = out.glob("gpu_jobs-*.whl")
+    return built
+
+
 @pytest.fixture
-def world(tmp_path: Path, python: Path) -> dict[str, Any]:
+def world(tmp_path: Path, python: Path, wheel: Path) -> dict[str, Any]:
     repo = tmp_path / "policy-repo"
     (repo / "policies").mkdir(parents=True)
     (repo / POLICY).write_text(EXAMPLE)
@@ -98,12 +117,6 @@ def world(tmp_path: Path, python: Path) -> dict[str, Any]:
     git(repo, "checkout", "-qb", "change")
     # actions/checkout of the release into .gpu-jobs (sparse: scripts/).
     shutil.copytree(ROOT / "scripts", repo / ".gpu-jobs/scripts")
-    # What pip builds instead of the tag: this checkout's package, as the release's tag holds it.
-    source = tmp_path / "gpu-jobs-source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "jobs", source / "jobs", ignore=shutil.ignore_patterns("__pycache__"))
     bin_dir, state, temp = tmp_path / "bin", tmp_path / "gh", tmp_path / "runner-temp"
     for d in (bin_dir, state, temp):
         d.mkdir()
@@ -114,7 +127,7 @@ def world(tmp_path: Path, python: Path) -> dict[str, Any]:
         **{k: v for k, v in os.environ.items() if not k.startswith(("GPU_JOBS_", "VIRTUAL_ENV"))},
         "PATH": os.pathsep.join([str(bin_dir), *path]),  # no gpu-jobs on PATH: the step must install it
         "PYTHON": str(python),
-        "GPU_JOBS_SOURCE": str(source),
+        "GPU_JOBS_SOURCE": str(wheel),
         "GITHUB_ACTIONS": "true",
         "GITHUB_EVENT_NAME": "pull_request",
         "GITHUB_BASE_REF": "main",

@@ -152,8 +152,9 @@ def test_every_job_prints_one_line_of_the_one_envelope_and_its_exit_code_is_the_
     world: World, job: tuple[str, ...]
 ) -> None:
     """``--output json`` of every job over the whole sandbox fleet (a dry run: it writes nothing): one line, the same
-    top-level keys, valid against ``gpu-jobs schema --output``, and the ``exitCode`` it states is the process's."""
-    done = subprocess.run(
+    top-level keys, valid against ``gpu-jobs schema --output``, and the ``exitCode`` it states is the process's (a
+    process forked from the tests' fork server: its exit status is the real one, its imports are paid once)."""
+    done = forkserver.run(
         [*GPU_JOBS, *job, "--dry-run", "--output", "json", "--at", "2027-03-09T22:01:00+01:00"],
         env=child_env(world),
         capture_output=True,

@@ -55,7 +55,9 @@ REPO = Path(__file__).resolve().parents[2]
 #: The image's ENTRYPOINT (Dockerfile) and what stands for it here.
 ENTRYPOINT = "gpu-jobs"
 GPU_JOBS = (sys.executable, "-m", "jobs")
-POLL_INTERVAL_S = 0.25
+#: How often the executor looks for new Jobs: a Job waits half of it on average before it starts (a one-off run
+#: `kubectl wait`s for it); a pass is a few in-memory lists.
+POLL_INTERVAL_S = 0.1
 log = logging.getLogger(__name__)
 
 

@@ -223,23 +223,42 @@ class World:
                         scrape = [gateway.address] if gateway is not None else []
                         prom = pool.submit(start_prometheus, workloads, now, window=DCGM_WINDOW, scrape=scrape)
                 finally:  # whatever failed, what did start is stopped below
-                    for future in (aws_f, azure_f, gcp_f, prom):
-                        if future is not None:
-                            with contextlib.suppress(BaseException):
-                                started.append(future.result().stop)
-                aws, azure, gcp = aws_f.result(), azure_f.result(), gcp_f.result()
-                prom_server = prom.result() if prom else None
-            world = cls(
-                path, policy, fleet, work, kubes, aws, gcp, azure, prom_server, placements, seats, now, _own_workdir=own
-            )
-            world.webhook = start_receiver()
-            started.append(world.webhook.stop)
-            world.pushgateway = gateway
-            world._write_kubeconfigs()
-            world._seed(nodes)
-            world._seed_notify_secret()
+                    for future in (aws_f, azure_f, gcp_f):
+                        with contextlib.suppress(BaseException):
+                            started.append(future.result().stop)
+                # Prometheus backfills and starts (~2 s) while the clouds are seeded and the clusters installed: it
+                # is only needed by the jobs' environment, the executor's included.
+                try:
+                    aws, azure, gcp = aws_f.result(), azure_f.result(), gcp_f.result()
+                    world = cls(
+                        path,
+                        policy,
+                        fleet,
+                        work,
+                        kubes,
+                        aws,
+                        gcp,
+                        azure,
+                        None,
+                        placements,
+                        seats,
+                        now,
+                        _own_workdir=own,
+                    )
+                    world.webhook = start_receiver()
+                    started.append(world.webhook.stop)
+                    world.pushgateway = gateway
+                    world._write_kubeconfigs()
+                    world._seed(nodes)
+                    world._seed_notify_secret()
+                    if install:
+                        world.install()
+                finally:
+                    if prom is not None:
+                        with contextlib.suppress(BaseException):
+                            started.append(prom.result().stop)
+                world.prometheus = prom.result() if prom else None
             if install:
-                world.install()
                 world.executor = JobExecutor(world.kubes, world.cloud_env(), work).start()
         except BaseException:
             for stop in reversed(started):

@@ -8,6 +8,7 @@ own promises are checked here too: its length, its two commands and its quicksta
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -24,7 +25,8 @@ HOW = (
 )
 
 
-def reader_calls() -> list[tuple[Path, int, str, str]]:
+@functools.cache  # parsing every test module takes seconds; two tests ask
+def reader_calls() -> tuple[tuple[Path, int, str, str], ...]:
     """Every ``shell_block(page, after)`` call in the tests: (file, line, page, after)."""
     calls = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
@@ -51,7 +53,7 @@ def reader_calls() -> list[tuple[Path, int, str, str]]:
                 "constants), so that tests/unit/test_docs.py can see which block the test runs"
             )
             calls.append((path, node.lineno, str(args[0]), str(args[1])))
-    return calls
+    return tuple(calls)
 
 
 def _literal(node: ast.expr, constants: dict[str, str]) -> str | None:

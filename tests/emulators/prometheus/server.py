@@ -201,7 +201,8 @@ def start_prometheus(
 
 
 def _scrape_config(targets: Sequence[str]) -> str:
-    """A Pushgateway's scrape (``host:port`` targets), every second, keeping the pushed ``job`` labels."""
+    """A Pushgateway's scrape (``host:port`` targets), four times a second (a test waits for what a run pushed to be
+    scraped), keeping the pushed ``job`` labels."""
     if not targets:
         return ""
     listed = ", ".join(f'"{t}"' for t in targets)
@@ -209,7 +210,7 @@ def _scrape_config(targets: Sequence[str]) -> str:
         "scrape_configs:\n"
         "  - job_name: pushgateway\n"
         "    honor_labels: true\n"
-        "    scrape_interval: 1s\n"
+        "    scrape_interval: 250ms\n"
         f"    static_configs: [{{targets: [{listed}]}}]\n"
     )
 

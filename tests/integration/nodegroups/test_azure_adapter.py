@@ -455,6 +455,9 @@ def test_operation_that_outlasts_the_timeout_is_unavailable(azure: AzureEmulator
     with pytest.raises(Unavailable) as late:
         aks.apply(group("t4"), SetSize(0, 0, 0))
     azure.finish_operations()  # lets the SDK's background polling thread end
+    # ...and waits for it: a poll it sent after this test would land in the next test's request log.
+    for poller in [t for t in threading.enumerate() if t.name.startswith("LROPoller(")]:
+        poller.join(timeout=5)
     aks.close()
 
     assert late.value.code == "OperationTimeout"

@@ -81,17 +81,17 @@ def test_an_operation_longer_than_the_deadline_fails_the_group_and_the_next_run_
     fleet: Fleet, tmp_path: Path, provider: str
 ) -> None:
     cluster, group = SLOW[provider]
-    # The cloud takes a minute; the run has five seconds (as a CronJob's GPU_JOBS_DEADLINE, scaled down).
+    # The cloud takes a minute; the run has three seconds (as a CronJob's GPU_JOBS_DEADLINE, scaled down).
     fleet.gcp.operation_seconds = 60
     fleet.aws.update_timing = UpdateTiming(seconds=60)
     fleet.azure.operation_seconds = 60
 
-    cut = nodegroups(fleet, tmp_path, cluster, group, GPU_JOBS_DEADLINE="5", GPU_JOBS_OPERATION_TIMEOUT="1200")
+    cut = nodegroups(fleet, tmp_path, cluster, group, GPU_JOBS_DEADLINE="3", GPU_JOBS_OPERATION_TIMEOUT="1200")
 
     assert (cut.code, counts(cut)) == (1, (1, 0, 1, 1))
     message = result(cut, group)["message"]
     assert result(cut, group)["status"] == "failed"
-    assert message.startswith("deadline: the run's 5 s ran out waiting for "), message
+    assert message.startswith("deadline: the run's 3 s ran out waiting for "), message
     assert message.endswith("; the next run resumes")
     assert cut.summary["duration_s"] < 30  # ended by the deadline, not by the operation (60 s) or its timeout
     assert '"event": "run.deadline"' in cut.stderr
