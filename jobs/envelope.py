@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 from jobs.outcome import ExitCode, Outcome
 from jobs.report_text import fit_text, headline, nothing_done, refused, run_refused
@@ -79,6 +79,56 @@ def rows_with_results(
 ) -> ScopeRows[T]:
     """A scope's rows: ``row`` of each planned item and its result (None where it has none)."""
     return rows_of(envelope, (row(p, r) for p, r in with_results(plans, envelope.results, key, of)))
+
+
+class Written(Protocol):
+    """What became of one planned item's write (a cloud quota's request, an instance's stop): the plan it was of."""
+
+    @property
+    def plan(self) -> Any: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+W = TypeVar("W", bound=Written)
+
+
+@dataclass(frozen=True)
+class PlanRow(Generic[P, W]):
+    """One row of a job whose every item is one plan with at most one write (a cloud quota, an instance): the plan,
+    what became of its write (None: none was made), the word a person reads for it, the message, and whether it
+    failed."""
+
+    plan: P
+    result: W | None
+    state: str
+    message: str
+    failed: bool
+
+
+def plan_rows(
+    envelope: ScopeReport[Any, W],
+    key: Callable[[P], Hashable],
+    words: Callable[[P], tuple[str, str, bool]],
+    failed: str,
+) -> ScopeRows[PlanRow[P, W]]:
+    """A scope's rows for such a job. ``words``: an item's (state, reason, failed) as planned; a write that failed
+    is ``failed`` with its message, a write made keeps the planned state with the write's message."""
+    plans: Sequence[P] = envelope.plan.plans if envelope.plan is not None else ()
+
+    def row(plan: P, result: W | None) -> PlanRow[P, W]:
+        state, reason, planned_failed = words(plan)
+        if result is None:
+            return PlanRow(plan, None, state, reason, planned_failed)
+        if result.status == "failed":
+            return PlanRow(plan, result, failed, result.message, True)
+        return PlanRow(plan, result, state, result.message, planned_failed)
+
+    return rows_with_results(envelope, plans, key, lambda r: r.plan, row)
 
 
 @dataclass(frozen=True)

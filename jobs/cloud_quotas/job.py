@@ -25,7 +25,7 @@ from jobs.core.cloud_quotas import (
 )
 from jobs.core.policy import Policy
 from jobs.core.policy_cloud_quotas import CloudQuota, NodeGroupsTarget
-from jobs.envelope import ScopeRows, rows_with_results
+from jobs.envelope import PlanRow, ScopeRows, plan_rows
 from jobs.errors import Busy, CloudError, Conflict, OutcomeUnknown, Throttled, Unavailable
 from jobs.events import Events
 from jobs.lease import RunLock
@@ -237,28 +237,17 @@ class CloudQuotasWork(ScopeWork[Observation, CloudQuotasPlan, QuotaPlan, Request
 # --- the job's view of one scope's envelope ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Row:
-    plan: QuotaPlan
-    action: str  # the contract's action; a request that failed is "error"
-    request: CloudRequest | None
-    message: str
-    failed: bool
-
-
-#: One account's report, as this job reads it.
+#: One account's report, as this job reads it: a row per entry, ``state`` its contract's action ("error" for a
+#: request that failed).
+Row = PlanRow[QuotaPlan, RequestResult]
 CloudQuotaReport = ScopeRows[Row]
 Envelope = ScopeReport[CloudQuotasPlan, RequestResult]
 
 
 def report_of(envelope: Envelope) -> CloudQuotaReport:
-    plans = envelope.plan.plans if envelope.plan is not None else ()
-    return rows_with_results(envelope, plans, lambda p: p.entry.name, lambda r: r.plan, _row)
+    return plan_rows(envelope, lambda p: p.entry.name, lambda p: (p.action, p.reason, p.failed), "error")
 
 
-def _row(plan: QuotaPlan, result: RequestResult | None) -> Row:
-    if result is None:
-        return Row(plan, plan.action, plan.request, plan.reason, plan.failed)
-    if result.status == "failed":
-        return Row(plan, "error", result.request or plan.request, result.message, True)
-    return Row(plan, plan.action, result.request or plan.request, result.message, plan.failed)
+def request_of(row: Row) -> CloudRequest | None:
+    """The request a row shows: the one made, else the one planned."""
+    return (row.result.request if row.result is not None else None) or row.plan.request

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from jobs.cloud_quotas.job import CloudQuotaReport, Row
+from jobs.cloud_quotas.job import CloudQuotaReport, Row, request_of
 from jobs.envelope import ItemResult, ItemStatus
 
 #: What became of an entry that writes nothing: ``none`` (at or above its target), ``pending`` (a request the cloud
@@ -19,15 +19,15 @@ def rows(report: CloudQuotaReport) -> list[str]:
         unit = plan.unit or ""
         figures = f"limit {_n(plan.limit)} {unit}, target {_n(plan.target)}" + (f" ({plan.how})" if plan.how else "")
         figures += f", usage {plan.usage}" if plan.usage is not None else ""
-        lines.append(f"  {plan.entry.name:<{width}}  {row.action:<8} {figures}")
+        lines.append(f"  {plan.entry.name:<{width}}  {row.state:<8} {figures}")
         if plan.demand:
             lines.append(f"  {'':<{width}}  demand: {plan.demand}")
-        if row.request is not None:
-            lines.append(f"  {'':<{width}}  {row.request.describe()}")
+        if (request := request_of(row)) is not None:
+            lines.append(f"  {'':<{width}}  {request.describe()}")
         # Each fact once: the figures, the demand and the request above say what a request or a pending one is;
         # only a failure has more to say.
         if row.message and row.failed:
-            lines.append(f"  {'':<{width}}  {'error: ' if row.action == 'error' else ''}{row.message}")
+            lines.append(f"  {'':<{width}}  {'error: ' if row.state == 'error' else ''}{row.message}")
     return lines
 
 
@@ -39,14 +39,14 @@ def _status(row: Row, state: str) -> ItemStatus:
     if row.failed:
         return "failed"
     if not row.plan.writes:
-        return QUIET.get(row.action, "unchanged")
+        return QUIET.get(row.state, "unchanged")
     if state == "applied":
         return "applied"
     return "refused" if state == "refused" else "planned"
 
 
 def _item(row: Row, state: str) -> ItemResult:
-    plan, request = row.plan, row.request
+    plan, request = row.plan, request_of(row)
     detail = {
         "cloud": plan.entry.cloud,
         "account": plan.entry.where,
@@ -55,7 +55,7 @@ def _item(row: Row, state: str) -> ItemResult:
         "usage": plan.usage,
         "target": plan.target,
         "demand": plan.demand,
-        "action": row.action,
+        "action": row.state,
         "request": None
         if request is None
         else {"id": request.id, "status": request.status, "value": request.value, **dict(request.ids)},

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from jobs.core.policy_sweep import UntaggedInstances
 from jobs.core.untagged import GpuInstance, InstancePlan, plan_instances
-from jobs.envelope import ScopeRows, rows_with_results
+from jobs.envelope import PlanRow, ScopeRows, plan_rows
 from jobs.errors import CloudError, NotFound
 from jobs.lease import RunLock
 from jobs.retry import Backoff
@@ -130,27 +130,12 @@ _DONE = {"mark": "marked", "unmark": "cleared", "stop": "stopped", "terminate": 
 # --- the instances view of one scope's envelope ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Row:
-    plan: InstancePlan
-    state: str  # the contract's state; "failed" for an item whose write failed
-    message: str
-    failed: bool
-
-
-#: One account's report, as this part reads it.
+#: One account's report, as this part reads it: a row per instance, ``state`` its contract's ("failed" for an
+#: instance whose write failed).
+Row = PlanRow[InstancePlan, InstanceResult]
 InstanceReport = ScopeRows[Row]
 Envelope = ScopeReport[SweepInstancesPlan, InstanceResult]
 
 
 def report_of(envelope: Envelope) -> InstanceReport:
-    plans = envelope.plan.plans if envelope.plan is not None else ()
-    return rows_with_results(envelope, plans, lambda p: p.instance.id, lambda r: r.plan, _row)
-
-
-def _row(plan: InstancePlan, result: InstanceResult | None) -> Row:
-    if result is None:
-        return Row(plan, plan.state, plan.reason, failed=False)
-    if result.status == "failed":
-        return Row(plan, "failed", result.message, failed=True)
-    return Row(plan, plan.state, result.message, failed=False)
+    return plan_rows(envelope, lambda p: p.instance.id, lambda p: (p.state, p.reason, False), "failed")
