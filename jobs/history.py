@@ -339,13 +339,15 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
         busy: list[Interval] = []
         wake: list[Interval] = []
         down: Entry | None = None
+        night: Entry | None = None  # the shutdown a wake interrupted: the size its night took, until the morning
         known: Entry | None = None  # the last entry that knew the group's size: the size a down that did not know
         gone_at: datetime | None = None
         busy_at: datetime | None = None
         wake_at: datetime | None = None
         for e in events:
             if e.kind == "down":
-                down, gone_at = e, None
+                # After a wake, a shutdown takes the woken nodes only: the night still avoids the size it began with.
+                down, gone_at = (night if night is not None and night.nodes is not None else e), None
                 if busy_at is not None:
                     busy.append(Interval(busy_at, e.at))
                 if wake_at is not None:
@@ -357,6 +359,7 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
                 if gone_at is not None and down is not None:
                     nodes, gpus = _size(down, e, known)
                     gone.append((Interval(gone_at, e.at), nodes, gpus))
+                night = down if e.kind == "wake" and down is not None else None
                 down, gone_at = None, None
                 if e.kind == "wake" and wake_at is None:
                     wake_at = e.at
