@@ -344,10 +344,13 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
         gone_at: datetime | None = None
         busy_at: datetime | None = None
         wake_at: datetime | None = None
+        # A wake's restore is an "up" at the instant of its "wake": the night goes on, at the size it began with.
+        woken = {e.at for e in events if e.kind == "wake"}
         for e in events:
+            waking = e.kind == "wake" or (e.kind == "up" and e.at in woken)
             if e.kind == "down":
                 # After a wake, a shutdown takes the woken nodes only: the night still avoids the size it began with.
-                down, gone_at = (night if night is not None and night.nodes is not None else e), None
+                down, gone_at = (night if night is not None else e), None
                 if busy_at is not None:
                     busy.append(Interval(busy_at, e.at))
                 if wake_at is not None:
@@ -357,9 +360,9 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
                 gone_at = e.at
             elif e.kind in ("up", "wake"):
                 if gone_at is not None and down is not None:
-                    nodes, gpus = _size(down, e, known)
+                    nodes, gpus = _size(down, None if waking else e, known)
                     gone.append((Interval(gone_at, e.at), nodes, gpus))
-                night = down if e.kind == "wake" and down is not None else None
+                night = (night or down) if waking else None
                 down, gone_at = None, None
                 if e.kind == "wake" and wake_at is None:
                     wake_at = e.at
@@ -371,8 +374,8 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
                 if wake_at is not None:
                     wake.append(Interval(wake_at, e.at))
                 busy_at = wake_at = None
-            if e.nodes is not None and e.kind in ("down", "up"):
-                known = e
+            if e.nodes is not None and e.kind in ("down", "up") and not waking and night is None:
+                known = e  # not a wake's size, nor the shutdown of what a wake brought
         if gone_at is not None and down is not None:
             gone.append((Interval(gone_at, until), *_size(down, None, known)))
         if busy_at is not None:

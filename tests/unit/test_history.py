@@ -240,10 +240,13 @@ def test_kept_up_hours_for_busy_work_and_wakes() -> None:
 def test_a_night_a_wake_interrupted_still_avoids_the_size_it_began_with() -> None:
     # 3 nodes down at 20:00; a wake brings 1 back at 23:00 for 2 hours; that 1 goes down at 01:00: from then to the
     # morning the night avoids the 3 nodes always-on would have run, not the 1 the wake brought.
+    # The wake's run records both the restore ("up", its 1 node) and the "wake", at the same instant.
+    woke = "2026-12-01T23:00:00+01:00"
     entries = [
         entry("2026-12-01T20:00:00+01:00", "down", nodes=3, gpus=24),
         entry("2026-12-01T20:10:00+01:00", "gone"),
-        entry("2026-12-01T23:00:00+01:00", "wake", nodes=1, gpus=8),
+        entry(woke, "up", nodes=1, gpus=8, reason="wake: week/needs-gpu Pending out of hours"),
+        entry(woke, "wake", reason="wake: week/needs-gpu Pending out of hours"),
         entry("2026-12-02T01:00:00+01:00", "down", nodes=1, gpus=8),
         entry("2026-12-02T01:10:00+01:00", "gone"),
         entry("2026-12-02T07:30:00+01:00", "up", nodes=3, gpus=24),
@@ -253,6 +256,24 @@ def test_a_night_a_wake_interrupted_still_avoids_the_size_it_began_with() -> Non
     before_wake, after_wake = 2 + 50 / 60, 6 + 20 / 60
     assert group.gone_hours == pytest.approx(before_wake + after_wake)
     assert group.avoided_gpu_hours == pytest.approx((before_wake + after_wake) * 24)
+
+
+def test_a_gke_night_a_wake_interrupted_takes_the_size_the_morning_restored() -> None:
+    # A GKE pool's shutdown knows no size; the night after its wake still avoids what the morning had brought back.
+    woke = "2026-12-01T23:00:00+01:00"
+    entries = [
+        entry("2026-12-01T08:20:00+01:00", "up", nodes=3, gpus=3),
+        entry("2026-12-01T20:30:00+01:00", "down"),
+        entry("2026-12-01T20:40:00+01:00", "gone"),
+        entry(woke, "up", nodes=1, gpus=1),
+        entry(woke, "wake"),
+        entry("2026-12-02T01:00:00+01:00", "down", nodes=1, gpus=1),
+        entry("2026-12-02T01:10:00+01:00", "gone"),
+        entry("2026-12-02T08:20:00+01:00", "up", nodes=3, gpus=3),
+    ]
+    start, end = week_window("2026-W49", "Europe/Berlin")
+    (group,) = measure(entries, start, end).groups
+    assert group.avoided_gpu_hours == pytest.approx((2 + 20 / 60 + 7 + 10 / 60) * 3)
 
 
 def test_prices_from_the_policy_and_from_the_dated_list() -> None:
