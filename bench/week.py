@@ -2,18 +2,20 @@
 20:00/08:00 schedule, and gpu-jobs (its real ``nodegroups`` job per cluster against the sandbox's emulators).
 
     .venv/bin/python bench/week.py [--days 7 | --hours N] [--from-hour H] [--step-minutes 10] [--seed 26]
-                                   [--every-step] [--output text|json]
+                                   [--every-step] [--shipped-max-delay] [--output text|json]
 
 Monday 00:00 in the policy's timezone (``--monday``, a plain week by default: no holiday, no DST change) to the next
-Monday 00:00, in 10-minute steps; ``--from-hour`` starts the slice that many hours after Monday 00:00 (its jobs are
-those submitted inside the slice). The workload (:mod:`tests.sandbox.week.workload`) and the scheduler and
-autoscaler model (:mod:`tests.sandbox.week.model`) are test infrastructure; the gpu-jobs column is the product.
+Monday 00:00, in 10-minute steps, the gpu-jobs column on the week's policy (:mod:`tests.sandbox.week.policy`) with
+each cluster's live sweep beside its ``nodegroups``; ``--from-hour`` starts the slice that many hours after Monday
+00:00 (its jobs are those submitted inside the slice). The workload (:mod:`tests.sandbox.week.workload`) and the
+scheduler and autoscaler model (:mod:`tests.sandbox.week.model`) are test infrastructure; the gpu-jobs column is the
+product.
 
 Prints per strategy: billed GPU-hours (node-hours x GPUs), busy GPU-hours (running pods x GPUs), their ratio, idle
 GPU-hours, busy pods interrupted, pod-minutes waiting for capacity in working hours, API calls per cloud; the
-product's ``gpu-jobs report`` for the week beside the simulator's truth (n/a while the command does not exist); the
-targets, met or NOT met (printed, never asserted); the wall time and how many job runs were made and skipped.
-``--output json`` prints one line instead.
+product's ``gpu-jobs report`` for the week beside the simulator's truth, in all and per group; the sweep's runs and
+what it deleted; the targets, met or NOT met (printed, never asserted); the wall time and how many job runs were
+made and skipped. ``--output json`` prints one line instead.
 """
 
 from __future__ import annotations
@@ -37,29 +39,12 @@ from tests.sandbox.week import dcgm, figures
 from tests.sandbox.week.model import Model
 from tests.sandbox.week.policy import for_the_week, without_karpenter
 from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
-from tests.sandbox.week.workload import NAMESPACE, Job, generate
+from tests.sandbox.week.workload import Job, generate
 from tests.sandbox.world import DEFAULT_POLICY, World, child_env
 
 #: A plain week: no holiday in DE-BE, GB-ENG, US or US-NY (2027-03-08 was Berlin's Women's Day), no clock change
 #: (both are behind it: the US on 2027-03-14, Europe on 2027-03-28).
 PLAIN_MONDAY = date(2027, 4, 12)
-#: The sandbox's own workloads (its demo's pods, their owners) are not the week's: removed before the week starts.
-SANDBOX_WORKLOADS = ("Deployment", "ReplicaSet", "StatefulSet", "Pod")
-
-
-def week_only(world: World) -> int:
-    """Remove the sandbox's seeded workloads from every cluster (owners first, so nothing recreates a pod): the week's
-    pods are the only GPU work the jobs see, as the model counts it. Returns how many objects went."""
-    gone = 0
-    for kube in world.kubes.values():
-        for kind in SANDBOX_WORKLOADS:
-            for obj in kube.cluster.list(kind):
-                meta = obj["metadata"]
-                if meta.get("namespace") in (NAMESPACE, "kube-system"):
-                    continue
-                kube.cluster.delete(kind, meta["name"], meta.get("namespace", ""))
-                gone += 1
-    return gone
 
 
 def simulate(model: Model, strategy: Strategy, start: datetime, end: datetime, step: timedelta) -> None:
@@ -90,7 +75,6 @@ def run_product(
             raise
         with World.start(product_policy, sync=False, prometheus=False) as world:
             world.prometheus, world.pushgateway = prometheus, gateway  # stopped with the world
-            week_only(world)
             product = GpuJobs(world, view_of(world.policy), step, args.every_step)
             product.series = {s.workload.pod: (s.since, s.until) for s in series}
             model = new_model(fleet, view_of(world.policy), jobs, start)
