@@ -44,12 +44,14 @@ class Entry:
     scope: str  # the cluster's name, or the account's
     kind: EntryKind
     subject: str  # the group, ``namespace/pod``, the instance id
-    nodes: int | None = None  # down: the group's nodes before
+    nodes: int | None = None  # down: the group's nodes before; up: the nodes restored
     gpus: int | None = None  # down: GPUs before (nodes x gpusPerNode); pod, instance: the GPUs it held
     gpus_per_node: int | None = None
     reason: str | None = None
     idle_gpu_hours: float | None = None  # pod: GPU-hours it idled before the sweep acted (at least)
     instance_type: str | None = None
+    #: down, up: the nodes the group's autoscaler keeps once they are empty (its min; None: no autoscaler on it).
+    floor: int | None = None
     id: str = ""
 
     def __post_init__(self) -> None:
@@ -73,6 +75,7 @@ class Entry:
             "reason": self.reason,
             "idleGpuHours": self.idle_gpu_hours,
             "instanceType": self.instance_type,
+            "floorNodes": self.floor,
         }
         return out | {k: v for k, v in extra.items() if v is not None}
 
@@ -96,8 +99,18 @@ class Entry:
             data.get("reason"),
             float(data["idleGpuHours"]) if data.get("idleGpuHours") is not None else None,
             data.get("instanceType"),
+            _int(data.get("floorNodes")),
             str(data["id"]),
         )
+
+    def would_run(self) -> tuple[int | None, int | None]:
+        """(nodes, GPUs) that would have run had the group not gone down: its size, but no more than its autoscaler's
+        floor, because an autoscaler removes empty nodes down to its min by itself (a shutdown takes empty nodes:
+        busy ones keep it up)."""
+        if self.floor is None:
+            return self.nodes, self.gpus
+        nodes = self.floor if self.nodes is None else min(self.nodes, self.floor)
+        return nodes, None if self.gpus_per_node is None else nodes * self.gpus_per_node
 
 
 def _int(value: Any) -> int | None:
@@ -175,11 +188,14 @@ def _group_entries(result: ScopeResult, item: ItemResult, policy: Policy, histor
         # The size before a shutdown; after a restore, the size restored (the record's: a GKE pool reports no live
         # size before it goes down, so its down entry may not know it).
         size = (detail.get("before") if detail["direction"] == "down" else detail.get("after")) or {}
-        desired = size.get("desired")
-        nodes = None if desired is None else int(desired) * int(size.get("zones") or 1)
+        desired, zones = size.get("desired"), int(size.get("zones") or 1)
+        nodes = None if desired is None else int(desired) * zones
         gpus = None if nodes is None or per_node is None else nodes * per_node
+        # A Karpenter pool's "autoscaling" is its limits: its claims' GPUs are what it ran.
+        autoscaled = bool(size.get("autoscaling")) and size.get("limits") is None and size.get("min") is not None
+        floor = int(size["min"]) * zones if autoscaled else None
         kind: EntryKind = "down" if detail["direction"] == "down" else "up"
-        return [Entry(at, result.job, scope, kind, item.name, nodes, gpus, per_node, detail.get("why"))]
+        return [Entry(at, result.job, scope, kind, item.name, nodes, gpus, per_node, detail.get("why"), floor=floor)]
     if item.status == "skipped" and (item.reason or "").startswith(KEPT_UP_FOR_BUSY):
         if last is not None and last.kind in ("postponed", "down"):
             # One entry per keep-up, not one per run; and a pool already down whose busy nodes alone stay
@@ -308,11 +324,12 @@ class Interval:
 
 
 def _size(down: Entry, up: Entry | None, known: Entry | None) -> tuple[int | None, int | None]:
-    """(nodes, GPUs) a night took away: the shutdown's own, else the restore's, else the last size any entry of the
-    group knew (a GKE pool under its autoscaler, down at the window's end, may have recorded none)."""
+    """(nodes, GPUs) a night took away (:meth:`Entry.would_run`): the shutdown's own, else the restore's, else the
+    last size any entry of the group knew (a GKE pool under its autoscaler, down at the window's end, may have
+    recorded none)."""
     for e in (down, up, known):
-        if e is not None and e.nodes is not None:
-            return e.nodes, e.gpus
+        if e is not None and (e.nodes is not None or e.floor is not None):
+            return e.would_run()
     return None, None
 
 
@@ -374,7 +391,7 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
                 if wake_at is not None:
                     wake.append(Interval(wake_at, e.at))
                 busy_at = wake_at = None
-            if e.nodes is not None and e.kind in ("down", "up") and not waking and night is None:
+            if (e.nodes, e.floor) != (None, None) and e.kind in ("down", "up") and not waking and night is None:
                 known = e  # not a wake's size, nor the shutdown of what a wake brought
         if gone_at is not None and down is not None:
             gone.append((Interval(gone_at, until), *_size(down, None, known)))

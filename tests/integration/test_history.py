@@ -87,6 +87,7 @@ def test_a_night_and_a_morning_are_kept_in_each_cluster_and_reported(central: Fl
     ]
     (down,) = [e for entries in history(ml_prod).values() for e in entries if e.kind == "down" and e.subject == "train"]
     assert (down.nodes, down.gpus, down.gpus_per_node) == (3, 24, 8)  # the size recorded before the shutdown
+    assert down.floor == 1  # its Cluster Autoscaler's min: the nodes it keeps when they are empty
     assert list(history(ml_prod)) == [object_name("ml-prod", "2026-W49")]
     assert {k for k, _ in kinds(research, "research")} == {"down", "gone", "up"}  # in its own cluster's API
     assert kinds(ml_prod, "research") == []
@@ -100,10 +101,11 @@ def test_a_night_and_a_morning_are_kept_in_each_cluster_and_reported(central: Fl
     groups = {g["group"]: g for g in report["groups"]}
     hours = (MORNING - GONE).total_seconds() / 3600  # 20:15 to 07:55: 11 h 40 min
     assert groups["train"]["goneHours"] == round(hours, 2)
-    assert groups["train"]["avoidedGpuHours"] == round(hours * 3 * 8, 2)  # 3 nodes x 8 GPUs
+    # 3 nodes went, but the Cluster Autoscaler (min 1) would have removed two of them by itself: 1 node x 8 GPUs.
+    assert groups["train"]["avoidedGpuHours"] == round(hours * 1 * 8, 2)
     assert groups["train"]["price"]["currency"] == "USD"
     assert "aws list price p4d.24xlarge as of" in groups["train"]["price"]["source"]
-    research_gpus = 2 * 2 * 8  # 2 nodes per zone x 2 zones x 8 GPUs
+    research_gpus = 1 * 2 * 8  # 2 nodes per zone went; its autoscaler keeps 1 per zone: 1 x 2 zones x 8 GPUs
     assert groups["research"]["avoidedGpuHours"] == round(hours * research_gpus, 2)
     assert groups["research"]["money"] == round(hours * research_gpus * 2.5, 2)
     assert report["total"]["money"]["EUR"] == groups["research"]["money"]
@@ -121,7 +123,7 @@ def test_a_night_and_a_morning_are_kept_in_each_cluster_and_reported(central: Fl
     markdown = gpu_jobs(central, tmp_path, *command[1:])
     assert markdown.code == 0
     assert markdown.stdout.startswith("### GPU savings 2026-W49\n")
-    assert "| ml-prod | train | 11.7 | 280.0 |" in markdown.stdout
+    assert "| ml-prod | train | 11.7 | 93.3 |" in markdown.stdout
 
 
 def test_a_cluster_whose_history_cannot_be_read_is_a_failed_item(central: Fleet, tmp_path: Path) -> None:

@@ -100,6 +100,35 @@ def test_a_shutdown_records_the_nodes_and_gpus_before() -> None:
     assert entry.reason == "outside working hours"
 
 
+def autoscaled_down(before: dict[str, Any]) -> ItemResult:
+    detail = {"direction": "down", "before": before, "after": {"desired": 0}, "why": "outside working hours"}
+    return ItemResult("node group", "train", "applied", "outside working hours", write=True, detail=detail)
+
+
+@pytest.mark.parametrize(
+    ("before", "floor", "would_run"),
+    [
+        # No autoscaler: the nodes before stay all night without the shutdown.
+        ({"min": 1, "desired": 3, "max": 8, "autoscaling": False, "zones": 1}, None, (3, 24)),
+        # EKS under the Cluster Autoscaler, min 0: it removes the empty nodes by itself; nothing was avoided.
+        ({"min": 0, "desired": 3, "max": 8, "autoscaling": True, "zones": 1}, 0, (0, 0)),
+        # A GKE pool in 2 zones, 1..3 per zone, that reads no live size: its autoscaler keeps 2 nodes.
+        ({"min": 1, "desired": None, "max": 3, "autoscaling": True, "zones": 2}, 2, (2, 16)),
+        # An autoscaler already at its floor.
+        ({"min": 2, "desired": 2, "max": 6, "autoscaling": True, "zones": 1}, 2, (2, 16)),
+    ],
+)
+def test_what_a_shutdown_avoids_is_no_more_than_the_autoscalers_floor(
+    before: dict[str, Any], floor: int | None, would_run: tuple[int, int]
+) -> None:
+    (down,) = entries_of(result([autoscaled_down(before)]), policy(), [])
+    assert (down.floor, down.would_run()) == (floor, would_run)
+    assert Entry.from_json(json.loads(json.dumps(down.to_json()))) == down
+    gone, up = entry("2026-12-01T20:15:00+01:00", "gone"), entry("2026-12-02T07:45:00+01:00", "up")
+    (group,) = measure([down, gone, up], *week_window("2026-W49", "Europe/Berlin")).groups
+    assert group.avoided_gpu_hours == 11.5 * would_run[1]
+
+
 def test_nodes_gone_is_recorded_by_the_first_run_that_sees_none() -> None:
     down = Entry(BERLIN_EVENING, "nodegroups", "ml-prod", "down", "train", 3, 24, 8)
     later = BERLIN_EVENING + timedelta(minutes=10)
