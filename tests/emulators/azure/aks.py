@@ -166,6 +166,11 @@ class AksService:
         with self._lock:
             return self._pool(subscription, resource_group, cluster, name)
 
+    def replace_pool(self, pool: AgentPoolState) -> None:
+        """A pool changed by AKS itself (its autoscaler), stored in place: no operation, no validation of a PUT."""
+        with self._lock:
+            self._cluster(pool.subscription, pool.resource_group, pool.cluster).pools[pool.name.lower()] = pool
+
     # -- internals ----------------------------------------------------------------------------------------------
 
     def _cluster(self, subscription: str, resource_group: str, name: str) -> ClusterState:

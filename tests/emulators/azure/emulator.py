@@ -9,8 +9,10 @@ accepted, so every SDK version works).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -191,6 +193,17 @@ class AzureEmulator(Emulator):
     def agent_pool(self, subscription: str, resource_group: str, cluster: str, name: str) -> AgentPoolState:
         """The pool as AKS stores it right now (frozen snapshot)."""
         return self.aks.pool(subscription, resource_group, cluster, name)
+
+    def autoscale(self, subscription: str, resource_group: str, cluster: str, name: str, count: int) -> None:
+        """AKS's cluster autoscaler sets the pool's count, only while its autoscaler is on, the pool running and no
+        operation in progress, and within its minCount..maxCount (a new etag, as any change of the pool)."""
+        with self._lock:
+            pool = self.aks.pool(subscription, resource_group, cluster, name)
+            if not pool.enable_auto_scaling or pool.power_state != "Running" or pool.provisioning_state != "Succeeded":
+                raise ValueError(f"agent pool {name}: its autoscaler is off or the pool is busy or stopped")
+            if not (pool.min_count or 0) <= count <= (pool.max_count or 0):
+                raise ValueError(f"agent pool {name}: count {count} is outside {pool.min_count}..{pool.max_count}")
+            self.aks.replace_pool(dataclasses.replace(pool, count=count, etag=str(uuid.uuid4())))
 
     def vm(self, subscription: str, resource_group: str, name: str) -> VmState | None:
         return self.compute.vm(subscription, resource_group, name)

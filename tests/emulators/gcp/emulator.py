@@ -188,6 +188,25 @@ class GcpEmulator(Emulator):
             raise KeyError(f"no node pool {project}/{location}/{cluster}/{name}")
         return pool
 
+    def autoscale(self, project: str, location: str, cluster: str, name: str, per_zone: int) -> None:
+        """GKE's cluster autoscaler resizes the pool (its own decision: no operation on the cluster), only while the
+        pool's autoscaling is on and within its per-zone bounds; the instance groups follow as on a setSize."""
+        with self._lock:
+            self.gke.refresh()
+            pool = self.gke.find_pool(project, location, cluster, name)
+            if pool is None:
+                raise KeyError(f"no node pool {project}/{location}/{cluster}/{name}")
+            auto = pool.autoscaling
+            if auto is None or not auto.enabled:
+                raise ValueError(f"node pool {name}: its autoscaling is off, its autoscaler resizes nothing")
+            if not auto.min_node_count <= per_zone <= auto.max_node_count:
+                raise ValueError(
+                    f"node pool {name}: {per_zone} per zone is outside its autoscaling bounds "
+                    f"{auto.min_node_count}..{auto.max_node_count}"
+                )
+            pool.size = per_zone
+            self.gke.deliver(pool)
+
     def node_pool_size(self, project: str, location: str, cluster: str, name: str) -> int:
         """The current per-zone size: what the real API shows only as the instance groups' targetSize."""
         return self.node_pool(project, location, cluster, name).size

@@ -416,3 +416,22 @@ def test_lists_follow_next_links(azure: AzureEmulator, azure_clients: AzureClien
 
     assert names == ["system", "a100", "t4spot"]
     assert azure.log.count("agentPools.list") == 3
+
+
+def test_the_pools_own_autoscaler_sets_its_count_within_its_bounds_and_only_while_on(
+    azure: AzureEmulator, azure_clients: AzureClients
+) -> None:
+    """AKS's cluster autoscaler (the simulated week's model drives it): a new count and etag, as the API shows them;
+    never outside minCount..maxCount, never on a pool whose autoscaler is off or that is stopped."""
+    seed(azure)
+    before = get(azure_clients, "a100")
+
+    azure.autoscale(SUBSCRIPTION, RG, CLUSTER, "a100", 4)
+    after = get(azure_clients, "a100")
+    assert (after.count, after.e_tag != before.e_tag) == (4, True)
+    for outside in (0, 5):
+        with pytest.raises(ValueError, match=r"outside 1\.\.4"):
+            azure.autoscale(SUBSCRIPTION, RG, CLUSTER, "a100", outside)
+    with pytest.raises(ValueError, match="autoscaler is off"):
+        azure.autoscale(SUBSCRIPTION, RG, CLUSTER, "t4spot", 1)  # seeded without one
+    assert azure.agent_pool(SUBSCRIPTION, RG, CLUSTER, "t4spot").count == 3

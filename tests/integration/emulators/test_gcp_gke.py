@@ -365,3 +365,22 @@ def test_operations_finish_with_time_by_default(gcp: GcpEmulator, pool: str) -> 
     polls = [_poll(client, op).status for _ in range(5)]
 
     assert polls == [Status.RUNNING] * 5  # five polls in a row do not finish it
+
+
+def test_the_pools_own_autoscaler_resizes_it_within_its_bounds_and_only_while_on(gcp: GcpEmulator) -> None:
+    """GKE's cluster autoscaler (the simulated week's model drives it): its size shows in the instance groups, as a
+    setSize's does; it never leaves the per-zone bounds, and a pool whose autoscaling is off is not its to size."""
+    gcp.add_node_pool(PROJECT, REGION, CLUSTER, "a100", zones=ZONES, per_zone_count=2, autoscaling=(1, 3))
+    client = clients.gke(gcp.url)
+
+    gcp.autoscale(PROJECT, REGION, CLUSTER, "a100", 1)
+    assert _target_sizes(gcp, client.get_node_pool(name=POOL)) == [1, 1]
+    for outside in (0, 4):
+        with pytest.raises(ValueError, match=r"outside its autoscaling bounds 1\.\.3"):
+            gcp.autoscale(PROJECT, REGION, CLUSTER, "a100", outside)
+
+    gcp.operation_polls = 1
+    _poll(client, _autoscale(client, POOL, enabled=False))
+    with pytest.raises(ValueError, match="autoscaling is off"):
+        gcp.autoscale(PROJECT, REGION, CLUSTER, "a100", 2)
+    assert gcp.node_pool_size(PROJECT, REGION, CLUSTER, "a100") == 1
