@@ -77,7 +77,7 @@ def run_product(
             world.prometheus, world.pushgateway = prometheus, gateway  # stopped with the world
             product = GpuJobs(world, view_of(world.policy), step, args.every_step)
             product.series = {s.workload.pod: (s.since, s.until) for s in series}
-            model = new_model(fleet, view_of(world.policy), jobs, start)
+            model = new_model(fleet, view_of(world.policy), jobs, start, product.cloud)
             queries = dcgm.queries_answered(prometheus.url)
             simulate(model, product, start, end, step)
             product.sweep.queries = dcgm.queries_answered(prometheus.url) - queries
@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     jobs = tuple(j for j in week if start <= j.submit < end)
 
     columns: dict[str, figures.Column] = {}
+    strategy: AlwaysOn | Naive
     for strategy in (AlwaysOn(fleet), Naive(fleet, view)):
-        model = new_model(fleet, view, jobs, start)
+        model = new_model(fleet, view, jobs, start, strategy.cloud)
         simulate(model, strategy, start, end, step)
         waited = model.waited_min("wake")
         columns[strategy.name] = figures.Column(strategy.name, model.figures, strategy.api_calls(), waited)

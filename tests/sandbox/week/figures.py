@@ -44,6 +44,14 @@ class Column:
             "longestWaitMinutesWorkingHours": round(f.max_wait_working_min),
             "apiCalls": dict(self.api_calls),
             "wakeWaitMinutes": None if self.wake_wait_min is None else round(self.wake_wait_min),
+            "byGroup": {
+                g: {
+                    "billedGpuHours": round(billed, 2),
+                    "busyGpuHours": round(f.per_group_busy.get(g, 0.0), 2),
+                    "idleGpuHoursWorkingHours": round(f.per_group_idle_working.get(g, 0.0), 2),
+                }
+                for g, billed in sorted(f.per_group_billed.items())
+            },
         }
 
 
@@ -150,6 +158,20 @@ def render_text(
     for n in names:
         if docs[n]["interruptedPods"]:
             lines.append(f"interrupted ({n}): {', '.join(docs[n]['interruptedPods'])}")
+    lines.append("")
+    lines.append("by group: billed / busy / idle in working hours (GPU-hours)")
+    groups = sorted({g for d in docs.values() for g in d["byGroup"]})
+    gw = max((len(g) for g in groups), default=5)
+    lines.append(f"  {'':{gw}}  " + "  ".join(f"{n:>22}" for n in names))
+    for g in groups:
+        cells = []
+        for n in names:
+            row = docs[n]["byGroup"].get(g, {})
+            cell = "/".join(
+                f"{row.get(k, 0):.0f}" for k in ("billedGpuHours", "busyGpuHours", "idleGpuHoursWorkingHours")
+            )
+            cells.append(f"{cell:>22}")
+        lines.append(f"  {g:{gw}}  " + "  ".join(cells))
     lines.append("")
     shown = f"{report:.1f}" if report is not None else "n/a"
     lines.append(f"gpu-jobs report, avoided GPU-hours: {shown}  ({product_said.note}); simulator's truth: {truth:.1f}")

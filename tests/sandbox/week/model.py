@@ -2,11 +2,17 @@
 
 Each managed group has nodes; a node bills from the moment its group grows (``launched``) and takes pods only
 after its boot delay (``ready``). Pods are Pending until a ready node of their group has free GPUs (first fit, in
-submission order). The autoscaler adds nodes for pods that fit nowhere, within the group's ``max``, only to a group
-that is up (a group someone scaled to zero stays there: GKE and AKS pools have their autoscaler off then, and the
-model treats EKS alike), and removes the nodes it added once they are empty. When a group shrinks (its base size
-falls) the newest nodes go first, with their pods: each running pod so ended is an interruption, and it goes back
-to Pending (training resumes from its last checkpoint, anything else starts over).
+submission order).
+
+The Cluster Autoscaler acts on a group while its cloud says the group's autoscaler is on (:class:`Cloud`: EKS's
+discovery tags on the group's ASG, a GKE pool's autoscaling, an AKS pool's autoscaler on a running pool), within the
+bounds the cloud has then, and writes the size it chooses to the cloud, as the real ones do: it adds nodes for pods
+that fit nowhere (up to ``max``), and removes any ready node that has been empty for ``SCALE_DOWN_UNNEEDED``, no
+sooner than ``SCALE_DOWN_DELAY_AFTER_ADD`` after its last addition to the group, down to ``min`` (the Cluster
+Autoscaler's defaults, which GKE's and AKS's autoscalers share). It does not tell the nodes it added from the others:
+a node is a node. When a group shrinks from outside (a strategy or the product sets its size) the newest nodes go
+first, with their pods: each running pod so ended is an interruption, and it goes back to Pending (training resumes
+from its last checkpoint, anything else starts over).
 
 The figures are integrated over each step ``[t, t + step)``: billed GPU-hours (nodes x GPUs per node, booting
 included, as the cloud bills), busy GPU-hours (running pods x their GPUs), pod-minutes Pending in the group's
@@ -19,14 +25,29 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from tests.sandbox.week.workload import Job
 
 #: How long a GPU node takes from launch to Ready (driver, device plugin, health checks); H100s longer.
 BOOT = timedelta(minutes=10)
 SLOW_BOOT = {"research-h100": timedelta(minutes=20)}
-#: How long a node the autoscaler added stays once empty before it removes it.
-SCALE_DOWN_AFTER = timedelta(minutes=10)
+#: The Cluster Autoscaler's ``--scale-down-unneeded-time`` and ``--scale-down-delay-after-add`` (both 10m by default;
+#: GKE's and AKS's autoscalers use the same).
+SCALE_DOWN_UNNEEDED = timedelta(minutes=10)
+SCALE_DOWN_DELAY_AFTER_ADD = timedelta(minutes=10)
+
+
+class Cloud(Protocol):
+    """A group's cloud as its autoscaler sees it: the strategy's (the emulated clouds under the product)."""
+
+    def bounds(self, group: str) -> tuple[int, int] | None:
+        """[min, max] nodes while the group's autoscaler is on, None while it is off."""
+        ...
+
+    def scale(self, group: str, nodes: int) -> None:
+        """The autoscaler sets the group's size (nodes, all zones) within the bounds."""
+        ...
 
 
 @dataclass
@@ -34,7 +55,6 @@ class Node:
     name: str
     launched: datetime
     ready: datetime
-    extra: bool = False  # added by the autoscaler (it removes it again once empty)
     empty_since: datetime | None = None
 
 
@@ -62,8 +82,11 @@ class GroupModel:
     max_nodes: int
     working: Callable[[datetime], bool]  # the group's working hours (warm-up excluded)
     boot: timedelta = BOOT
+    #: Nodes one autoscaler step adds or removes: a GKE pool's zones (the emulated pool has one size for every zone).
+    per_step: int = 1
     nodes: list[Node] = field(default_factory=list)
     serial: int = 0
+    added: datetime | None = None  # the autoscaler's last addition
 
     def gpus_used(self, node: str, pods: Iterable[Pod]) -> int:
         return sum(p.job.gpus for p in pods if p.state == "running" and p.node == node)
@@ -81,6 +104,8 @@ class Figures:
     interrupted_pods: list[str] = field(default_factory=list)
     max_wait_working_min: float = 0.0
     per_group_billed: dict[str, float] = field(default_factory=dict)
+    per_group_busy: dict[str, float] = field(default_factory=dict)
+    per_group_idle_working: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,6 +115,7 @@ class Model:
     groups: dict[str, GroupModel]
     jobs: tuple[Job, ...]
     name_node: Callable[[GroupModel, int], str]
+    cloud: Cloud
     pods: dict[str, Pod] = field(default_factory=dict)
     figures: Figures = field(default_factory=Figures)
     _next: int = 0  # next job of ``jobs`` to submit
@@ -127,19 +153,17 @@ class Model:
         """A pod ended for good from outside (the sweep deleted it): done, never resubmitted, no interruption."""
         pod.state, pod.node = "done", None
 
-    def resize(self, group: str, base: int, at: datetime) -> None:
-        """The group's base size (what the cloud runs for it, without the autoscaler's own nodes) is ``base``."""
+    def resize(self, group: str, size: int, at: datetime) -> None:
+        """The group's size in its cloud is ``size`` (set from outside the model: a strategy, the product): nodes
+        are launched, or the newest go with their pods."""
         g = self.groups[group]
-        extra = [n for n in g.nodes if n.extra] if base > 0 else []
-        plain = [n for n in g.nodes if not n.extra]
-        while len(plain) < base:
-            plain.append(Node(self.name_node(g, g.serial), at, at + g.boot))
+        while len(g.nodes) < size:
+            g.nodes.append(Node(self.name_node(g, g.serial), at, at + g.boot))
             g.serial += 1
-        gone = plain[base:] + ([n for n in g.nodes if n.extra] if base == 0 else [])
-        for node in gone:
+        for node in g.nodes[size:]:
             for pod in [p for p in self.pods.values() if p.state == "running" and p.node == node.name]:
                 self.interrupt(pod)
-        g.nodes = plain[:base] + extra
+        del g.nodes[size:]
 
     def step(self, at: datetime, step: timedelta) -> None:
         """Submit, schedule, autoscale, account for ``[at, at + step)``, then run the pods' work forward."""
@@ -156,9 +180,11 @@ class Model:
             f.billed += billed
             f.per_group_billed[g.name] = f.per_group_billed.get(g.name, 0.0) + billed
             held = sum(p.job.gpus for p in self.pods.values() if p.state == "running" and p.job.group == g.name)
+            f.per_group_busy[g.name] = f.per_group_busy.get(g.name, 0.0) + held * hours
             idle = billed - held * hours
             if g.working(at):
                 f.idle_working += idle
+                f.per_group_idle_working[g.name] = f.per_group_idle_working.get(g.name, 0.0) + idle
             else:
                 f.idle_off += idle
         for pod in self.pods.values():
@@ -189,19 +215,29 @@ class Model:
 
     def _autoscale(self, at: datetime) -> None:
         for g in self.groups.values():
-            if not g.nodes:
-                continue  # a group at zero stays there: only the strategy brings it back
+            bounds = self.cloud.bounds(g.name)
+            if bounds is None:
+                continue  # its autoscaler is off: only the strategy sizes it
+            low, high = bounds
+            size = len(g.nodes)
             booting = sum(g.gpus_per_node for n in g.nodes if n.ready > at)
             wanted = sum(p.job.gpus for p in self.pods.values() if p.state == "pending" and p.job.group == g.name)
             need = max(0, wanted - booting)
-            while need > 0 and len(g.nodes) < g.max_nodes:
-                g.nodes.append(Node(self.name_node(g, g.serial), at, at + g.boot, extra=True))
-                g.serial += 1
-                need -= g.gpus_per_node
-            for node in [n for n in g.nodes if n.extra]:
-                if node.ready <= at and g.gpus_used(node.name, self.pods.values()) == 0 and wanted == 0:
-                    node.empty_since = node.empty_since or at
-                    if at - node.empty_since >= SCALE_DOWN_AFTER:
-                        g.nodes.remove(node)
-                else:
-                    node.empty_since = None
+            while need > 0 and len(g.nodes) + g.per_step <= high:
+                for _ in range(g.per_step):
+                    g.nodes.append(Node(self.name_node(g, g.serial), at, at + g.boot))
+                    g.serial += 1
+                need -= g.gpus_per_node * g.per_step
+                g.added = at
+            for node in g.nodes:
+                empty = node.ready <= at and g.gpus_used(node.name, self.pods.values()) == 0
+                node.empty_since = (node.empty_since or at) if empty else None
+            if wanted == 0 and (g.added is None or at - g.added >= SCALE_DOWN_DELAY_AFTER_ADD):
+                unneeded = [
+                    n for n in g.nodes if n.empty_since is not None and at - n.empty_since >= SCALE_DOWN_UNNEEDED
+                ]
+                removable = min(len(unneeded), len(g.nodes) - low) // g.per_step * g.per_step
+                gone = {n.name for n in unneeded[len(unneeded) - removable :]} if removable > 0 else set()
+                g.nodes = [n for n in g.nodes if n.name not in gone]
+            if len(g.nodes) != size:
+                self.cloud.scale(g.name, len(g.nodes))

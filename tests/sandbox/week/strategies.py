@@ -1,9 +1,12 @@
 """The three strategies the week is run under, each moving a :class:`~tests.sandbox.week.model.Model`'s group sizes.
 
-- :class:`AlwaysOn`: every group at its working size all week (the autoscaler still adds nodes for pending pods).
-- :class:`Naive`: what a CronJob with two ``scale`` commands does: every scheduled group to 0 at 20:00 and back to its
-  working size at 08:00 (policy timezone), every day; no busy check, no warm-up, no wake. The always-on group is
-  left alone (nobody would put production serving in such a script).
+- :class:`AlwaysOn`: no schedule: every group starts the week at its working size, and the Cluster Autoscaler sizes
+  the groups that have one (:class:`FleetCloud`) all week.
+- :class:`Naive`: what a CronJob with two ``scale`` commands does: every scheduled group to 0 with its autoscaler off
+  at 20:00 (GKE and AKS refuse a manual resize of an autoscaled pool; EKS's autoscaler would bring the group back for
+  the first pending pod) and back to its working size with its autoscaler at 08:00 (policy timezone), every day; no
+  busy check, no warm-up, no wake.
+
 - :class:`GpuJobs`: the product: ``gpu-jobs nodegroups --cluster C --at T`` per cluster, as each cluster's CronJob
   runs it (every 10 minutes), against the sandbox's emulated clusters and clouds (:class:`tests.sandbox.world.World`);
   the model's pods and ready nodes are mirrored into each cluster's API (what the job sees), the groups' sizes read
@@ -11,6 +14,9 @@
   ``gpu-jobs sweep --part pods --cluster C --at T`` per cluster every 15 minutes (its CronJob's schedule), live, over
   the week's DCGM series (:mod:`tests.sandbox.week.dcgm`): a pod it deleted is done (not an interruption, not
   resubmitted).
+
+The policy's always-on serving group is in no strategy's model (:func:`scheduled`): nobody would put production
+serving in a scale script, and gpu-jobs never changes it.
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from jobs.core.resolved import ResolvedPolicy, view_of
+from jobs.labels import CA_ENABLED_TAG
 from tests import forkserver
+from tests.emulators.aws import moto_state
 from tests.emulators.kube import seed
 from tests.sandbox.fleet import Fleet, Group
-from tests.sandbox.week.model import SLOW_BOOT, Figures, GroupModel, Model
+from tests.sandbox.week.model import SLOW_BOOT, Cloud, Figures, GroupModel, Model
 from tests.sandbox.week.workload import NAMESPACE, Job
 from tests.sandbox.world import GROUP_LABEL, World, _label_value, _node, _node_name, child_env
 
@@ -36,9 +44,9 @@ GPU_JOBS = (sys.executable, "-m", "jobs")
 #: The sweep-pods CronJob's schedule (kustomize/base/cronjob-sweep-pods.yaml: ``*/15 * * * *``, UTC): its grace period
 #: of 30m is honoured to within one run.
 SWEEP_EVERY = timedelta(minutes=15)
-#: The writes a scale-down or a scale-up costs per group kind (the naive script's calls): GKE turns its pool
-#: autoscaler off (or on) besides the resize; the others take one update.
-NAIVE_WRITES = {"eks": 1, "asg": 1, "gke": 2, "aks": 1}
+#: The writes a scale-down or a scale-up costs per group kind (the naive script's calls): the autoscaler off (or on)
+#: besides the resize (EKS: the discovery tags on its ASG); a plain ASG has no autoscaler here.
+NAIVE_WRITES = {"eks": 2, "asg": 1, "gke": 2, "aks": 2}
 CLOUD_OF = {"eks": "aws", "asg": "aws", "gke": "gcp", "aks": "azure"}
 
 
@@ -57,29 +65,104 @@ def managed(fleet: Fleet) -> list[Group]:
     return [g for g in fleet.groups if g.managed and g.hardware.gpus and not g.system]
 
 
-def new_model(fleet: Fleet, view: ResolvedPolicy, jobs: tuple[Job, ...], start: datetime) -> Model:
-    """The managed groups at their working size (ready at ``start``) and the week's jobs, none submitted yet."""
+def zones(group: Group) -> int:
+    """How many nodes one size step is: a GKE pool has that many per zone."""
+    return max(1, len(group.hardware.zones)) if group.kind == "gke" else 1
+
+
+def autoscaled(group: Group) -> bool:
+    """Whether the seeded group has a Cluster Autoscaler: every EKS managed node group (EKS tags its ASG for
+    discovery), the GKE and AKS pools seeded with autoscaling; not the sandbox's plain ASG (seeded without tags)."""
+    return group.kind == "eks" or (group.kind in ("gke", "aks") and group.hardware.autoscaling is not None)
+
+
+@dataclass
+class FleetCloud:
+    """The clouds of the strategies that run no product: each group's autoscaler on, within its seeded bounds, where
+    it has one (:func:`autoscaled`), unless the strategy turned it ``off``; the autoscaler's size is the model's."""
+
+    fleet: Fleet
+    off: set[str] = field(default_factory=set)
+
+    def bounds(self, group: str) -> tuple[int, int] | None:
+        g = self.fleet.group(group)
+        if group in self.off or not autoscaled(g):
+            return None
+        return g.min * zones(g), g.max * zones(g)
+
+    def scale(self, group: str, nodes: int) -> None:
+        return None
+
+
+@dataclass
+class WorldCloud:
+    """The emulated clouds under the product, as their autoscalers see them: on while the cloud says so (the
+    discovery tag on the ASG, the pool's autoscaling, a running AKS pool's autoscaler), within the bounds the cloud
+    has at that moment (the product changes them), and the size written back to the cloud the way each autoscaler
+    does: the Cluster Autoscaler sets the ASG's desired capacity (EKS shows it as the node group's desiredSize); GKE's
+    and AKS's own autoscalers resize the pool."""
+
+    world: World
+
+    def bounds(self, group: str) -> tuple[int, int] | None:
+        g, world = self.world.fleet.group(group), self.world
+        loc = g.locator
+        if g.kind in ("eks", "asg"):
+            asg = moto_state.find_asg(loc["region"], world.asg_names[g.name])
+            tags = {t.get("Key", t.get("key")) for t in (asg.tags if asg is not None else [])}
+            return (int(asg.min_size), int(asg.max_size)) if asg is not None and CA_ENABLED_TAG in tags else None
+        if g.kind == "gke":
+            auto = world.gcp.node_pool(loc["project"], loc["location"], loc["cluster"], loc["nodePool"]).autoscaling
+            on = auto is not None and auto.enabled
+            return (auto.min_node_count * zones(g), auto.max_node_count * zones(g)) if auto and on else None
+        pool = world.azure.agent_pool(loc["subscription"], loc["resourceGroup"], loc["cluster"], loc["agentPool"])
+        if not pool.enable_auto_scaling or pool.power_state != "Running":
+            return None
+        return pool.min_count or 0, pool.max_count or 0
+
+    def scale(self, group: str, nodes: int) -> None:
+        g, world = self.world.fleet.group(group), self.world
+        loc = g.locator
+        if g.kind in ("eks", "asg"):
+            asg = moto_state.find_asg(loc["region"], world.asg_names[g.name])
+            assert asg is not None
+            asg.set_desired_capacity(nodes)
+        elif g.kind == "gke":
+            world.gcp.autoscale(loc["project"], loc["location"], loc["cluster"], loc["nodePool"], nodes // zones(g))
+        else:
+            world.azure.autoscale(loc["subscription"], loc["resourceGroup"], loc["cluster"], loc["agentPool"], nodes)
+
+
+def scheduled(fleet: Fleet, view: ResolvedPolicy) -> list[Group]:
+    """The groups a strategy can change: the managed ones but the policy's ``alwaysOn`` group (production serving, the
+    same in every column, as the unmanaged ones: left out of the figures)."""
+    return [g for g in managed(fleet) if not view.group(g.name).group.always_on]
+
+
+def new_model(fleet: Fleet, view: ResolvedPolicy, jobs: tuple[Job, ...], start: datetime, cloud: Cloud) -> Model:
+    """The scheduled groups at their working size (ready at ``start``) and the week's jobs, none submitted yet;
+    ``cloud`` is what their autoscalers see and write."""
     groups: dict[str, GroupModel] = {}
     by_name = {g.name: g for g in fleet.groups}
-    for g in managed(fleet):
+    for g in scheduled(fleet, view):
         rg = view.group(g.name)
 
         def working(at: datetime, rg: Any = rg) -> bool:
             desired = rg.schedule.desired(at, timedelta(days=1))
             return bool(desired.state == "up" and not desired.reason.startswith("warming up"))
 
-        zones = max(1, len(g.hardware.zones)) if g.kind == "gke" else 1
         groups[g.name] = GroupModel(
             g.name,
             g.cluster,
             g.hardware.gpus,
-            g.max * zones,
+            g.max * zones(g),
             working,
             boot=SLOW_BOOT.get(g.name, timedelta(minutes=10)),
+            per_step=zones(g),
         )
-    model = Model(groups, jobs, lambda gm, i: _node_name(by_name[gm.name], i))
-    for g in managed(fleet):
-        model.seed_nodes(g.name, g.nodes, start)
+    model = Model(groups, jobs, lambda gm, i: _node_name(by_name[gm.name], i), cloud)
+    for name in groups:
+        model.seed_nodes(name, by_name[name].nodes, start)
     return model
 
 
@@ -87,10 +170,13 @@ def new_model(fleet: Fleet, view: ResolvedPolicy, jobs: tuple[Job, ...], start: 
 class AlwaysOn:
     fleet: Fleet
     name: str = "always-on"
+    cloud: FleetCloud = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cloud = FleetCloud(self.fleet)
 
     def before(self, model: Model, at: datetime) -> None:
-        for g in managed(self.fleet):
-            model.resize(g.name, g.nodes, at)
+        return None  # nothing sizes the groups but their autoscalers
 
     def after(self, model: Model, at: datetime) -> None:
         return None
@@ -105,7 +191,11 @@ class Naive:
     view: ResolvedPolicy
     name: str = "naive"
     calls: dict[str, int] = field(default_factory=lambda: {"aws": 0, "gcp": 0, "azure": 0})
+    cloud: FleetCloud = field(init=False)
     _night: bool | None = None
+
+    def __post_init__(self) -> None:
+        self.cloud = FleetCloud(self.fleet)
 
     def before(self, model: Model, at: datetime) -> None:
         local = at.astimezone(self.view.groups[0].schedule.tz)
@@ -113,9 +203,11 @@ class Naive:
         if night == self._night:
             return
         self._night = night
-        for g in managed(self.fleet):
-            if self.view.group(g.name).group.always_on:
-                continue
+        for g in scheduled(self.fleet, self.view):
+            if night:
+                self.cloud.off.add(g.name)
+            else:
+                self.cloud.off.discard(g.name)
             model.resize(g.name, 0 if night else g.nodes, at)
             self.calls[CLOUD_OF[g.kind]] += NAIVE_WRITES[g.kind]
 
@@ -203,8 +295,9 @@ class GpuJobs:
     """The real ``nodegroups`` job per cluster against ``world``, and its ``sweep --part pods`` every 15 minutes.
     ``every_step``: every cluster's nodegroups job at every step and its sweep at every tick, as the CronJobs run.
     Otherwise a cluster's nodegroups job is skipped at a step where none of its inputs moved (no schedule change of
-    its groups since the step before, every group's size as its schedule wants, no pod of the cluster started, ended
-    or moved): a level-triggered job plans nothing there; and its sweep where it could find nothing idle
+    its groups since the step before, no group with nodes that its schedule wants down, none up without nodes and
+    without an autoscaler to bring them, no node or pod of the cluster started, ended or moved): a level-triggered
+    job plans nothing there; and its sweep where it could find nothing idle
     (:meth:`_sweep_due`). A skipped run is counted as such."""
 
     world: World
@@ -226,9 +319,11 @@ class GpuJobs:
     _nodes: dict[str, set[str]] = field(default_factory=dict)  # group -> its Node objects in its cluster
     _changed: set[str] = field(default_factory=set)  # clusters whose pods or nodes moved since their last run
     _calls0: dict[str, int] = field(default_factory=dict)
+    cloud: WorldCloud = field(init=False)
 
     def __post_init__(self) -> None:
         world = self.world
+        self.cloud = WorldCloud(world)
         for kube in world.kubes.values():
             kube.cluster.pod_stop_s = 0.0  # an evicted pod's container exits at once: no real 30 s grace
             kube.create(seed.namespace(NAMESPACE, {"team": NAMESPACE}))
@@ -273,7 +368,11 @@ class GpuJobs:
                 continue
             schedule = self.view.group(g.name).schedule
             now, before = schedule.desired(at), schedule.desired(at - self.step)
-            if now.state != before.state or (now.state == "up") != (self.world.live_nodes(g) > 0):
+            live = self.world.live_nodes(g)
+            if now.state != before.state or (now.state != "up" and live > 0):
+                return True
+            # Up and empty: the job acts unless the group's autoscaler is on (then the size is the autoscaler's).
+            if now.state == "up" and live == 0 and self.cloud.bounds(g.name) is None:
                 return True
         return False
 
@@ -308,8 +407,8 @@ class GpuJobs:
                 if pod is not None and pod.state == "running":
                     model.interrupt(pod)
                 del self._pods[name]
-        for g in managed(self.world.fleet):
-            model.resize(g.name, self.world.live_nodes(g), at)
+        for name in model.groups:
+            model.resize(name, self.world.live_nodes(self.world.fleet.group(name)), at)
 
     # --- the sweep ---------------------------------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """The week's workload: pure data from a seeded RNG (same seed, same week, same pods), no I/O.
 
-What runs where (the sandbox fleet's managed groups, :mod:`tests.sandbox.fleet`): 8-GPU training on the A100 and H100
-groups (by day, some submitted in the evening, the A100 ones on spot with checkpoints), notebooks in working hours
-on the 1-GPU groups (with idle stretches, as people think and type), the nightly batch in its window, serving on the
-always-on group, and the odd cases: a stray job at night, a pod that starts and does nothing, one that crashes and
-keeps its VRAM, and a person who needs a GPU at 21:00 (what a wake is for).
+What runs where (the sandbox fleet's scheduled groups, :mod:`tests.sandbox.fleet`; its always-on serving group is the
+same under every strategy and left out): 8-GPU training on the A100 and H100 groups (by day, some submitted in the
+evening, the A100 ones on spot with checkpoints), notebooks in working hours on the 1-GPU groups (with idle
+stretches, as people think and type), the nightly batch in its window, and the odd cases: a stray job at night, a
+pod that starts and does nothing, one that crashes and keeps its VRAM, and a person who needs a GPU at 21:00 (what a
+wake is for).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-Kind = Literal["training", "notebook", "batch", "serving", "stray", "idle", "leaked", "wake"]
+Kind = Literal["training", "notebook", "batch", "stray", "idle", "leaked", "wake"]
 #: What its GPUs do while it runs (the DCGM profile): a leaked pod holds memory and computes nothing.
 Profile = Literal["busy", "idle", "leaked"]
 NAMESPACE = "week"
@@ -129,7 +130,6 @@ def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
                     timedelta(hours=rng.uniform(5, 8)),
                 )
             )
-    jobs += [Job("serving-l4", "serving", "inference-l4", 1, start, None)]
     specials = [
         Job("stray-night", "stray", "finetune-a100", 1, _at(start, 2 * 24 + 2), timedelta(hours=3)),  # Wed 02:00
         Job("does-nothing", "idle", "notebooks-t4", 1, _at(start, 24 + 10), None, profile="idle"),  # Tue 10:00
