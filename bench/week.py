@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     began = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix="gpu-jobs-week-policy-"))
+    given = args.policy
     args.policy, unmodelled = without_karpenter(Path(args.policy), scratch)
     policy = load_policy(Path(args.policy))
     fleet, view = build_fleet(policy), view_of(policy)
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         header = [
             f"simulated {start.isoformat()} .. {end.isoformat()} ({hours:g} h, {steps} steps of {step}), "
-            f"{len(jobs)} pods, seed {args.seed}, policy {args.policy}",
+            f"{len(jobs)} pods, seed {args.seed}, policy {os.path.relpath(given)}"
+            + (f" (its Karpenter pool {', '.join(unmodelled)} left out)" if unmodelled else ""),
             f"gpu-jobs: {product.runs} nodegroups runs (one per cluster, {clusters} clusters), "
             f"{product.skipped} skipped where no input moved"
             + (" (none: --every-step)" if args.every_step else "")
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             f"wall time {wall:.0f} s (job runs {product.run_seconds:.0f} s) on {os.cpu_count()} cores",
             f"the week's policy: {policy_note}",
             *(
-                [f"not modelled (Karpenter pools have no size to simulate): {', '.join(unmodelled)}"]
+                [f"not modelled (the week has no Karpenter to move a NodePool's nodes): {', '.join(unmodelled)}"]
                 if unmodelled
                 else []
             ),

@@ -25,8 +25,8 @@ OVERNIGHT = "10h"
 
 
 def without_karpenter(policy: Path, workdir: Path) -> tuple[Path, tuple[str, ...]]:
-    """(the policy the week runs, the Karpenter pools left out): the week's model sizes groups within [min, max], and
-    a Karpenter pool has no size (its nodes follow its pods within its limits): it is not modelled, and says so."""
+    """(the policy the week runs, the Karpenter pools left out): the week's model has no Karpenter (a pool's nodes
+    follow its pods within its limits, launched and consolidated by Karpenter): it is not modelled, and says so."""
     doc: dict[str, Any] = yaml.safe_load(policy.read_text())
     pools = tuple(str(g.get("name")) for g in doc.get("nodeGroups", []) if "karpenter" in g)
     if not pools:
