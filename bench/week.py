@@ -37,7 +37,7 @@ from tests.emulators.prometheus.pushgateway import start_pushgateway
 from tests.sandbox.fleet import Fleet, build_fleet
 from tests.sandbox.week import dcgm, figures
 from tests.sandbox.week.model import Model
-from tests.sandbox.week.policy import for_the_week, without_karpenter
+from tests.sandbox.week.policy import for_the_week
 from tests.sandbox.week.strategies import AlwaysOn, GpuJobs, Naive, Strategy, managed, new_model
 from tests.sandbox.week.workload import Job, generate
 from tests.sandbox.world import DEFAULT_POLICY, World, child_env
@@ -114,9 +114,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     began = time.perf_counter()
-    scratch = Path(tempfile.mkdtemp(prefix="gpu-jobs-week-policy-"))
-    given = args.policy
-    args.policy, unmodelled = without_karpenter(Path(args.policy), scratch)
     policy = load_policy(Path(args.policy))
     fleet, view = build_fleet(policy), view_of(policy)
     tz = ZoneInfo(policy.defaults.timezone)
@@ -141,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - began
     steps = int((end - start) / step)
     clusters = len(policy.fleet)
-    warm_up = min(view.group(g.name).settings.warm_up for g in managed(fleet)) / timedelta(minutes=1)
+    warm_up = {g.name: view.group(g.name).settings.warm_up / timedelta(minutes=1) for g in managed(fleet)}
     run = {
         "wallSeconds": round(wall, 1),
         "jobRuns": product.runs,
@@ -154,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
         "pods": len(jobs),
         "cores": os.cpu_count(),
         "policy": policy_note,
-        "notModelled": list(unmodelled),
     }
     sweep = product.sweep.as_json(columns["always-on"].figures, columns["gpu-jobs"].figures)
     if args.output == "json":
@@ -162,19 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         header = [
             f"simulated {start.isoformat()} .. {end.isoformat()} ({hours:g} h, {steps} steps of {step}), "
-            f"{len(jobs)} pods, seed {args.seed}, policy {os.path.relpath(given)}"
-            + (f" (its Karpenter pool {', '.join(unmodelled)} left out)" if unmodelled else ""),
+            f"{len(jobs)} pods, seed {args.seed}, policy {os.path.relpath(args.policy)}",
             f"gpu-jobs: {product.runs} nodegroups runs (one per cluster, {clusters} clusters), "
             f"{product.skipped} skipped where no input moved"
             + (" (none: --every-step)" if args.every_step else "")
             + f"; {product.runs_with_failed_items} with a failed item (exit 1), {product.failed_runs} failed to run",
             f"wall time {wall:.0f} s (job runs {product.run_seconds:.0f} s) on {os.cpu_count()} cores",
             f"the week's policy: {policy_note}",
-            *(
-                [f"not modelled (the week has no Karpenter to move a NodePool's nodes): {', '.join(unmodelled)}"]
-                if unmodelled
-                else []
-            ),
         ]
         print(figures.render_text(columns, report, truth, warm_up, header))
         for reason, count in sorted(product.failed_items.items(), key=lambda kv: -kv[1])[:8]:

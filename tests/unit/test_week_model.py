@@ -1,14 +1,15 @@
 """The simulated week's Cluster Autoscaler model (tests/sandbox/week/model.py), against a cloud kept in memory: it
 acts only while the cloud says the autoscaler is on, adds nodes for pods that fit nowhere, removes empty Ready nodes
 after 10 minutes and no sooner than 10 minutes after its last addition, never below ``min``, and writes every size it
-chooses to the cloud."""
+chooses to the cloud; and how the wait target reads."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from tests.sandbox.week.model import GroupModel, Model
+from tests.sandbox.week.figures import Column, wait_target
+from tests.sandbox.week.model import Figures, GroupModel, Model
 from tests.sandbox.week.workload import Job
 
 START = datetime.fromisoformat("2027-04-12T09:00:00+02:00")
@@ -28,7 +29,7 @@ class Cloud:
 
 
 def model(cloud: Cloud, nodes: int, jobs: tuple[Job, ...] = (), *, gpus: int = 8, per_step: int = 1) -> Model:
-    group = GroupModel("train", "ml-prod", gpus, 8, lambda at: True, per_step=per_step)
+    group = GroupModel("train", "ml-prod", gpus, lambda at: True, per_step=per_step)
     m = Model({"train": group}, jobs, lambda g, i: f"node-{i}", cloud)
     m.seed_nodes("train", nodes, START)
     return m
@@ -80,3 +81,18 @@ def test_a_pool_in_two_zones_grows_and_shrinks_a_node_per_zone_at_a_time() -> No
     assert run(m, 4) == [4, 4, 2, 2]
     assert cloud.writes == [("train", 4), ("train", 2)]
     assert all(p.state == "done" for p in m.pods.values())
+
+
+def test_the_wait_target_names_each_group_over_its_warm_up_beside_always_ons_wait() -> None:
+    product, always = Figures(), Figures()
+    product.per_group_max_wait_working_min = {"train-h100": 20.0, "training-a100": 10.0}
+    always.per_group_max_wait_working_min = {"train-h100": 20.0}
+    product.max_wait_working_min = 20.0
+    columns = {"always-on": Column("always-on", always, {}), "gpu-jobs": Column("gpu-jobs", product, {})}
+    over = wait_target(columns, {"train-h100": 15.0, "training-a100": 20.0})
+    assert (
+        over
+        == "  [NOT met] working-hours wait <= each group's warmUp: train-h100 20 min against warmUp 15 (always-on 20 min)"
+    )
+    met = wait_target(columns, {"train-h100": 30.0, "training-a100": 20.0})
+    assert met == "  [met] working-hours wait <= each group's warmUp (longest 20 min)"

@@ -5,14 +5,16 @@ after its boot delay (``ready``). Pods are Pending until a ready node of their g
 submission order).
 
 The Cluster Autoscaler acts on a group while its cloud says the group's autoscaler is on (:class:`Cloud`: EKS's
-discovery tags on the group's ASG, a GKE pool's autoscaling, an AKS pool's autoscaler on a running pool), within the
-bounds the cloud has then, and writes the size it chooses to the cloud, as the real ones do: it adds nodes for pods
-that fit nowhere (up to ``max``), and removes any ready node that has been empty for ``SCALE_DOWN_UNNEEDED``, no
-sooner than ``SCALE_DOWN_DELAY_AFTER_ADD`` after its last addition to the group, down to ``min`` (the Cluster
-Autoscaler's defaults, which GKE's and AKS's autoscalers share). It does not tell the nodes it added from the others:
-a node is a node. When a group shrinks from outside (a strategy or the product sets its size) the newest nodes go
-first, with their pods: each running pod so ended is an interruption, and it goes back to Pending (training resumes
-from its last checkpoint, anything else starts over).
+discovery tags on the group's ASG, a GKE pool's autoscaling, an AKS pool's autoscaler on a running pool; Karpenter
+while its NodePool's limits let it launch), within the bounds the cloud has then, and writes the size it chooses
+to the cloud, as the real ones do: it adds nodes for pods that fit nowhere (up to ``max``), and removes any ready
+node that has been empty for ``SCALE_DOWN_UNNEEDED``, no sooner than ``SCALE_DOWN_DELAY_AFTER_ADD`` after its last
+addition to the group, down to ``min`` (the Cluster Autoscaler's defaults, which GKE's and AKS's autoscalers share;
+Karpenter's consolidation of empty nodes after its NodePool's ``consolidateAfter``). It does not tell the nodes it
+added from the others: a node is a node. When a group shrinks from outside (a strategy or the product sets its
+size) the newest nodes go first, with their pods (a Karpenter pool's claims deleted: those nodes, :meth:`Model.remove`):
+each running pod so ended is an interruption, and it goes back to Pending (training resumes from its last
+checkpoint, anything else starts over).
 
 The figures are integrated over each step ``[t, t + step)``: billed GPU-hours (nodes x GPUs per node, booting
 included, as the cloud bills), busy GPU-hours (running pods x their GPUs), pod-minutes Pending in the group's
@@ -31,7 +33,7 @@ from tests.sandbox.week.workload import Job
 
 #: How long a GPU node takes from launch to Ready (driver, device plugin, health checks); H100s longer.
 BOOT = timedelta(minutes=10)
-SLOW_BOOT = {"research-h100": timedelta(minutes=20)}
+SLOW_BOOT = {"research-h100": timedelta(minutes=20), "train-h100": timedelta(minutes=20)}
 #: The Cluster Autoscaler's ``--scale-down-unneeded-time`` and ``--scale-down-delay-after-add`` (both 10m by default;
 #: GKE's and AKS's autoscalers use the same).
 SCALE_DOWN_UNNEEDED = timedelta(minutes=10)
@@ -79,9 +81,12 @@ class GroupModel:
     name: str
     cluster: str
     gpus_per_node: int
-    max_nodes: int
     working: Callable[[datetime], bool]  # the group's working hours (warm-up excluded)
     boot: timedelta = BOOT
+    #: How long a node is empty before its autoscaler removes it, and how long after an addition it removes none
+    #: (a Karpenter pool: its NodePool's ``consolidateAfter``, and no delay).
+    unneeded: timedelta = SCALE_DOWN_UNNEEDED
+    delay_after_add: timedelta = SCALE_DOWN_DELAY_AFTER_ADD
     #: Nodes one autoscaler step adds or removes: a GKE pool's zones (the emulated pool has one size for every zone).
     per_step: int = 1
     nodes: list[Node] = field(default_factory=list)
@@ -103,6 +108,7 @@ class Figures:
     interrupted: int = 0  # interruptions of running pods doing work (not idle or leaked ones)
     interrupted_pods: list[str] = field(default_factory=list)
     max_wait_working_min: float = 0.0
+    per_group_max_wait_working_min: dict[str, float] = field(default_factory=dict)
     per_group_billed: dict[str, float] = field(default_factory=dict)
     per_group_busy: dict[str, float] = field(default_factory=dict)
     per_group_idle_working: dict[str, float] = field(default_factory=dict)
@@ -165,6 +171,13 @@ class Model:
                 self.interrupt(pod)
         del g.nodes[size:]
 
+    def remove(self, group: str, names: set[str]) -> None:
+        """These nodes of the group are gone (a Karpenter pool's claims deleted from outside), with their pods."""
+        g = self.groups[group]
+        for pod in [p for p in self.pods.values() if p.state == "running" and p.node in names]:
+            self.interrupt(pod)
+        g.nodes = [n for n in g.nodes if n.name not in names]
+
     def step(self, at: datetime, step: timedelta) -> None:
         """Submit, schedule, autoscale, account for ``[at, at + step)``, then run the pods' work forward."""
         while self._next < len(self.jobs) and self.jobs[self._next].submit <= at:
@@ -200,7 +213,12 @@ class Model:
                 if self.groups[pod.job.group].working(at):
                     pod.waited_working += step
                     f.waiting_working_min += step / timedelta(minutes=1)
-                    f.max_wait_working_min = max(f.max_wait_working_min, pod.waited_working / timedelta(minutes=1))
+                    waited = pod.waited_working / timedelta(minutes=1)
+                    f.max_wait_working_min = max(f.max_wait_working_min, waited)
+                    group = pod.job.group
+                    f.per_group_max_wait_working_min[group] = max(
+                        f.per_group_max_wait_working_min.get(group, 0.0), waited
+                    )
 
     def _schedule(self, at: datetime) -> None:
         for pod in self.pods.values():
@@ -232,10 +250,8 @@ class Model:
             for node in g.nodes:
                 empty = node.ready <= at and g.gpus_used(node.name, self.pods.values()) == 0
                 node.empty_since = (node.empty_since or at) if empty else None
-            if wanted == 0 and (g.added is None or at - g.added >= SCALE_DOWN_DELAY_AFTER_ADD):
-                unneeded = [
-                    n for n in g.nodes if n.empty_since is not None and at - n.empty_since >= SCALE_DOWN_UNNEEDED
-                ]
+            if wanted == 0 and (g.added is None or at - g.added >= g.delay_after_add):
+                unneeded = [n for n in g.nodes if n.empty_since is not None and at - n.empty_since >= g.unneeded]
                 removable = min(len(unneeded), len(g.nodes) - low) // g.per_step * g.per_step
                 gone = {n.name for n in unneeded[len(unneeded) - removable :]} if removable > 0 else set()
                 g.nodes = [n for n in g.nodes if n.name not in gone]

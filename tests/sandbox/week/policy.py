@@ -24,23 +24,6 @@ TRAINING_GROUPS = ("training-a100", "research-h100")
 OVERNIGHT = "10h"
 
 
-def without_karpenter(policy: Path, workdir: Path) -> tuple[Path, tuple[str, ...]]:
-    """(the policy the week runs, the Karpenter pools left out): the week's model has no Karpenter (a pool's nodes
-    follow its pods within its limits, launched and consolidated by Karpenter): it is not modelled, and says so."""
-    doc: dict[str, Any] = yaml.safe_load(policy.read_text())
-    pools = tuple(str(g.get("name")) for g in doc.get("nodeGroups", []) if "karpenter" in g)
-    if not pools:
-        return policy, ()
-    doc["nodeGroups"] = [g for g in doc["nodeGroups"] if "karpenter" not in g]
-    pricing = doc.get("pricing") or {}
-    for name in pools:  # a price for a group the policy no longer has is an error
-        (pricing.get("nodeGroups") or {}).pop(name, None)
-    workdir.mkdir(parents=True, exist_ok=True)
-    sized = workdir / "policy-without-karpenter.yaml"
-    sized.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return sized, pools
-
-
 def for_the_week(policy: Path, workdir: Path, *, overnight: bool = True) -> tuple[Path, str]:
     """(the policy the gpu-jobs column runs, what was decided): a copy with the wake and, with ``overnight``, the
     training groups' ``maxDelay``; ``policy`` itself where validate refuses the copy (the note says why)."""

@@ -28,15 +28,25 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from fractions import Fraction
 from typing import Any, Protocol
 
 from jobs.core.resolved import ResolvedPolicy, view_of
 from jobs.labels import CA_ENABLED_TAG
 from tests import forkserver
 from tests.emulators.aws import moto_state
-from tests.emulators.kube import seed
+from tests.emulators.kube import karpenter, seed
 from tests.sandbox.fleet import Fleet, Group
-from tests.sandbox.week.model import SLOW_BOOT, Cloud, Figures, GroupModel, Model
+from tests.sandbox.karpenter_world import SANDBOX_LIMITS
+from tests.sandbox.week.model import (
+    SCALE_DOWN_DELAY_AFTER_ADD,
+    SCALE_DOWN_UNNEEDED,
+    SLOW_BOOT,
+    Cloud,
+    Figures,
+    GroupModel,
+    Model,
+)
 from tests.sandbox.week.workload import NAMESPACE, Job
 from tests.sandbox.world import GROUP_LABEL, World, _label_value, _node, _node_name, child_env
 
@@ -46,8 +56,11 @@ GPU_JOBS = (sys.executable, "-m", "jobs")
 SWEEP_EVERY = timedelta(minutes=15)
 #: The writes a scale-down or a scale-up costs per group kind (the naive script's calls): the autoscaler off (or on)
 #: besides the resize (EKS: the discovery tags on its ASG); a plain ASG has no autoscaler here.
-NAIVE_WRITES = {"eks": 2, "asg": 1, "gke": 2, "aks": 2}
-CLOUD_OF = {"eks": "aws", "asg": "aws", "gke": "gcp", "aks": "azure"}
+NAIVE_WRITES = {"eks": 2, "asg": 1, "gke": 2, "aks": 2, "karpenter": 2}
+CLOUD_OF = {"eks": "aws", "asg": "aws", "gke": "gcp", "aks": "azure", "karpenter": "kube"}
+#: The sandbox NodePool's ``disruption.consolidateAfter`` (tests.emulators.kube.karpenter.nodepool, WhenEmpty): how
+#: long Karpenter leaves an empty node before it removes it.
+CONSOLIDATE_AFTER = timedelta(minutes=5)
 
 
 class Strategy(Protocol):
@@ -71,9 +84,25 @@ def zones(group: Group) -> int:
 
 
 def autoscaled(group: Group) -> bool:
-    """Whether the seeded group has a Cluster Autoscaler: every EKS managed node group (EKS tags its ASG for
-    discovery), the GKE and AKS pools seeded with autoscaling; not the sandbox's plain ASG (seeded without tags)."""
-    return group.kind == "eks" or (group.kind in ("gke", "aks") and group.hardware.autoscaling is not None)
+    """Whether the seeded group has an autoscaler: every EKS managed node group (EKS tags its ASG for the Cluster
+    Autoscaler's discovery), the GKE and AKS pools seeded with autoscaling, a Karpenter pool (Karpenter); not the
+    sandbox's plain ASG (seeded without tags)."""
+    return group.kind in ("eks", "karpenter") or (
+        group.kind in ("gke", "aks") and group.hardware.autoscaling is not None
+    )
+
+
+def pool_bounds(limits: dict[str, Any], machine: str) -> tuple[int, int] | None:
+    """(0, how many ``machine`` nodes a NodePool's ``limits`` let Karpenter launch), None where they let it launch
+    none (the product's ``cpu: "0"``, ``nodes: "0"`` at night)."""
+    capacity = next(t for t in karpenter.CATALOGUE if t.name == machine).capacity
+    most = [
+        int(karpenter.parse(value) // per)
+        for name, value in limits.items()
+        if (per := Fraction(1) if name == "nodes" else capacity.get(name, Fraction(0)))
+    ]
+    top = min(most, default=100)
+    return (0, top) if top > 0 else None
 
 
 @dataclass
@@ -88,6 +117,8 @@ class FleetCloud:
         g = self.fleet.group(group)
         if group in self.off or not autoscaled(g):
             return None
+        if g.kind == "karpenter":
+            return pool_bounds(SANDBOX_LIMITS, g.hardware.machine)
         return g.min * zones(g), g.max * zones(g)
 
     def scale(self, group: str, nodes: int) -> None:
@@ -100,13 +131,17 @@ class WorldCloud:
     discovery tag on the ASG, the pool's autoscaling, a running AKS pool's autoscaler), within the bounds the cloud
     has at that moment (the product changes them), and the size written back to the cloud the way each autoscaler
     does: the Cluster Autoscaler sets the ASG's desired capacity (EKS shows it as the node group's desiredSize); GKE's
-    and AKS's own autoscalers resize the pool."""
+    and AKS's own autoscalers resize the pool. A Karpenter pool's "cloud" is its NodePool in its cluster: on while its
+    limits let Karpenter launch; its nodes' NodeClaims are the mirror's (:meth:`GpuJobs.after`)."""
 
     world: World
 
     def bounds(self, group: str) -> tuple[int, int] | None:
         g, world = self.world.fleet.group(group), self.world
         loc = g.locator
+        if g.kind == "karpenter":
+            pool = world.kubes[g.cluster].get("nodepools", loc["nodePool"], api_version=karpenter.API_VERSION)
+            return pool_bounds((pool or {}).get("spec", {}).get("limits") or {}, g.hardware.machine)
         if g.kind in ("eks", "asg"):
             asg = moto_state.find_asg(loc["region"], world.asg_names[g.name])
             tags = {t.get("Key", t.get("key")) for t in (asg.tags if asg is not None else [])}
@@ -123,6 +158,8 @@ class WorldCloud:
     def scale(self, group: str, nodes: int) -> None:
         g, world = self.world.fleet.group(group), self.world
         loc = g.locator
+        if g.kind == "karpenter":
+            return  # Karpenter writes NodeClaims, not a size: the mirror makes and deletes them
         if g.kind in ("eks", "asg"):
             asg = moto_state.find_asg(loc["region"], world.asg_names[g.name])
             assert asg is not None
@@ -151,14 +188,16 @@ def new_model(fleet: Fleet, view: ResolvedPolicy, jobs: tuple[Job, ...], start: 
             desired = rg.schedule.desired(at, timedelta(days=1))
             return bool(desired.state == "up" and not desired.reason.startswith("warming up"))
 
+        pool = g.kind == "karpenter"
         groups[g.name] = GroupModel(
             g.name,
             g.cluster,
             g.hardware.gpus,
-            g.max * zones(g),
             working,
             boot=SLOW_BOOT.get(g.name, timedelta(minutes=10)),
             per_step=zones(g),
+            unneeded=CONSOLIDATE_AFTER if pool else SCALE_DOWN_UNNEEDED,
+            delay_after_add=timedelta(0) if pool else SCALE_DOWN_DELAY_AFTER_ADD,
         )
     model = Model(groups, jobs, lambda gm, i: _node_name(by_name[gm.name], i), cloud)
     for name in groups:
@@ -190,7 +229,7 @@ class Naive:
     fleet: Fleet
     view: ResolvedPolicy
     name: str = "naive"
-    calls: dict[str, int] = field(default_factory=lambda: {"aws": 0, "gcp": 0, "azure": 0})
+    calls: dict[str, int] = field(default_factory=lambda: {"aws": 0, "gcp": 0, "azure": 0, "kube": 0})
     cloud: FleetCloud = field(init=False)
     _night: bool | None = None
 
@@ -208,7 +247,8 @@ class Naive:
                 self.cloud.off.add(g.name)
             else:
                 self.cloud.off.discard(g.name)
-            model.resize(g.name, 0 if night else g.nodes, at)
+            # A Karpenter pool's working size is none: its nodes come with pods.
+            model.resize(g.name, 0 if night or g.kind == "karpenter" else g.nodes, at)
             self.calls[CLOUD_OF[g.kind]] += NAIVE_WRITES[g.kind]
 
     def after(self, model: Model, at: datetime) -> None:
@@ -316,6 +356,7 @@ class GpuJobs:
     #: Each week pod's DCGM series, (since, until] (:func:`tests.sandbox.week.dcgm.series`): where the sweep can skip.
     series: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
     _pods: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # pod -> (cluster, node or None)
+    _claims: dict[str, dict[str, str]] = field(default_factory=dict)  # Karpenter pool -> its node -> its NodeClaim
     _nodes: dict[str, set[str]] = field(default_factory=dict)  # group -> its Node objects in its cluster
     _changed: set[str] = field(default_factory=set)  # clusters whose pods or nodes moved since their last run
     _calls0: dict[str, int] = field(default_factory=dict)
@@ -345,6 +386,16 @@ class GpuJobs:
             for pod in pods:
                 with contextlib.suppress(Exception):
                     kube.cluster.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+        # The week's model is each Karpenter pool's Karpenter from now on (launch, registration, consolidation, the
+        # end of a claim someone deleted): the emulator's own, on the wall clock, stops.
+        for g in world.fleet.groups:
+            if g.kind == "karpenter" and g.name in world.karpenters:
+                world.karpenters[g.name].detach()
+                claims = self._claims.setdefault(g.name, {})
+                for claim in world.karpenters[g.name].claims(g.locator["nodePool"]):
+                    node = (claim.get("status") or {}).get("nodeName")
+                    if node:
+                        claims[node] = claim["metadata"]["name"]
         self._changed = {c.name for c in world.policy.fleet}
         self._calls0 = self._calls()
 
@@ -408,7 +459,11 @@ class GpuJobs:
                     model.interrupt(pod)
                 del self._pods[name]
         for name in model.groups:
-            model.resize(name, self.world.live_nodes(self.world.fleet.group(name)), at)
+            group = self.world.fleet.group(name)
+            if group.kind == "karpenter":
+                model.remove(name, self._claims_gone(group))
+            else:
+                model.resize(name, self.world.live_nodes(group), at)
 
     # --- the sweep ---------------------------------------------------------------------------------------------
 
@@ -508,11 +563,51 @@ class GpuJobs:
 
     # --- the mirror: what each cluster's API shows of the model ----------------------------------------------
 
+    def _claims_gone(self, group: Group) -> set[str]:
+        """The pool's nodes whose NodeClaim the product deleted: Karpenter's termination ends them now (claim and
+        node gone; the model interrupts what ran there)."""
+        cluster, claims = self.world.kubes[group.cluster].cluster, self._claims.setdefault(group.name, {})
+        gone = set()
+        for node, name in list(claims.items()):
+            claim = cluster.get("nodeclaims", name, api_version=karpenter.API_VERSION)
+            if claim is None or claim["metadata"].get("deletionTimestamp"):
+                with contextlib.suppress(Exception):
+                    cluster.delete("nodeclaims", name, api_version=karpenter.API_VERSION)
+                gone.add(node)
+                del claims[node]
+                self._changed.add(group.cluster)
+        return gone
+
+    def _mirror_claims(self, gm: GroupModel, group: Group, at: datetime) -> None:
+        """A NodeClaim per node of the pool's model from its launch, registered (``status.nodeName``) once Ready;
+        the claim of a node the model consolidated away is deleted, as Karpenter does."""
+        pool, claims = self.world.karpenters[group.name], self._claims.setdefault(group.name, {})
+        cluster = pool.cluster
+        stored = cluster.get("nodepools", group.locator["nodePool"], api_version=karpenter.API_VERSION)
+        assert stored is not None
+        machine = next(t for t in karpenter.CATALOGUE if t.name == group.hardware.machine)
+        now = cluster.now()
+        for node in gm.nodes:
+            if node.name not in claims:
+                claims[node.name] = pool._launch(stored, machine, now)["metadata"]["name"]
+                self._changed.add(group.cluster)
+            claim = cluster.get("nodeclaims", claims[node.name], api_version=karpenter.API_VERSION)
+            if claim is not None and node.ready <= at and not (claim.get("status") or {}).get("nodeName"):
+                pool._registered(claim, node.name, now)
+        kept = {n.name for n in gm.nodes}
+        for node in [n for n in claims if n not in kept]:
+            with contextlib.suppress(Exception):
+                cluster.delete("nodeclaims", claims[node], api_version=karpenter.API_VERSION)
+            del claims[node]
+            self._changed.add(group.cluster)
+
     def after(self, model: Model, at: datetime) -> None:
         world = self.world
         by_name = {g.name: g for g in world.fleet.groups}
         for gm in model.groups.values():
             kube, group = world.kubes[gm.cluster], by_name[gm.name]
+            if group.kind == "karpenter":
+                self._mirror_claims(gm, group, at)
             ready = {n.name for n in gm.nodes if n.ready <= at}
             known = self._nodes.setdefault(gm.name, set())
             for name in sorted(ready - known):

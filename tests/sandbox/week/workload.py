@@ -1,11 +1,11 @@
 """The week's workload: pure data from a seeded RNG (same seed, same week, same pods), no I/O.
 
 What runs where (the sandbox fleet's scheduled groups, :mod:`tests.sandbox.fleet`; its always-on serving group is the
-same under every strategy and left out): 8-GPU training on the A100 and H100 groups (by day, some submitted in the
-evening, the A100 ones on spot with checkpoints), notebooks in working hours on the 1-GPU groups (with idle
-stretches, as people think and type), the nightly batch in its window, and the odd cases: a stray job at night, a
-pod that starts and does nothing, one that crashes and keeps its VRAM, and a person who needs a GPU at 21:00 (what a
-wake is for).
+same under every strategy and left out): 8-GPU training on the A100 and H100 groups and the Karpenter pool (by day,
+some submitted in the evening, the A100 ones on spot with checkpoints), notebooks in working hours on the 1-GPU
+groups (with idle stretches, as people think and type), the nightly batch in its window, and the odd cases: a stray
+job at night, a pod that starts and does nothing, one that crashes and keeps its VRAM, and a person who needs a GPU
+at 21:00 (what a wake is for).
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def _same_day(day: datetime, tz: ZoneInfo) -> datetime:
 def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
     """The workload of ``days`` days from ``start`` (a Monday 00:00 in the policy's timezone)."""
     rng = random.Random(seed)
+    # The Karpenter pool's own draws: the other groups' pods stay the same pods as before it was modelled.
+    pool_rng = random.Random(f"{seed}-karpenter")
     jobs: list[Job] = []
     tz = start.tzinfo
     for n in range(days):
@@ -78,6 +80,17 @@ def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
                     8,
                     _at(day, rng.uniform(9, 11)),
                     timedelta(hours=rng.uniform(4, 7)),
+                )
+            )
+            # A training a day in the Karpenter pool: its nodes come with it and go 5 minutes after it.
+            jobs.append(
+                Job(
+                    f"pool-h100-{tag}",
+                    "training",
+                    "train-h100",
+                    8,
+                    _at(day, pool_rng.uniform(8.5, 12)),
+                    timedelta(hours=pool_rng.uniform(3, 6)),
                 )
             )
             for group, people in (("notebooks-t4", 3), ("vision-t4", 2), ("finetune-a100", 2)):
