@@ -50,7 +50,8 @@ class Entry:
     reason: str | None = None
     idle_gpu_hours: float | None = None  # pod: GPU-hours it idled before the sweep acted (at least)
     instance_type: str | None = None
-    #: down, up: the nodes the group's autoscaler keeps once they are empty (its min; None: no autoscaler on it).
+    #: down, up: the nodes the group's autoscaler keeps once they are empty (its min; a Karpenter pool that
+    #: consolidates: 0; None: nothing removes them).
     floor: int | None = None
     id: str = ""
 
@@ -191,9 +192,10 @@ def _group_entries(result: ScopeResult, item: ItemResult, policy: Policy, histor
         desired, zones = size.get("desired"), int(size.get("zones") or 1)
         nodes = None if desired is None else int(desired) * zones
         gpus = None if nodes is None or per_node is None else nodes * per_node
-        # A Karpenter pool's "autoscaling" is its limits: its claims' GPUs are what it ran.
-        autoscaled = bool(size.get("autoscaling")) and size.get("limits") is None and size.get("min") is not None
-        floor = int(size["min"]) * zones if autoscaled else None
+        # A Karpenter pool's "autoscaling" is its limits (it may launch): what removes its empty nodes is its
+        # consolidation, down to none (its min is 0); one that keeps them ran its claims' GPUs.
+        empties_go = size.get("consolidates") if size.get("limits") is not None else size.get("autoscaling")
+        floor = int(size["min"]) * zones if empties_go and size.get("min") is not None else None
         kind: EntryKind = "down" if detail["direction"] == "down" else "up"
         return [Entry(at, result.job, scope, kind, item.name, nodes, gpus, per_node, detail.get("why"), floor=floor)]
     if item.status == "skipped" and (item.reason or "").startswith(KEPT_UP_FOR_BUSY):

@@ -38,6 +38,9 @@ class GroupConfig:
     # not being deleted, ``missing`` those whose node has not registered.
     limits: Mapping[str, str] | None = None
     replicas: int | None = None
+    # Karpenter: whether the pool's ``spec.disruption`` removes empty nodes by itself (None: not a pool). The
+    # report's floor (``jobs.history``); read-only, never recorded nor restored.
+    consolidates: bool | None = None
     # Why the job must not take the group down (Karpenter's own controller runs on its nodes). Read-only.
     refused: str | None = None
     # Karpenter, read-only: nodes whose claim has a ``terminationGracePeriod`` (deleting it would force its pods off
@@ -54,6 +57,7 @@ class GroupConfig:
             busy=False,
             shortfall=None,
             missing=0,
+            consolidates=None,
             refused=None,
             grace_nodes=frozenset(),
             do_not_disrupt_nodes=frozenset(),
@@ -95,9 +99,11 @@ class GroupConfig:
         } | self._pool_json()
 
     def _pool_json(self) -> dict[str, Any]:
-        """A Karpenter pool's limits and replicas, only where set: the other kinds' records stay as they were."""
+        """A Karpenter pool's limits, replicas and consolidation, only where set: the other kinds' records stay as
+        they were."""
         pool: dict[str, Any] = {"limits": dict(self.limits)} if self.limits is not None else {}
-        return pool | ({"replicas": self.replicas} if self.replicas is not None else {})
+        pool |= {"replicas": self.replicas} if self.replicas is not None else {}
+        return pool | ({"consolidates": self.consolidates} if self.consolidates is not None else {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GroupConfig:
@@ -114,4 +120,5 @@ class GroupConfig:
             zones=int(data.get("zones", 1)),
             limits={str(k): str(v) for k, v in data["limits"].items()} if data.get("limits") is not None else None,
             replicas=None if data.get("replicas") is None else int(data["replicas"]),
+            consolidates=None if data.get("consolidates") is None else bool(data["consolidates"]),
         )

@@ -100,6 +100,10 @@ def test_a_shutdown_records_the_nodes_and_gpus_before() -> None:
     assert entry.reason == "outside working hours"
 
 
+# A Karpenter pool's before (``GroupConfig.to_json``): no bounds, "autoscaling" while its limits let it launch.
+POOL: dict[str, Any] = {"min": 0, "desired": 3, "max": 0, "autoscaling": True, "zones": 1, "limits": {"cpu": "1000"}}
+
+
 def autoscaled_down(before: dict[str, Any]) -> ItemResult:
     detail = {"direction": "down", "before": before, "after": {"desired": 0}, "why": "outside working hours"}
     return ItemResult("node group", "train", "applied", "outside working hours", write=True, detail=detail)
@@ -116,6 +120,12 @@ def autoscaled_down(before: dict[str, Any]) -> ItemResult:
         ({"min": 1, "desired": None, "max": 3, "autoscaling": True, "zones": 2}, 2, (2, 16)),
         # An autoscaler already at its floor.
         ({"min": 2, "desired": 2, "max": 6, "autoscaling": True, "zones": 1}, 2, (2, 16)),
+        # A Karpenter pool that consolidates empty nodes: Karpenter would have removed its 3 idle claims by itself.
+        ({**POOL, "consolidates": True}, 0, (0, 0)),
+        # One with consolidateAfter Never keeps them: its claims' GPUs ran, whatever its limits let it launch.
+        ({**POOL, "consolidates": False}, None, (3, 24)),
+        # A record written before consolidation was read: its claims, as before.
+        (POOL, None, (3, 24)),
     ],
 )
 def test_what_a_shutdown_avoids_is_no_more_than_the_autoscalers_floor(

@@ -69,6 +69,17 @@ def blocks(limits: Mapping[str, str]) -> bool:
     return any(str(limits.get(key, "")).strip() in ("0", "0m") for key in ZERO_LIMITS)
 
 
+def consolidates(spec: Mapping[str, Any]) -> bool:
+    """Whether a pool's Karpenter removes its empty nodes by itself (``spec.disruption``, karpenter.sh/v1): every
+    ``consolidationPolicy`` takes empty nodes, so only ``consolidateAfter: Never`` keeps them. Without ``disruption``
+    the server's default applies (``consolidateAfter: 0s``); a ``disruption`` without ``consolidateAfter`` (which the
+    CRD refuses) reads as Karpenter's Go type reads it, never. A static pool (``replicas``) keeps its nodes."""
+    if spec.get("replicas") is not None:
+        return False
+    disruption = spec.get("disruption") or {"consolidateAfter": "0s"}
+    return disruption.get("consolidateAfter") not in (None, "Never")
+
+
 def _gpu_pod(pod: Json) -> bool:
     for container in (pod.get("spec") or {}).get("containers") or ():
         resources = container.get("resources") or {}
@@ -152,6 +163,7 @@ class KarpenterPools:
             autoscaling=not blocks(limits),
             limits=limits,
             replicas=spec.get("replicas"),
+            consolidates=consolidates(spec),
             missing=sum(1 for c in live if not (c.get("status") or {}).get("nodeName")),
             refused=self._controller_on(pool_name, nodes),
             grace_nodes=grace,
@@ -382,4 +394,4 @@ def _cluster_of(group: NodeGroup) -> str:
     return group.karpenter.cluster
 
 
-__all__ = ["RBAC", "KarpenterPools", "blocks"]
+__all__ = ["RBAC", "KarpenterPools", "blocks", "consolidates"]

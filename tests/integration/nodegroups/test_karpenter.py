@@ -15,6 +15,14 @@ from typing import Any
 
 import pytest
 
+from jobs.adapters.kube import karpenter as karpenter_adapter
+from jobs.adapters.kube.client import request
+from jobs.adapters.kube.karpenter import KarpenterPools
+from jobs.adapters.settings import AdapterSettings
+from jobs.core.group_config import GroupConfig
+from jobs.history import Entry, decode
+from jobs.labels import RECORD_KIND_LABEL
+from jobs.policy_file import parse_policy
 from tests.docs import shell_block
 from tests.emulators.kube import karpenter as model
 from tests.emulators.kube import seed
@@ -111,6 +119,16 @@ def record(kube: KubeHandle) -> dict[str, Any]:
     return data
 
 
+def history_entries(kube: KubeHandle) -> list[Entry]:
+    found: list[Entry] = []
+    for cm in kube.list("ConfigMap", "gpu-jobs"):
+        if (cm["metadata"].get("labels") or {}).get(RECORD_KIND_LABEL) == "history":
+            entries, problems = decode(cm["data"]["entries"])
+            assert problems == []
+            found += entries
+    return found
+
+
 def test_the_evening_zero_limit_first_idle_claim_removed_busy_one_kept_under_wait_then_a_quiet_second_run(
     kube: KubeHandle, tmp_path: Path
 ) -> None:
@@ -125,6 +143,10 @@ def test_the_evening_zero_limit_first_idle_claim_removed_busy_one_kept_under_wai
     assert kube.get("pods", w.gpu_pod, "ml") is not None
     kept = record(kube)
     assert kept["config"]["limits"] == LIMITS
+    assert "consolidates" not in kept["config"]  # read for the report, never restored
+    # Karpenter (WhenEmpty after 5m) would have removed the idle claim's node by itself: the night avoids nothing.
+    (down,) = [e for e in history_entries(kube) if e.kind == "down"]
+    assert (down.nodes, down.gpus, down.floor, down.would_run()) == (2, 16, 0, (0, 0))
     assert kept["phase"] == "down"
     assert kept["busySince"]
     assert "kept until" in run.item["reason"]
@@ -140,6 +162,63 @@ def test_the_evening_zero_limit_first_idle_claim_removed_busy_one_kept_under_wai
     second = gpu_jobs(kube, tmp_path, EVENING.replace(minute=15))
     assert (second.code, second.summary["applied"], second.summary["failed"]) == (0, 0, 0)
     assert kube.log.writes() == []  # nothing written: the limit is down, only running work remains
+
+
+@pytest.mark.parametrize(
+    ("disruption", "stored", "consolidates"),
+    [
+        # The emulator's pool: Karpenter removes an empty node 5 minutes after it empties.
+        (
+            {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
+            {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
+            True,
+        ),
+        # Never: the empty nodes stay, and so do their GPUs.
+        (
+            {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "Never"},
+            {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "Never"},
+            False,
+        ),
+        # No disruption block: the CRD's defaults, v1's WhenEmptyOrUnderutilized after 0s.
+        (None, {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}, True),
+    ],
+)
+def test_describe_reads_whether_karpenter_removes_the_pools_empty_nodes_and_the_record_keeps_only_the_limits(
+    kube: KubeHandle, disruption: dict[str, str] | None, stored: dict[str, str], consolidates: bool
+) -> None:
+    pool = model.nodepool("gpu-h100", limits=dict(LIMITS), taints=[model.GPU_TAINT])
+    if disruption is None:
+        del pool["spec"]["disruption"]
+    else:
+        pool["spec"]["disruption"] = disruption
+    with kube.api_client() as api:  # through the API server, which fills in the CRD's defaults
+        request(api, "create nodepools", "POST", f"/apis/{model.API_VERSION}/nodepools", body=pool)
+        group = parse_policy(policy(), "policy.yaml").node_groups[0]
+        config = KarpenterPools(AdapterSettings(), api).describe(group)
+    found = kube.get("nodepools", "gpu-h100", api_version=model.API_VERSION)
+    assert found is not None
+    assert {k: found["spec"]["disruption"][k] for k in stored} == stored
+    assert config.consolidates is consolidates
+    assert GroupConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
+    assert config.to_json()["consolidates"] is consolidates  # what the history's down entry reads (its floor)
+    # A record keeps what a restore writes back, the limits; never the consolidation.
+    recorded = config.recordable().to_json()
+    assert (recorded["limits"], "consolidates" in recorded) == (LIMITS, False)
+
+
+@pytest.mark.parametrize(
+    ("spec", "consolidates"),
+    [
+        # A static pool keeps its replicas: Karpenter ignores its consolidation.
+        ({"replicas": 2, "disruption": {"consolidateAfter": "0s"}}, False),
+        # A disruption without consolidateAfter (refused by the CRD) is Karpenter's nil duration: never.
+        ({"disruption": {"consolidationPolicy": "WhenEmpty"}}, False),
+        ({"disruption": {"consolidationPolicy": "Balanced", "consolidateAfter": "30s"}}, True),
+        ({}, True),
+    ],
+)
+def test_consolidation_of_pools_the_api_server_never_shows(spec: dict[str, Any], consolidates: bool) -> None:
+    assert karpenter_adapter.consolidates(spec) is consolidates
 
 
 def test_a_claim_launched_after_the_limit_and_a_notready_claim_go_on_the_next_run(
