@@ -4,8 +4,9 @@ terminal, markdown for a weekly post, or one JSON line.
 
 GPU-hours avoided are measured, not planned: the hours a group's nodes were really gone (from the first run that saw
 none of them until the run that brought the group back) times the GPUs that would have run (the size recorded
-before the shutdown x ``gpusPerNode``, no more nodes than its autoscaler's ``min`` where one was on: it would have
-removed the empty nodes by itself). The figure is conservative by up to a run's interval at each end.
+before the shutdown x ``gpusPerNode``, no more nodes than its autoscaler's ``min`` where one was on, none for a
+Karpenter pool that consolidates empty nodes: they would have removed the empty nodes by themselves). The figure
+is conservative by up to a run's interval at each end.
 """
 
 from __future__ import annotations
