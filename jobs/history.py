@@ -325,14 +325,25 @@ class Interval:
         return max(timedelta(0), min(self.end, end) - max(self.start, start))
 
 
-def _size(down: Entry, up: Entry | None, known: Entry | None) -> tuple[int | None, int | None]:
-    """(nodes, GPUs) a night took away (:meth:`Entry.would_run`): the shutdown's own, else the restore's, else the
-    last size any entry of the group knew (a GKE pool under its autoscaler, down at the window's end, may have
-    recorded none)."""
+@dataclass(frozen=True)
+class Gone:
+    """An interval a group's nodes were gone, and the nodes and GPUs that would have run in it."""
+
+    interval: Interval
+    nodes: int | None
+    gpus: int | None
+    floor: int | None = None  # the autoscaler floor that capped the size recorded (None: it capped nothing)
+
+
+def _gone(interval: Interval, down: Entry, up: Entry | None, known: Entry | None) -> Gone:
+    """What a night took away (:meth:`Entry.would_run`): the shutdown's own size, else the restore's, else the last
+    size any entry of the group knew (a GKE pool under its autoscaler, down at the window's end, may have recorded
+    none)."""
     for e in (down, up, known):
         if e is not None and (e.nodes is not None or e.floor is not None):
-            return e.would_run()
-    return None, None
+            capped = e.floor is not None and (e.nodes is None or e.floor < e.nodes)
+            return Gone(interval, *e.would_run(), e.floor if capped else None)
+    return Gone(interval, None, None)
 
 
 @dataclass(frozen=True)
@@ -340,7 +351,7 @@ class GroupTimes:
     """A group's measured intervals: nodes gone (with the GPUs that would have run), kept up for busy work, by a
     wake."""
 
-    gone: tuple[tuple[Interval, int | None, int | None], ...] = ()  # (interval, nodes, GPUs)
+    gone: tuple[Gone, ...] = ()
     busy: tuple[Interval, ...] = ()
     wake: tuple[Interval, ...] = ()
 
@@ -354,7 +365,7 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
             by_group.setdefault((e.scope, e.subject), []).append(e)
     out: dict[tuple[str, str], GroupTimes] = {}
     for key, events in by_group.items():
-        gone: list[tuple[Interval, int | None, int | None]] = []
+        gone: list[Gone] = []
         busy: list[Interval] = []
         wake: list[Interval] = []
         down: Entry | None = None
@@ -379,8 +390,7 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
                 gone_at = e.at
             elif e.kind in ("up", "wake"):
                 if gone_at is not None and down is not None:
-                    nodes, gpus = _size(down, None if waking else e, known)
-                    gone.append((Interval(gone_at, e.at), nodes, gpus))
+                    gone.append(_gone(Interval(gone_at, e.at), down, None if waking else e, known))
                 night = (night or down) if waking else None
                 down, gone_at = None, None
                 if e.kind == "wake" and wake_at is None:
@@ -396,7 +406,7 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
             if (e.nodes, e.floor) != (None, None) and e.kind in ("down", "up") and not waking and night is None:
                 known = e  # not a wake's size, nor the shutdown of what a wake brought
         if gone_at is not None and down is not None:
-            gone.append((Interval(gone_at, until), *_size(down, None, known)))
+            gone.append(_gone(Interval(gone_at, until), down, None, known))
         if busy_at is not None:
             busy.append(Interval(busy_at, until))
         if wake_at is not None:
@@ -414,6 +424,8 @@ class GroupSavings:
     avoided_gpu_hours: float | None = 0.0  # None: the GPUs are unknown (no gpusPerNode, no recorded size)
     busy_hours: float = 0.0
     wake_hours: float = 0.0
+    #: The autoscaler floor that capped the nodes counted (the lowest, if several nights): None where none did.
+    floor: int | None = None
 
 
 @dataclass(frozen=True)
@@ -443,18 +455,23 @@ def measure(entries: Sequence[Entry], start: datetime, end: datetime) -> Savings
     for (scope, group), t in sorted(times.items()):
         gone_hours = node_hours = 0.0
         gpu_hours: float | None = 0.0
-        for interval, nodes, gpus in t.gone:
-            hours = _hours(interval.clipped(start, end))
+        floors: list[int] = []
+        for night in t.gone:
+            hours = _hours(night.interval.clipped(start, end))
             gone_hours += hours
-            node_hours += hours * (nodes or 0)
-            if gpus is None and hours > 0:
+            node_hours += hours * (night.nodes or 0)
+            if night.gpus is None and hours > 0:
                 gpu_hours = None
-            elif gpu_hours is not None and gpus is not None:
-                gpu_hours += hours * gpus
+            elif gpu_hours is not None and night.gpus is not None:
+                gpu_hours += hours * night.gpus
+            if night.floor is not None and hours > 0:
+                floors.append(night.floor)
         busy = sum(_hours(i.clipped(start, end)) for i in t.busy)
         woke = sum(_hours(i.clipped(start, end)) for i in t.wake)
         if gone_hours or busy or woke:
-            groups.append(GroupSavings(scope, group, gone_hours, node_hours, gpu_hours, busy, woke))
+            groups.append(
+                GroupSavings(scope, group, gone_hours, node_hours, gpu_hours, busy, woke, min(floors, default=None))
+            )
     inside = [e for e in entries if start <= e.at < end]
     pods = [e for e in inside if e.kind == "pod"]
     instances = [e for e in inside if e.kind == "instance"]

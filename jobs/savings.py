@@ -115,6 +115,7 @@ def document(report: SavingsReport) -> dict[str, Any]:
                 "avoidedGpuHours": None if g.avoided_gpu_hours is None else round(g.avoided_gpu_hours, 2),
                 "keptUpBusyHours": round(g.busy_hours, 2),
                 "keptUpWakeHours": round(g.wake_hours, 2),
+                "autoscalerFloorNodes": g.floor,
                 "price": None
                 if price is None
                 else {"gpuHour": round(price.gpu_hour, 4), "currency": price.currency, "source": price.source},
@@ -159,8 +160,29 @@ def _amount(value: float | None, price: Price | None, sources: list[str]) -> str
     return f"{value:,.2f} {price.currency} [{sources.index(price.source) + 1}]"
 
 
-def _gpu_hours(g: GroupSavings) -> str:
-    return "? (no gpusPerNode)" if g.avoided_gpu_hours is None else f"{g.avoided_gpu_hours:,.1f}"
+def _gpu_hours(g: GroupSavings, mark: str = "*") -> str:
+    if g.avoided_gpu_hours is None:
+        return "? (no gpusPerNode)"
+    return f"{g.avoided_gpu_hours:,.1f}" + (mark if g.floor is not None else "")
+
+
+#: The mark beside a figure an autoscaler floor capped, escaped for markdown (a lone * may open emphasis).
+ESCAPED_MARK = "\\*"
+
+
+def _floor_note(report: SavingsReport, mark: str = "*") -> list[str]:
+    """What the mark beside a capped figure means, naming the groups and their floors."""
+    capped = [
+        f"{g.scope}/{g.group} ({g.floor} node{'' if g.floor == 1 else 's'})"
+        for g in report.savings.groups
+        if g.floor is not None
+    ]
+    if not capped:
+        return []
+    return [
+        f"{mark} no more nodes than the group's autoscaler keeps once they are empty, which it would have removed"
+        f" by itself: {', '.join(capped)}"
+    ]
 
 
 def _money_total(total: dict[str, Any]) -> str:
@@ -198,6 +220,7 @@ def to_text(report: SavingsReport) -> str:
         f" {s.idle_gpu_hours:,.1f} idle GPU-hours ended; {s.instances} instance{'s' if s.instances != 1 else ''}"
         f" stopped ({s.instance_gpus} GPUs)"
     )
+    lines += [f"  {note}" for note in _floor_note(report)]
     lines += [f"  [{n}] {source}" for n, source in enumerate(sources, 1)]
     return "\n".join(lines) + "\n"
 
@@ -222,7 +245,7 @@ def to_markdown(report: SavingsReport) -> str:
         for g in report.savings.groups:
             price = report.prices.get(g.group)
             lines.append(
-                f"| {g.scope} | {g.group} | {g.gone_hours:.1f} | {_gpu_hours(g)} | {g.busy_hours:.1f} |"
+                f"| {g.scope} | {g.group} | {g.gone_hours:.1f} | {_gpu_hours(g, ESCAPED_MARK)} | {g.busy_hours:.1f} |"
                 f" {g.wake_hours:.1f} | {_amount(_money(g, price), price, sources)} |"
             )
         lines.append("")
@@ -231,8 +254,9 @@ def to_markdown(report: SavingsReport) -> str:
         f"The sweep deleted or scaled down {s.pods} idle pods (at least {s.idle_gpu_hours:,.1f} idle GPU-hours ended)"
         f" and stopped {s.instances} untagged instances ({s.instance_gpus} GPUs)."
     )
-    if sources:
-        lines += ["", *[f"[{n}] {source}  " for n, source in enumerate(sources, 1)]]
+    notes = [f"{note}  " for note in _floor_note(report, ESCAPED_MARK)]
+    if notes or sources:
+        lines += ["", *notes, *[f"[{n}] {source}  " for n, source in enumerate(sources, 1)]]
     return "\n".join(lines) + "\n"
 
 

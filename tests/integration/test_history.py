@@ -110,11 +110,14 @@ def test_a_night_and_a_morning_are_kept_in_each_cluster_and_reported(central: Fl
     assert groups["research"]["money"] == round(hours * research_gpus * 2.5, 2)
     assert report["total"]["money"]["EUR"] == groups["research"]["money"]
     assert groups["batch"]["avoidedGpuHours"] is None  # no gpusPerNode: node-hours only, never a made-up figure
+    assert (groups["train"]["autoscalerFloorNodes"], groups["batch"]["autoscalerFloorNodes"]) == (1, None)
     assert [s["state"] for s in report["scopes"]] == ["read", "read", "read"]
 
     text = gpu_jobs(central, tmp_path, "report", "--since", "7d", "--at", "2026-12-02T12:00:00+01:00").stdout
     assert text.startswith("gpu-jobs report since 7d: ")
     assert "ml-prod/train" in text
+    assert "93.3*" in text  # capped by train's autoscaler floor, and said so under the table
+    assert "  * no more nodes than the group's autoscaler keeps once they are empty" in text
     assert "[1] aws list price p4d.24xlarge as of 2026-07-20" in text
 
     # The docs' weekly post, as typed there.
@@ -123,7 +126,9 @@ def test_a_night_and_a_morning_are_kept_in_each_cluster_and_reported(central: Fl
     markdown = gpu_jobs(central, tmp_path, *command[1:])
     assert markdown.code == 0
     assert markdown.stdout.startswith("### GPU savings 2026-W49\n")
-    assert "| ml-prod | train | 11.7 | 93.3 |" in markdown.stdout
+    assert "| ml-prod | train | 11.7 | 93.3\\* |" in markdown.stdout
+    assert "\\* no more nodes than the group's autoscaler keeps once they are empty" in markdown.stdout
+    assert "ml-prod/train (1 node), research/research (2 nodes)" in markdown.stdout
 
 
 def test_a_cluster_whose_history_cannot_be_read_is_a_failed_item(central: Fleet, tmp_path: Path) -> None:

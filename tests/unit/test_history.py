@@ -137,6 +137,9 @@ def test_what_a_shutdown_avoids_is_no_more_than_the_autoscalers_floor(
     gone, up = entry("2026-12-01T20:15:00+01:00", "gone"), entry("2026-12-02T07:45:00+01:00", "up")
     (group,) = measure([down, gone, up], *week_window("2026-W49", "Europe/Berlin")).groups
     assert group.avoided_gpu_hours == 11.5 * would_run[1]
+    # The report marks a figure the floor capped (not one already at its floor, nor one without a floor).
+    capped = floor is not None and (down.nodes is None or floor < down.nodes)
+    assert group.floor == (floor if capped else None)
 
 
 def test_nodes_gone_is_recorded_by_the_first_run_that_sees_none() -> None:
