@@ -354,6 +354,91 @@ class GroupTimes:
     gone: tuple[Gone, ...] = ()
     busy: tuple[Interval, ...] = ()
     wake: tuple[Interval, ...] = ()
+    #: While a wake brought some of a night's nodes back: the ones it did not (avoided, though not all were gone).
+    partly: tuple[Gone, ...] = ()
+
+
+def _partly(interval: Interval, night: Entry, known: Entry | None, woken: int | None) -> Gone | None:
+    """The nodes of the night's size a wake of ``woken`` nodes left down, for ``interval``; None when none (or the
+    wake's size is unknown: nothing is guessed)."""
+    whole = _gone(interval, night, None, known)
+    if woken is None or whole.nodes is None or whole.nodes <= woken:
+        return None
+    left = whole.nodes - woken
+    gpus = None if whole.gpus is None else whole.gpus * left // whole.nodes
+    return Gone(interval, left, gpus, whole.floor)
+
+
+@dataclass
+class _Timeline:
+    """One group's entries walked in time order: what is open between them, and the intervals they close."""
+
+    woken: set[datetime]  # the instants of its wakes (a wake's restore is an "up" at the same instant)
+    gone: list[Gone] = field(default_factory=list)
+    busy: list[Interval] = field(default_factory=list)
+    wake: list[Interval] = field(default_factory=list)
+    partly: list[Gone] = field(default_factory=list)
+    down: Entry | None = None
+    night: Entry | None = None  # the shutdown a wake interrupted: the size its night took, until the morning
+    known: Entry | None = None  # the last entry that knew the group's size: the size a down that did not know
+    gone_at: datetime | None = None
+    busy_at: datetime | None = None
+    wake_at: datetime | None = None
+    partly_at: datetime | None = None  # a wake brought some nodes back: since when
+    woke_nodes: int | None = None  # how many
+
+    def see(self, e: Entry) -> None:
+        waking = e.kind == "wake" or (e.kind == "up" and e.at in self.woken)
+        if self.partly_at is not None and (e.kind in ("down", "kept") or (e.kind == "up" and not waking)):
+            self._end_partly(e.at)  # the woken nodes go down again, or the morning comes
+        if e.kind == "up" and waking:
+            self.woke_nodes = e.nodes
+        if e.kind == "down":
+            # After a wake, a shutdown takes the woken nodes only: the night still avoids the size it began with.
+            self.down, self.gone_at = (self.night if self.night is not None else e), None
+            self._end_keep_ups(e.at)
+        elif e.kind == "gone" and self.down is not None and self.gone_at is None:
+            self.gone_at = e.at
+        elif e.kind in ("up", "wake"):
+            self._up(e, waking)
+        elif e.kind == "postponed" and self.busy_at is None:
+            self.busy_at = e.at
+        elif e.kind == "kept":
+            self._end_keep_ups(e.at)
+        if (e.nodes, e.floor) != (None, None) and e.kind in ("down", "up") and not waking and self.night is None:
+            self.known = e  # not a wake's size, nor the shutdown of what a wake brought
+
+    def _up(self, e: Entry, waking: bool) -> None:
+        if self.gone_at is not None and self.down is not None:
+            self.gone.append(_gone(Interval(self.gone_at, e.at), self.down, None if waking else e, self.known))
+        self.night = (self.night or self.down) if waking else None
+        self.down, self.gone_at = None, None
+        if e.kind == "wake" and self.wake_at is None:
+            self.wake_at = e.at
+        if waking and self.night is not None and self.partly_at is None:
+            self.partly_at = e.at
+
+    def _end_keep_ups(self, at: datetime) -> None:
+        if self.busy_at is not None:
+            self.busy.append(Interval(self.busy_at, at))
+        if self.wake_at is not None:
+            self.wake.append(Interval(self.wake_at, at))
+        self.busy_at = self.wake_at = None
+
+    def _end_partly(self, at: datetime) -> None:
+        if self.partly_at is not None and self.night is not None:
+            part = _partly(Interval(self.partly_at, at), self.night, self.known, self.woke_nodes)
+            if part is not None:
+                self.partly.append(part)
+        self.partly_at = self.woke_nodes = None
+
+    def close(self, until: datetime) -> GroupTimes:
+        """The intervals, those still open ending at ``until``."""
+        if self.gone_at is not None and self.down is not None:
+            self.gone.append(_gone(Interval(self.gone_at, until), self.down, None, self.known))
+        self._end_keep_ups(until)
+        self._end_partly(until)
+        return GroupTimes(tuple(self.gone), tuple(self.busy), tuple(self.wake), tuple(self.partly))
 
 
 def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, str], GroupTimes]:
@@ -365,53 +450,10 @@ def group_times(entries: Sequence[Entry], until: datetime) -> dict[tuple[str, st
             by_group.setdefault((e.scope, e.subject), []).append(e)
     out: dict[tuple[str, str], GroupTimes] = {}
     for key, events in by_group.items():
-        gone: list[Gone] = []
-        busy: list[Interval] = []
-        wake: list[Interval] = []
-        down: Entry | None = None
-        night: Entry | None = None  # the shutdown a wake interrupted: the size its night took, until the morning
-        known: Entry | None = None  # the last entry that knew the group's size: the size a down that did not know
-        gone_at: datetime | None = None
-        busy_at: datetime | None = None
-        wake_at: datetime | None = None
-        # A wake's restore is an "up" at the instant of its "wake": the night goes on, at the size it began with.
-        woken = {e.at for e in events if e.kind == "wake"}
+        timeline = _Timeline({e.at for e in events if e.kind == "wake"})
         for e in events:
-            waking = e.kind == "wake" or (e.kind == "up" and e.at in woken)
-            if e.kind == "down":
-                # After a wake, a shutdown takes the woken nodes only: the night still avoids the size it began with.
-                down, gone_at = (night if night is not None else e), None
-                if busy_at is not None:
-                    busy.append(Interval(busy_at, e.at))
-                if wake_at is not None:
-                    wake.append(Interval(wake_at, e.at))
-                busy_at = wake_at = None
-            elif e.kind == "gone" and down is not None and gone_at is None:
-                gone_at = e.at
-            elif e.kind in ("up", "wake"):
-                if gone_at is not None and down is not None:
-                    gone.append(_gone(Interval(gone_at, e.at), down, None if waking else e, known))
-                night = (night or down) if waking else None
-                down, gone_at = None, None
-                if e.kind == "wake" and wake_at is None:
-                    wake_at = e.at
-            elif e.kind == "postponed" and busy_at is None:
-                busy_at = e.at
-            elif e.kind == "kept":
-                if busy_at is not None:
-                    busy.append(Interval(busy_at, e.at))
-                if wake_at is not None:
-                    wake.append(Interval(wake_at, e.at))
-                busy_at = wake_at = None
-            if (e.nodes, e.floor) != (None, None) and e.kind in ("down", "up") and not waking and night is None:
-                known = e  # not a wake's size, nor the shutdown of what a wake brought
-        if gone_at is not None and down is not None:
-            gone.append(_gone(Interval(gone_at, until), down, None, known))
-        if busy_at is not None:
-            busy.append(Interval(busy_at, until))
-        if wake_at is not None:
-            wake.append(Interval(wake_at, until))
-        out[key] = GroupTimes(tuple(gone), tuple(busy), tuple(wake))
+            timeline.see(e)
+        out[key] = timeline.close(until)
     return out
 
 
@@ -466,6 +508,11 @@ def measure(entries: Sequence[Entry], start: datetime, end: datetime) -> Savings
                 gpu_hours += hours * night.gpus
             if night.floor is not None and hours > 0:
                 floors.append(night.floor)
+        for part in t.partly:  # nodes a wake left down: avoided, but the group's nodes were not all gone
+            hours = _hours(part.interval.clipped(start, end))
+            node_hours += hours * (part.nodes or 0)
+            if gpu_hours is not None:
+                gpu_hours = None if part.gpus is None else gpu_hours + hours * part.gpus
         busy = sum(_hours(i.clipped(start, end)) for i in t.busy)
         woke = sum(_hours(i.clipped(start, end)) for i in t.wake)
         if gone_hours or busy or woke:

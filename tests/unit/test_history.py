@@ -281,7 +281,8 @@ def test_kept_up_hours_for_busy_work_and_wakes() -> None:
 
 def test_a_night_a_wake_interrupted_still_avoids_the_size_it_began_with() -> None:
     # 3 nodes down at 20:00; a wake brings 1 back at 23:00 for 2 hours; that 1 goes down at 01:00: from then to the
-    # morning the night avoids the 3 nodes always-on would have run, not the 1 the wake brought.
+    # morning the night avoids the 3 nodes always-on would have run, not the 1 the wake brought. During the wake the
+    # 2 nodes it did not bring are avoided too (not "gone": the group's nodes were not all gone).
     # The wake's run records both the restore ("up", its 1 node) and the "wake", at the same instant.
     woke = "2026-12-01T23:00:00+01:00"
     entries = [
@@ -297,7 +298,8 @@ def test_a_night_a_wake_interrupted_still_avoids_the_size_it_began_with() -> Non
     (group,) = measure(entries, start, end).groups
     before_wake, after_wake = 2 + 50 / 60, 6 + 20 / 60
     assert group.gone_hours == pytest.approx(before_wake + after_wake)
-    assert group.avoided_gpu_hours == pytest.approx((before_wake + after_wake) * 24)
+    assert group.avoided_gpu_hours == pytest.approx((before_wake + after_wake) * 24 + 2 * 2 * 8)
+    assert group.avoided_node_hours == pytest.approx((before_wake + after_wake) * 3 + 2 * 2)
 
 
 def test_a_gke_night_a_wake_interrupted_takes_the_size_the_morning_restored() -> None:
@@ -315,7 +317,25 @@ def test_a_gke_night_a_wake_interrupted_takes_the_size_the_morning_restored() ->
     ]
     start, end = week_window("2026-W49", "Europe/Berlin")
     (group,) = measure(entries, start, end).groups
-    assert group.avoided_gpu_hours == pytest.approx((2 + 20 / 60 + 7 + 10 / 60) * 3)
+    # Gone 20:40-23:00 and 01:10-08:20 at 3 nodes; 23:00-01:00 the wake's 1 node up, the other 2 avoided.
+    assert group.avoided_gpu_hours == pytest.approx((2 + 20 / 60 + 7 + 10 / 60) * 3 + 2 * 2)
+
+
+def test_a_wake_of_as_many_nodes_as_the_autoscaler_keeps_avoids_nothing_more() -> None:
+    # 3 nodes down, but the group's autoscaler keeps 1 once empty: the night avoids 1 node; a wake of 1 node leaves
+    # nothing of it down. And a wake whose restore says no size counts nothing (never guessed).
+    woke = "2026-12-01T23:00:00+01:00"
+    night = [
+        entry("2026-12-01T20:00:00+01:00", "down", nodes=3, gpus=3, gpus_per_node=1, floor=1),
+        entry("2026-12-01T20:10:00+01:00", "gone"),
+        entry(woke, "wake"),
+        entry("2026-12-02T01:00:00+01:00", "down", nodes=1, gpus=1, gpus_per_node=1),
+    ]
+    start, end = week_window("2026-W49", "Europe/Berlin")
+    (floored,) = measure([*night, entry(woke, "up", nodes=1, gpus=1)], start, end).groups
+    (unsized,) = measure([*night, entry(woke, "up")], start, end).groups
+    assert floored.avoided_gpu_hours == pytest.approx(2 + 50 / 60)  # 20:10-23:00 at 1 node, then none
+    assert unsized.avoided_gpu_hours == floored.avoided_gpu_hours
 
 
 def test_prices_from_the_policy_and_from_the_dated_list() -> None:
