@@ -85,3 +85,25 @@ def test_make_bench_week_runs_the_whole_week() -> None:
         ["make", "-n", "bench-week"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
     )
     assert planned.stdout.strip().endswith("bench/week.py")
+
+
+def test_the_karpenter_pool_launches_for_its_training_and_consolidates_after_it() -> None:
+    """Tuesday 08:00 to 16:00: the Karpenter pool's training (submitted between 08:30 and 12:00) gets a node launched
+    for it in every column, waits its boot, runs, and the node goes 5 minutes after it (the model is the pool's
+    Karpenter; under gpu-jobs its NodeClaims are in the cluster the job reads). The sandbox's two seeded claims are
+    gone within the first steps. The report claims nothing for a pool that consolidates by itself."""
+    command = [".venv/bin/python", "bench/week.py", "--from-hour", "32", "--hours", "8", "--output", "json"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    pools = {n: s["byGroup"]["train-h100"] for n, s in doc["strategies"].items()}
+    busy = pools["always-on"]["busyGpuHours"]
+    assert busy > 8 * 3  # one 8-GPU training of 3 to 6 hours
+    for name, pool in pools.items():
+        assert pool["busyGpuHours"] == busy, name
+        # Its node bills from launch: 20 minutes of boot, up to 10 of consolidation, and the seeded claims' first step.
+        assert busy < pool["billedGpuHours"] <= busy + 8 * (20 + 10) / 60 + 2 * 8 * 10 / 60 + 0.01, name
+        assert pool["longestWaitMinutesWorkingHours"] == 20, name  # an H100's boot
+    assert doc["strategies"]["gpu-jobs"]["interruptedBusyPods"] == 0
+    assert doc["reportByGroup"]["train-h100"]["avoidedGpuHours"] == 0.0
+    assert doc["run"]["jobRunsWithFailedItems"] == doc["run"]["jobRunsFailedToRun"] == 0
