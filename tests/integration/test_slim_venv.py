@@ -1,6 +1,6 @@
 """.ci/slim-venv, which the Dockerfile's build stage runs on the image's venv, on a small venv laid out like the
 real one: what it removes, what it ships as sourceless -OO bytecode, and that everything still imports. (On the
-locked dependencies it takes the venv from 386 MB to 141 MB: docs/release.md.)"""
+locked dependencies it takes the venv from 385 MB to 140 MB: docs/release.md.)"""
 
 from __future__ import annotations
 
