@@ -47,6 +47,15 @@ def _same_day(day: datetime, tz: ZoneInfo) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=tz)
 
 
+#: The A100 trainings run on spot and checkpoint this often (an interruption loses at most this much).
+SPOT_CHECKPOINT = timedelta(minutes=30)
+
+
+def _training(name: str, group: str, submit: datetime, hours: float, checkpoint: timedelta | None = None) -> Job:
+    """An 8-GPU training of ``hours``."""
+    return Job(name, "training", group, 8, submit, timedelta(hours=hours), checkpoint=checkpoint)
+
+
 def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
     """The workload of ``days`` days from ``start`` (a Monday 00:00 in the policy's timezone)."""
     rng = random.Random(seed)
@@ -61,38 +70,14 @@ def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
         if weekday:
             for i in range(2):  # daytime training, 8 GPUs each, spot with 30-minute checkpoints
                 hours = rng.uniform(3, 8)
-                jobs.append(
-                    Job(
-                        f"train-a100-{tag}-{i}",
-                        "training",
-                        "training-a100",
-                        8,
-                        _at(day, rng.uniform(8.5, 11)),
-                        timedelta(hours=hours),
-                        checkpoint=timedelta(minutes=30),
-                    )
-                )
+                submit = _at(day, rng.uniform(8.5, 11))
+                jobs.append(_training(f"train-a100-{tag}-{i}", "training-a100", submit, hours, SPOT_CHECKPOINT))
             jobs.append(
-                Job(
-                    f"train-h100-{tag}",
-                    "training",
-                    "research-h100",
-                    8,
-                    _at(day, rng.uniform(9, 11)),
-                    timedelta(hours=rng.uniform(4, 7)),
-                )
+                _training(f"train-h100-{tag}", "research-h100", _at(day, rng.uniform(9, 11)), rng.uniform(4, 7))
             )
             # A training a day in the Karpenter pool: its nodes come with it and go 5 minutes after it.
-            jobs.append(
-                Job(
-                    f"pool-h100-{tag}",
-                    "training",
-                    "train-h100",
-                    8,
-                    _at(day, pool_rng.uniform(8.5, 12)),
-                    timedelta(hours=pool_rng.uniform(3, 6)),
-                )
-            )
+            submit = _at(day, pool_rng.uniform(8.5, 12))
+            jobs.append(_training(f"pool-h100-{tag}", "train-h100", submit, pool_rng.uniform(3, 6)))
             for group, people in (("notebooks-t4", 3), ("vision-t4", 2), ("finetune-a100", 2)):
                 # vision-t4 works New York hours: its people open notebooks on the same weekday in New York
                 local_day = _same_day(day, NEW_YORK) if group == "vision-t4" else day
@@ -122,27 +107,11 @@ def generate(start: datetime, days: int, seed: int = 26) -> tuple[Job, ...]:
                     )
                 )
         if n in (1, 3):  # Tue and Thu evenings: training submitted before going home, running into the night
+            submit = _at(day, rng.uniform(19, 20.5))
             jobs.append(
-                Job(
-                    f"train-a100-{tag}-evening",
-                    "training",
-                    "training-a100",
-                    8,
-                    _at(day, rng.uniform(19, 20.5)),
-                    timedelta(hours=rng.uniform(6, 9)),
-                    checkpoint=timedelta(minutes=30),
-                )
+                _training(f"train-a100-{tag}-evening", "training-a100", submit, rng.uniform(6, 9), SPOT_CHECKPOINT)
             )
-            jobs.append(
-                Job(
-                    f"train-h100-{tag}-evening",
-                    "training",
-                    "research-h100",
-                    8,
-                    _at(day, 19.5),
-                    timedelta(hours=rng.uniform(5, 8)),
-                )
-            )
+            jobs.append(_training(f"train-h100-{tag}-evening", "research-h100", _at(day, 19.5), rng.uniform(5, 8)))
     specials = [
         Job("stray-night", "stray", "finetune-a100", 1, _at(start, 2 * 24 + 2), timedelta(hours=3)),  # Wed 02:00
         Job("does-nothing", "idle", "notebooks-t4", 1, _at(start, 24 + 10), None, profile="idle"),  # Tue 10:00
