@@ -290,6 +290,12 @@ class Karpenter:
             self.cluster.settle()
             return claim
 
+    def register(self, claim: Json, node_name: str) -> Json:
+        """The claim's node ``node_name`` (made by the caller) has registered: for a model that plays Karpenter
+        itself with this one detached (the simulated week)."""
+        self.never_register.discard(claim["metadata"]["name"])
+        return self._registered(claim, node_name, self.cluster.now())
+
     def _registered(self, claim: Json, node_name: str, now: datetime) -> Json:
         status, stamp = claim.get("status") or {}, timestamp(now)
         updated = {**claim, "status": {**status, "nodeName": node_name}}

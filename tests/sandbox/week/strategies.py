@@ -583,17 +583,14 @@ class GpuJobs:
         the claim of a node the model consolidated away is deleted, as Karpenter does."""
         pool, claims = self.world.karpenters[group.name], self._claims.setdefault(group.name, {})
         cluster = pool.cluster
-        stored = cluster.get("nodepools", group.locator["nodePool"], api_version=karpenter.API_VERSION)
-        assert stored is not None
-        machine = next(t for t in karpenter.CATALOGUE if t.name == group.hardware.machine)
-        now = cluster.now()
         for node in gm.nodes:
             if node.name not in claims:
-                claims[node.name] = pool._launch(stored, machine, now)["metadata"]["name"]
+                launched = pool.seed_claim(group.locator["nodePool"], group.hardware.machine, registered=False)
+                claims[node.name] = launched["metadata"]["name"]
                 self._changed.add(group.cluster)
             claim = cluster.get("nodeclaims", claims[node.name], api_version=karpenter.API_VERSION)
             if claim is not None and node.ready <= at and not (claim.get("status") or {}).get("nodeName"):
-                pool._registered(claim, node.name, now)
+                pool.register(claim, node.name)
         kept = {n.name for n in gm.nodes}
         for node in [n for n in claims if n not in kept]:
             with contextlib.suppress(Exception):
