@@ -511,7 +511,7 @@ def measure(entries: Sequence[Entry], start: datetime, end: datetime) -> Savings
         for part in t.partly:  # nodes a wake left down: avoided, but the group's nodes were not all gone
             hours = _hours(part.interval.clipped(start, end))
             node_hours += hours * (part.nodes or 0)
-            if gpu_hours is not None:
+            if gpu_hours is not None and hours > 0:
                 gpu_hours = None if part.gpus is None else gpu_hours + hours * part.gpus
         busy = sum(_hours(i.clipped(start, end)) for i in t.busy)
         woke = sum(_hours(i.clipped(start, end)) for i in t.wake)

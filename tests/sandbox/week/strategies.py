@@ -54,9 +54,10 @@ GPU_JOBS = (sys.executable, "-m", "jobs")
 #: The sweep-pods CronJob's schedule (kustomize/base/cronjob-sweep-pods.yaml: ``*/15 * * * *``, UTC): its grace period
 #: of 30m is honoured to within one run.
 SWEEP_EVERY = timedelta(minutes=15)
-#: The writes a scale-down or a scale-up costs per group kind (the naive script's calls): the autoscaler off (or on)
-#: besides the resize (EKS: the discovery tags on its ASG); a plain ASG has no autoscaler here.
-NAIVE_WRITES = {"eks": 2, "asg": 1, "gke": 2, "aks": 2, "karpenter": 2}
+#: The writes the naive script's scale-down and scale-up cost per group kind: the autoscaler off (or on) besides the
+#: resize (EKS: the discovery tags on its ASG; a plain ASG has no autoscaler here); a Karpenter pool's limits to zero
+#: and its claims deleted, then only its limits back.
+NAIVE_WRITES = {"eks": (2, 2), "asg": (1, 1), "gke": (2, 2), "aks": (2, 2), "karpenter": (2, 1)}
 CLOUD_OF = {"eks": "aws", "asg": "aws", "gke": "gcp", "aks": "azure", "karpenter": "kube"}
 #: The sandbox NodePool's ``disruption.consolidateAfter`` (tests.emulators.kube.karpenter.nodepool, WhenEmpty): how
 #: long Karpenter leaves an empty node before it removes it.
@@ -101,7 +102,7 @@ def pool_bounds(limits: dict[str, Any], machine: str) -> tuple[int, int] | None:
         for name, value in limits.items()
         if (per := Fraction(1) if name == "nodes" else capacity.get(name, Fraction(0)))
     ]
-    top = min(most, default=100)
+    top = min(most, default=100)  # a pool without limits: more nodes than the week ever asks for
     return (0, top) if top > 0 else None
 
 
@@ -249,7 +250,7 @@ class Naive:
                 self.cloud.off.discard(g.name)
             # A Karpenter pool's working size is none: its nodes come with pods.
             model.resize(g.name, 0 if night or g.kind == "karpenter" else g.nodes, at)
-            self.calls[CLOUD_OF[g.kind]] += NAIVE_WRITES[g.kind]
+            self.calls[CLOUD_OF[g.kind]] += NAIVE_WRITES[g.kind][0 if night else 1]
 
     def after(self, model: Model, at: datetime) -> None:
         return None
