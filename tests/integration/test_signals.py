@@ -2,7 +2,8 @@
 ``exit_code`` is the process's: during start-up, while it plans, while it writes, and after the summary.
 
 Each moment is reached for sure, not by timing: start-up when ``run.started`` is logged (before the policy is read),
-planning and writing while the Kubernetes emulator holds the run's first list or first write (a :class:`Gate`)."""
+planning and writing while the Kubernetes emulator holds the run's first list or first write (a :class:`Gate`).
+The one moment reached by repetition is the exit after the summary (a few milliseconds): retried until hit."""
 
 from __future__ import annotations
 
@@ -132,11 +133,19 @@ def test_a_stop_while_writing_finishes_the_write_under_way_and_starts_no_other(
 def test_signals_after_the_summary_leave_the_exit_code_it_states(
     cluster: KubeHandle, tmp_path: Path, signum: signal.Signals
 ) -> None:
-    run = quotas(cluster, tmp_path)
-    summary = run.wait_for("run.summary")
-    assert run.send_until_exit(signum) > 0  # from the summary's line to the process's last instant
-    code, _, _ = run.finish()
-    assert (code, summary["exit_code"], summary["applied"], summary["stopped"]) == (0, 0, 3, None)
+    # The moment after the summary is the process's exit, a few milliseconds: a run whose exit beat the first signal
+    # is run again (every run must end as its summary says), at most 5 times, until signals landed in that moment.
+    sent = 0
+    for attempt in range(5):
+        run = quotas(cluster, tmp_path)
+        summary = run.wait_for("run.summary")
+        sent = run.send_until_exit(signum)  # from the summary's line to the process's last instant
+        code, _, _ = run.finish()
+        applied = 3 if attempt == 0 else 0  # the first run writes the three quotas, a run again finds them so
+        assert (code, summary["exit_code"], summary["applied"], summary["stopped"]) == (0, 0, applied, None)
+        if sent > 0:
+            break
+    assert sent > 0
 
 
 def test_the_pages_start_up_stop_runs_as_typed(tmp_path: Path) -> None:
